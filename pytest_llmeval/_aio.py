@@ -1,0 +1,51 @@
+"""One background event loop per process, so sync code (tests, ``score()``) can run judge
+coroutines while the judge client, its connection pool and its concurrency limit live on for
+the whole run. Works whether or not the caller already runs an event loop (async tests)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+_lock = threading.Lock()
+_loop: asyncio.AbstractEventLoop | None = None
+_thread: threading.Thread | None = None
+
+
+def background_loop() -> asyncio.AbstractEventLoop:
+    """The process's background loop, started on first use (daemon thread)."""
+    global _loop, _thread
+    with _lock:
+        if _loop is None or _loop.is_closed():
+            loop = asyncio.new_event_loop()
+            thread = threading.Thread(
+                target=loop.run_forever, name="pytest-llmeval-loop", daemon=True
+            )
+            thread.start()
+            _loop, _thread = loop, thread
+        return _loop
+
+
+def run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` on the background loop and wait for its result (re-raising its error)."""
+    loop = background_loop()
+    if threading.current_thread() is _thread:
+        raise RuntimeError("run_sync called from the background loop itself; await instead")
+    future = asyncio.run_coroutine_threadsafe(coro, loop)
+    return future.result()
+
+
+def shutdown() -> None:
+    """Stop the background loop (end of session)."""
+    global _loop, _thread
+    with _lock:
+        loop, thread = _loop, _thread
+        _loop = _thread = None
+    if loop is not None and thread is not None:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=5)
+        loop.close()

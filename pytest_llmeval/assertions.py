@@ -1,0 +1,462 @@
+"""``score``/``assert_score`` and their batch forms: resolve the scorer, check inputs, consult the
+cache, score, record, and check bounds."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, final
+
+from pytest_llmeval.context import ScoringContext, get_context
+from pytest_llmeval.errors import (
+    CacheMissError,
+    LLMEvalError,
+    ScorerConfigError,
+    ScorerInputError,
+)
+from pytest_llmeval.records import ScoreRecord, current_recorder
+from pytest_llmeval.registry import default_registry
+from pytest_llmeval.scoring import Score, Scorer, identity_of
+
+__all__ = [
+    "BatchResult",
+    "LLMEvalAssertionError",
+    "assert_score",
+    "assert_scores",
+    "ascore",
+    "resolve_scorer",
+    "score",
+    "score_many",
+]
+
+_STANDARD_FIELDS = ("output", "expected", "input", "context")
+
+
+class LLMEvalAssertionError(AssertionError):
+    """A score fell outside its bounds. Shown by pytest like any failed assert."""
+
+
+def resolve_scorer(scorer: str | Scorer | type[Scorer], options: Mapping[str, Any]) -> Scorer:
+    """A scorer instance from a name, a class or an instance, with ``options`` applied."""
+    if isinstance(scorer, Scorer):
+        if not options:
+            return scorer
+        return type(scorer)(**{**scorer.options, **options})
+    if isinstance(scorer, type) and issubclass(scorer, Scorer):
+        return scorer(**options)
+    if isinstance(scorer, str):
+        return default_registry.get(scorer)(**options)
+    raise TypeError(
+        f"scorer must be a registered name, a Scorer subclass or instance, not {scorer!r}"
+    )
+
+
+def _split(
+    scorer: str | Scorer | type[Scorer], fields: Mapping[str, Any], kwargs: Mapping[str, Any]
+) -> tuple[Scorer, dict[str, Any]]:
+    """Split call keywords into scorer inputs (declared input fields) and scorer options."""
+    if isinstance(scorer, Scorer):
+        cls: type[Scorer] = type(scorer)
+    elif isinstance(scorer, type) and issubclass(scorer, Scorer):
+        cls = scorer
+    elif isinstance(scorer, str):
+        cls = default_registry.get(scorer)
+    else:
+        raise TypeError(
+            f"scorer must be a registered name, a Scorer subclass or instance, not {scorer!r}"
+        )
+    declared = set(cls.input_fields())
+    inputs: dict[str, Any] = {}
+    options: dict[str, Any] = {}
+    for key, value in kwargs.items():
+        (inputs if key in declared else options)[key] = value
+    for key, value in fields.items():
+        if key in declared:
+            inputs[key] = value
+    inst = resolve_scorer(scorer, options)
+    inputs = {k: v for k, v in inputs.items() if v is not None}
+    return inst, inputs
+
+
+def _where() -> str | None:
+    rec = current_recorder.get()
+    return rec.where if rec is not None else None
+
+
+def _located(exc: ScorerInputError) -> ScorerInputError:
+    where = _where()
+    return exc.at(where) if where and not exc.where else exc
+
+
+def _prepare(
+    scorer: str | Scorer | type[Scorer], fields: Mapping[str, Any], kwargs: Mapping[str, Any],
+    ctx: ScoringContext,
+) -> tuple[Scorer, dict[str, Any], str | None]:
+    try:
+        inst, inputs = _split(scorer, fields, kwargs)
+        inst.check_inputs(inputs)
+    except ScorerInputError as exc:
+        raise _located(exc) from None
+    key: str | None = None
+    cache = ctx.result_cache()
+    if cache is not None:
+        from pytest_llmeval.cache import cache_key
+
+        key = cache_key(inst.identity(ctx), identity_of(inputs))
+    return inst, inputs, key
+
+
+def _lookup(inst: Scorer, key: str | None, ctx: ScoringContext) -> Score | None:
+    if key is None:
+        return None
+    mode = ctx.settings.cache_mode
+    cache = ctx.result_cache()
+    if cache is None or mode == "refresh":
+        return None
+    hit = cache.get(key)
+    if hit is not None:
+        try:
+            return Score.from_cache(hit, inst.name)
+        except (KeyError, TypeError, ValueError):
+            hit = None  # a damaged entry is a miss
+    if mode == "replay":
+        raise CacheMissError(inst.name, key)
+    return None
+
+
+def _finish(inst: Scorer, result: Score, key: str | None, ctx: ScoringContext, t0: float) -> Score:
+    value = float(result.value)
+    lo, hi = inst.score_range
+    if math.isnan(value) or value < lo - 1e-9 or value > hi + 1e-9:
+        raise LLMEvalError(
+            f"scorer {inst.name!r} produced {value!r}, outside its declared range [{lo}, {hi}]; "
+            "this is a bug in the scorer"
+        )
+    out = result.replace(scorer=inst.name, value=value, cached=False,
+                         duration_s=time.perf_counter() - t0)
+    cache = ctx.result_cache()
+    if key is not None and cache is not None:
+        cache.put(key, inst.name, out.to_cache())
+    return out
+
+
+def _score_sync(
+    scorer: str | Scorer | type[Scorer], fields: Mapping[str, Any], kwargs: Mapping[str, Any],
+    ctx: ScoringContext,
+) -> tuple[Scorer, Score]:
+    t0 = time.perf_counter()
+    inst, inputs, key = _prepare(scorer, fields, kwargs, ctx)
+    hit = _lookup(inst, key, ctx)
+    if hit is not None:
+        return inst, hit.replace(duration_s=time.perf_counter() - t0)
+    try:
+        result = inst.compute(inputs, ctx)
+    except ScorerInputError as exc:
+        raise _located(exc) from None
+    return inst, _finish(inst, result, key, ctx, t0)
+
+
+async def _score_async(
+    scorer: str | Scorer | type[Scorer], fields: Mapping[str, Any], kwargs: Mapping[str, Any],
+    ctx: ScoringContext,
+) -> tuple[Scorer, Score]:
+    t0 = time.perf_counter()
+    inst, inputs, key = _prepare(scorer, fields, kwargs, ctx)
+    hit = _lookup(inst, key, ctx)
+    if hit is not None:
+        return inst, hit.replace(duration_s=time.perf_counter() - t0)
+    result = await inst.acompute(inputs, ctx)
+    return inst, _finish(inst, result, key, ctx, t0)
+
+
+def score(
+    scorer: str | Scorer | type[Scorer],
+    *,
+    output: Any,
+    expected: Any = None,
+    input: Any = None,  # noqa: A002 - the field is called input everywhere in LLM evaluation
+    context: Any = None,
+    **kwargs: Any,
+) -> Score:
+    """Score one case, outside or inside pytest, with the run's cache.
+
+    ``scorer`` is a registered name (reference spellings such as ``"JSONDiff"`` work), a
+    :class:`Scorer` subclass or an instance. Keyword arguments that the scorer declares as input
+    fields are inputs; the others are scorer options. Raises :class:`ScorerInputError` for a bad
+    input, :class:`JudgeError` when a judge cannot give a verdict, :class:`CacheMissError` in
+    replay mode on a miss.
+    """
+    fields = {"output": output, "expected": expected, "input": input, "context": context}
+    return _score_sync(scorer, fields, kwargs, get_context())[1]
+
+
+async def ascore(
+    scorer: str | Scorer | type[Scorer],
+    *,
+    output: Any,
+    expected: Any = None,
+    input: Any = None,  # noqa: A002
+    context: Any = None,
+    **kwargs: Any,
+) -> Score:
+    """The async form of :func:`score`."""
+    fields = {"output": output, "expected": expected, "input": input, "context": context}
+    return (await _score_async(scorer, fields, kwargs, get_context()))[1]
+
+
+def _bounds(inst: Scorer, min: float | None, max: float | None) -> tuple[float | None, float | None]:
+    return min, max
+
+
+def _check(inst: Scorer, result: Score, min: float | None, max: float | None) -> Score:
+    passed = True
+    if min is not None and result.value < min:
+        passed = False
+    if max is not None and result.value > max:
+        passed = False
+    return result.replace(min=min, max=max, passed=passed if (min, max) != (None, None) else None)
+
+
+def _record(inst_name: str, result: Score | None, min: float | None, max: float | None,
+            error: BaseException | None = None, duration_s: float = 0.0) -> None:
+    rec = current_recorder.get()
+    if rec is None:
+        return
+    usage = result.usage if result is not None else None
+    rec.add(
+        ScoreRecord(
+            file=rec.file,
+            test=rec.test,
+            case_id=rec.case_id,
+            scorer=inst_name,
+            index=rec.next_index(inst_name),
+            score=result.value if result is not None else None,
+            min=min,
+            max=max,
+            passed=result.passed if result is not None else None,
+            cached=result.cached if result is not None else False,
+            duration_s=result.duration_s if result is not None else duration_s,
+            rationale=result.rationale if result is not None else None,
+            error=None if error is None else f"{type(error).__name__}: {error}",
+            where=rec.where,
+            metadata=_json_safe(dict(result.metadata)) if result is not None else {},
+            prompt_tokens=usage.prompt_tokens if usage else 0,
+            completion_tokens=usage.completion_tokens if usage else 0,
+            judge_calls=usage.calls if usage else 0,
+            cost_usd=usage.cost_usd if usage else None,
+        )
+    )
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return repr(value)
+
+
+def _format_failure(result: Score, inst: Scorer) -> str:
+    bound = []
+    if result.min is not None:
+        bound.append(f">= {result.min:g}")
+    if result.max is not None:
+        bound.append(f"<= {result.max:g}")
+    direction = "higher is better" if inst.higher_is_better else "lower is better"
+    lines = [
+        f"{inst.name} score {result.value:.4g} is not {' and '.join(bound)} ({direction})",
+    ]
+    where = _where()
+    if where:
+        lines.append(f"case: {where}")
+    if result.cached:
+        lines.append("(cached result)")
+    if result.rationale:
+        lines.append("rationale: " + result.rationale.strip())
+    return "\n".join(lines)
+
+
+def _resolve_bounds(inst: Scorer, min: float | None, max: float | None,
+                    threshold: float | None) -> tuple[float | None, float | None]:
+    if threshold is not None:
+        if min is not None or max is not None:
+            raise ScorerConfigError(inst.name, "threshold", "cannot be combined with min/max")
+        if inst.higher_is_better:
+            return threshold, None
+        return None, threshold
+    return min, max
+
+
+def assert_score(
+    scorer: str | Scorer | type[Scorer],
+    *,
+    output: Any,
+    expected: Any = None,
+    input: Any = None,  # noqa: A002
+    context: Any = None,
+    min: float | None = None,  # noqa: A002 - the natural name for a lower bound
+    max: float | None = None,  # noqa: A002
+    threshold: float | None = None,
+    **kwargs: Any,
+) -> Score:
+    """Score one case and assert it lies within bounds; return the :class:`Score`.
+
+    ``min``/``max`` bound the score; ``threshold`` is a bare bound that follows the scorer's
+    direction (a minimum for higher-is-better scorers, a maximum for lower-is-better ones). With
+    no bound at all the score is recorded and reported, not asserted. The record of every call
+    reaches the run's summary and JSON report. Raises ``AssertionError`` (as
+    :class:`LLMEvalAssertionError`) when out of bounds; errors as :func:`score`.
+    """
+    fields = {"output": output, "expected": expected, "input": input, "context": context}
+    ctx = get_context()
+    t0 = time.perf_counter()
+    name = scorer if isinstance(scorer, str) else getattr(scorer, "name", repr(scorer))
+    try:
+        inst, result = _score_sync(scorer, fields, kwargs, ctx)
+    except BaseException as exc:
+        if isinstance(exc, (LLMEvalError, Exception)):
+            try:
+                name = default_registry.canonical(name) if isinstance(name, str) else name
+            except LLMEvalError:
+                pass
+            _record(str(name), None, min, max, error=exc, duration_s=time.perf_counter() - t0)
+        raise
+    lo, hi = _resolve_bounds(inst, min, max, threshold)
+    checked = _check(inst, result, lo, hi)
+    _record(inst.name, checked, lo, hi)
+    if checked.passed is False:
+        raise LLMEvalAssertionError(_format_failure(checked, inst))
+    return checked
+
+
+@final
+@dataclass(frozen=True)
+class BatchResult:
+    """Scores of many rows: ``scores[i]`` belongs to ``rows[i]``."""
+
+    scorer: str
+    scores: tuple[Score, ...]
+
+    @property
+    def values(self) -> list[float]:
+        return [s.value for s in self.scores]
+
+    @property
+    def mean(self) -> float:
+        return sum(self.values) / len(self.scores) if self.scores else math.nan
+
+    def pass_rate(self, min: float | None = None, max: float | None = None) -> float:  # noqa: A002
+        if not self.scores:
+            return math.nan
+        ok = sum(
+            1 for v in self.values
+            if (min is None or v >= min) and (max is None or v <= max)
+        )
+        return ok / len(self.scores)
+
+
+def _row_fields(row: Mapping[str, Any] | Any) -> dict[str, Any]:
+    if isinstance(row, Mapping):
+        return dict(row)
+    to_dict = getattr(row, "to_dict", None)
+    if callable(to_dict):
+        return dict(to_dict())
+    raise TypeError(f"rows must be mappings or Cases, not {type(row).__name__}")
+
+
+async def _score_rows(scorer: str | Scorer | type[Scorer], rows: Sequence[Mapping[str, Any]],
+                      options: Mapping[str, Any], ctx: ScoringContext) -> list[Score]:
+    async def one(i: int, row: Mapping[str, Any]) -> Score:
+        fields = {k: row.get(k) for k in _STANDARD_FIELDS}
+        extra = {k: v for k, v in row.items() if k not in _STANDARD_FIELDS and k != "id"}
+        try:
+            return (await _score_async(scorer, fields, {**extra, **options}, ctx))[1]
+        except ScorerInputError as exc:
+            raise exc.at(f"row {i}") if not exc.where else exc from None
+
+    # The judge client's own semaphore bounds concurrency; gather keeps row order.
+    return list(await asyncio.gather(*(one(i, r) for i, r in enumerate(rows))))
+
+
+def score_many(
+    scorer: str | Scorer | type[Scorer],
+    rows: Iterable[Mapping[str, Any] | Any],
+    **options: Any,
+) -> BatchResult:
+    """Score many rows (mappings with ``output``, ``expected``, ... or Cases) concurrently, judge
+    calls running up to the run's concurrency limit. Results come back in row order."""
+    ctx = get_context()
+    materialized = [_row_fields(r) for r in rows]
+    scores = ctx.run(_score_rows(scorer, materialized, options, ctx))
+    name = scores[0].scorer if scores else str(scorer)
+    return BatchResult(name, tuple(scores))
+
+
+def assert_scores(
+    scorer: str | Scorer | type[Scorer],
+    rows: Iterable[Mapping[str, Any] | Any],
+    *,
+    min: float | None = None,  # noqa: A002
+    max: float | None = None,  # noqa: A002
+    min_mean: float | None = None,
+    max_mean: float | None = None,
+    min_pass_rate: float | None = None,
+    **options: Any,
+) -> BatchResult:
+    """Score many rows concurrently and assert on the aggregate.
+
+    ``min``/``max`` are per-row bounds (used for the pass rate); ``min_mean``/``max_mean`` bound
+    the mean; ``min_pass_rate`` (0..1) is the fraction of rows that must be within bounds.
+    Every row is recorded.
+    """
+    t0 = time.perf_counter()
+    try:
+        result = score_many(scorer, rows, **options)
+    except BaseException as exc:
+        _record(str(scorer) if isinstance(scorer, str) else getattr(scorer, "name", "?"),
+                None, min, max, error=exc, duration_s=time.perf_counter() - t0)
+        raise
+    inst_higher = True
+    if isinstance(scorer, str):
+        inst_higher = default_registry.get(scorer).higher_is_better
+    elif isinstance(scorer, (Scorer, type)):
+        inst_higher = scorer.higher_is_better
+    for s in result.scores:
+        passed = None
+        if min is not None or max is not None:
+            passed = (min is None or s.value >= min) and (max is None or s.value <= max)
+        _record(s.scorer, s.replace(min=min, max=max, passed=passed), min, max)
+    problems = []
+    mean = result.mean
+    if min_mean is not None and not mean >= min_mean:
+        problems.append(f"mean {mean:.4g} < min_mean {min_mean:g}")
+    if max_mean is not None and not mean <= max_mean:
+        problems.append(f"mean {mean:.4g} > max_mean {max_mean:g}")
+    if min_pass_rate is not None:
+        lo, hi = min, max
+        if lo is None and hi is None:
+            raise ScorerConfigError(result.scorer, "min_pass_rate",
+                                    "needs a per-row bound", hint="Pass min= or max= as well")
+        rate = result.pass_rate(lo, hi)
+        if not rate >= min_pass_rate:
+            problems.append(f"pass rate {rate:.3g} < min_pass_rate {min_pass_rate:g}")
+    if problems:
+        direction = "higher is better" if inst_higher else "lower is better"
+        worst = sorted(enumerate(result.scores), key=lambda p: p[1].value,
+                       reverse=not inst_higher)[:3]
+        detail = "\n".join(
+            f"  row {i}: {s.value:.4g}" + (f" ({s.rationale.strip()[:200]})" if s.rationale else "")
+            for i, s in worst
+        )
+        raise LLMEvalAssertionError(
+            f"{result.scorer} over {len(result.scores)} rows ({direction}): "
+            + "; ".join(problems) + "\nworst rows:\n" + detail
+        )
+    return result

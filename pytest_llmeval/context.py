@@ -1,0 +1,156 @@
+"""The scoring context: what a scorer may ask of the run (judge clients, embedders, an event
+loop, the usage ledger) without knowing anything about pytest.
+
+One context is active per process: the plugin installs it at session start; outside pytest the
+first call to :func:`get_context` builds one from the environment (or :func:`configure`).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Coroutine, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar, final
+
+from pytest_llmeval import _aio
+from pytest_llmeval.scoring import Usage
+from pytest_llmeval.settings import JudgeSettings, Settings
+
+if TYPE_CHECKING:
+    from pytest_llmeval.cache import ResultCache
+    from pytest_llmeval.embeddings import Embedder
+    from pytest_llmeval.judge.client import JudgeClient
+
+__all__ = ["ScoringContext", "UsageLedger", "configure", "get_context", "set_context"]
+
+T = TypeVar("T")
+
+
+@final
+class UsageLedger:
+    """Run-wide (per process) totals of judge usage; the budget is checked against it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._total = Usage()
+
+    def add(self, usage: Usage) -> None:
+        with self._lock:
+            self._total = self._total + usage
+
+    @property
+    def total(self) -> Usage:
+        with self._lock:
+            return self._total
+
+    @property
+    def spent_usd(self) -> float:
+        return self.total.cost_usd or 0.0
+
+
+@final
+class ScoringContext:
+    """What scorers get besides their inputs."""
+
+    def __init__(self, settings: Settings | None = None) -> None:
+        self.settings = settings if settings is not None else Settings.from_env()
+        self.ledger = UsageLedger()
+        self._lock = threading.Lock()
+        self._judges: dict[Any, JudgeClient] = {}
+        self._embedders: dict[Any, Embedder] = {}
+        self._cache: ResultCache | None = None
+
+    def result_cache(self) -> ResultCache | None:
+        """The process's handle on the result store, or None when the cache is off."""
+        if self.settings.cache_mode == "off":
+            return None
+        with self._lock:
+            if self._cache is None:
+                from pytest_llmeval.cache import ResultCache
+
+                self._cache = ResultCache(self.settings.cache_dir)
+            return self._cache
+
+    def close(self) -> None:
+        """Release the cache connection and judge clients (end of session)."""
+        with self._lock:
+            cache, self._cache = self._cache, None
+            judges = list(self._judges.values())
+            self._judges.clear()
+        if cache is not None:
+            cache.close()
+        for client in judges:
+            closer = getattr(client, "close", None)
+            if closer is not None:
+                try:
+                    self.run(closer())
+                except Exception:  # noqa: BLE001 - closing is best effort at session end
+                    pass
+
+    def judge_settings(self, options: Mapping[str, Any] | None = None) -> JudgeSettings:
+        """The run's judge settings with a scorer's judge options applied."""
+        return self.settings.judge.with_overrides(options or {})
+
+    def judge(self, options: Mapping[str, Any] | None = None) -> JudgeClient:
+        """A judge client for these judge options (one per distinct setting, reused)."""
+        from pytest_llmeval.judge.client import JudgeClient
+
+        js = self.judge_settings(options)
+        with self._lock:
+            client = self._judges.get(js)
+            if client is None:
+                client = JudgeClient(js, ledger=self.ledger, budget_usd=self.settings.budget_usd,
+                                     prices=self.settings.prices)
+                self._judges[js] = client
+            return client
+
+    def embedder(self, model: str | None = None, **options: Any) -> Embedder:
+        """An embedder for ``model`` (default: the run's), loaded lazily and kept per process."""
+        from pytest_llmeval.embeddings import make_embedder
+
+        key = (model, tuple(sorted(options.items())))
+        with self._lock:
+            emb = self._embedders.get(key)
+            if emb is None:
+                emb = make_embedder(self, model, **options)
+                self._embedders[key] = emb
+            return emb
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run a coroutine to completion from sync code (on the process's background loop)."""
+        return _aio.run_sync(coro)
+
+
+_lock = threading.Lock()
+_current: ScoringContext | None = None
+
+
+def get_context() -> ScoringContext:
+    """The active context; built from the environment on first use outside pytest."""
+    global _current
+    with _lock:
+        if _current is None:
+            _current = ScoringContext()
+        return _current
+
+
+def set_context(ctx: ScoringContext | None) -> ScoringContext | None:
+    """Install ``ctx`` as the active context; return the previous one."""
+    global _current
+    with _lock:
+        prev, _current = _current, ctx
+        return prev
+
+
+def configure(settings: Settings | None = None, **overrides: Any) -> ScoringContext:
+    """Set the settings used by :func:`pytest_llmeval.score` outside pytest.
+
+    ``configure(judge=JudgeSettings(base_url=..., model=...), cache_mode="off")``
+    """
+    import dataclasses
+
+    base = settings if settings is not None else Settings.from_env()
+    if overrides:
+        base = dataclasses.replace(base, **overrides)
+    ctx = ScoringContext(base)
+    set_context(ctx)
+    return ctx

@@ -1,0 +1,161 @@
+"""The exceptions pytest-llmeval raises.
+
+Every user-facing error names what went wrong, where, and what to do. ``ScorerInputError`` is a
+bad input (a missing field, a value of the wrong type); ``JudgeError`` is a judge that could not
+give a verdict (a test ERROR, never a score, never cached).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "BudgetExceededError",
+    "CacheMissError",
+    "DatasetError",
+    "JudgeError",
+    "LLMEvalError",
+    "ScorerConfigError",
+    "ScorerInputError",
+    "ScorerNotAvailableError",
+    "UnknownScorerError",
+]
+
+
+class LLMEvalError(Exception):
+    """Base class of every error pytest-llmeval raises on purpose."""
+
+
+class ScorerInputError(LLMEvalError, ValueError):
+    """An input given to a scorer is missing or unusable.
+
+    ``scorer`` and ``field`` name the culprit; ``where`` is ``file:line`` for a dataset row when known.
+    """
+
+    def __init__(
+        self,
+        scorer: str,
+        field: str,
+        problem: str,
+        *,
+        hint: str | None = None,
+        where: str | None = None,
+    ) -> None:
+        self.scorer = scorer
+        self.field = field
+        self.problem = problem
+        self.hint = hint
+        self.where = where
+        super().__init__(self._message())
+
+    def _message(self) -> str:
+        msg = f"scorer {self.scorer!r}: input {self.field!r} {self.problem}"
+        if self.where:
+            msg = f"{self.where}: {msg}"
+        if self.hint:
+            msg += f". {self.hint}"
+        return msg
+
+    def at(self, where: str) -> ScorerInputError:
+        """Return a copy of this error located at ``where`` (``file:line``)."""
+        return ScorerInputError(self.scorer, self.field, self.problem, hint=self.hint, where=where)
+
+
+class ScorerConfigError(LLMEvalError, ValueError):
+    """A scorer option is unknown or invalid (a bad schema, a bad model name...)."""
+
+    def __init__(self, scorer: str, option: str, problem: str, *, hint: str | None = None) -> None:
+        self.scorer = scorer
+        self.option = option
+        msg = f"scorer {scorer!r}: option {option!r} {problem}"
+        if hint:
+            msg += f". {hint}"
+        super().__init__(msg)
+
+
+class UnknownScorerError(LLMEvalError, LookupError):
+    """No scorer is registered under a name; the message lists close matches."""
+
+    def __init__(self, name: str, close: list[str]) -> None:
+        self.name = name
+        self.close = close
+        msg = f"unknown scorer {name!r}"
+        if close:
+            msg += f"; did you mean {', '.join(repr(c) for c in close)}?"
+        msg += (
+            " Register custom scorers with @pytest_llmeval.scorer or the "
+            "pytest_llmeval_register_scorers hook."
+        )
+        super().__init__(msg)
+
+
+class ScorerNotAvailableError(LLMEvalError, RuntimeError):
+    """A scorer needs something that is not installed or not enabled (an extra, an opt-in)."""
+
+
+class JudgeError(LLMEvalError, RuntimeError):
+    """A judge (LLM endpoint) failed to produce a usable verdict.
+
+    Raised after retries are exhausted, on an invalid structured reply after the re-ask, on a reply
+    missing required data (e.g. logprobs), or on an "invalid" categorical verdict. Never cached.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        scorer: str | None = None,
+        endpoint: str | None = None,
+        model: str | None = None,
+        cause: str | None = None,
+    ) -> None:
+        self.scorer = scorer
+        self.endpoint = endpoint
+        self.model = model
+        self.cause = cause
+        parts = []
+        if scorer:
+            parts.append(f"scorer {scorer!r}")
+        if model:
+            parts.append(f"model {model!r}")
+        if endpoint:
+            parts.append(f"endpoint {endpoint}")
+        prefix = f"judge error ({', '.join(parts)}): " if parts else "judge error: "
+        text = prefix + message
+        if cause:
+            text += f" (last cause: {cause})"
+        super().__init__(text)
+
+
+class BudgetExceededError(JudgeError):
+    """The run's ``--llm-eval-budget`` is spent; no new judge call was started."""
+
+
+class CacheMissError(LLMEvalError, LookupError):
+    """``--llm-eval-cache=replay`` found no stored result for a scoring."""
+
+    def __init__(self, scorer: str, key: str) -> None:
+        self.scorer = scorer
+        self.key = key
+        super().__init__(
+            f"scorer {scorer!r}: no cached result (key {key[:16]}...) and --llm-eval-cache=replay "
+            "forbids computing it. Record it first by running once with --llm-eval-cache=use "
+            "(the default) or --llm-eval-cache=refresh, with the judge reachable, and commit or "
+            "restore the cache directory (.llmeval/ by default)."
+        )
+
+
+class DatasetError(LLMEvalError, ValueError):
+    """A dataset file is missing, malformed, empty, or has duplicate ids."""
+
+    def __init__(self, where: str, problem: str) -> None:
+        self.where = where
+        super().__init__(f"{where}: {problem}")
+
+
+def describe_value(value: Any) -> str:
+    """A short description of a value for error messages (type and a truncated repr)."""
+    text = repr(value)
+    if len(text) > 60:
+        text = text[:57] + "..."
+    return f"{type(value).__name__} {text}"

@@ -1,0 +1,394 @@
+"""The scorer contract: ``Score`` (a result), ``Usage`` (judge cost), ``Scorer`` (the base class)
+and the ``@scorer`` decorator for function scorers.
+
+Scorers know nothing of pytest. A scorer receives its inputs as a dict (``output``, ``expected``,
+``input``, ``context`` and any extra fields it declares) plus a :class:`ScoringContext` that hands
+out judge clients and embedders lazily, and returns a :class:`Score`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import json
+import math
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, final
+
+from pytest_llmeval.errors import ScorerConfigError, ScorerInputError
+
+if TYPE_CHECKING:
+    from pytest_llmeval.context import ScoringContext
+
+__all__ = ["JUDGE_OPTIONS", "Score", "Scorer", "Usage", "scorer"]
+
+#: Options every judge-backed scorer accepts, overriding the run's judge settings for one scorer or
+#: one call. ``api_key`` never enters a cache key, a record or a repr.
+JUDGE_OPTIONS: Mapping[str, Any] = {
+    "model": None,
+    "base_url": None,
+    "api_key": None,
+    "temperature": None,
+    "seed": None,
+    "timeout": None,
+    "max_tries": None,
+    "mode": None,
+}
+_SECRET_OPTIONS = frozenset({"api_key"})
+
+
+@final
+@dataclass(frozen=True)
+class Usage:
+    """Tokens and cost spent by the judge calls of one scoring."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    calls: int = 0
+    cost_usd: float | None = None
+
+    def __add__(self, other: Usage) -> Usage:
+        cost: float | None
+        if self.cost_usd is None and other.cost_usd is None:
+            cost = None
+        else:
+            cost = (self.cost_usd or 0.0) + (other.cost_usd or 0.0)
+        return Usage(
+            self.prompt_tokens + other.prompt_tokens,
+            self.completion_tokens + other.completion_tokens,
+            self.calls + other.calls,
+            cost,
+        )
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None) -> Usage | None:
+        if not data:
+            return None
+        return cls(
+            int(data.get("prompt_tokens", 0)),
+            int(data.get("completion_tokens", 0)),
+            int(data.get("calls", 0)),
+            None if data.get("cost_usd") is None else float(data["cost_usd"]),
+        )
+
+
+@final
+@dataclass(frozen=True)
+class Score:
+    """The result of one scoring.
+
+    ``value`` is a float in the scorer's declared range. ``rationale`` is the judge's reasons (or a
+    short explanation from a deterministic scorer). ``metadata`` is JSON-safe detail (extracted
+    statements, verdicts, pairs...). ``passed`` is ``None`` until bounds are checked.
+    """
+
+    value: float
+    scorer: str = ""
+    rationale: str | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    usage: Usage | None = None
+    cached: bool = False
+    duration_s: float = 0.0
+    min: float | None = None
+    max: float | None = None
+    passed: bool | None = None
+
+    def __float__(self) -> float:
+        return float(self.value)
+
+    def replace(self, **changes: Any) -> Score:
+        return dataclasses.replace(self, **changes)
+
+    def to_cache(self) -> dict[str, Any]:
+        """The JSON-safe part of a score that the cache stores (no bounds, no timing)."""
+        return {
+            "value": self.value,
+            "rationale": self.rationale,
+            "metadata": dict(self.metadata),
+            "usage": self.usage.to_json() if self.usage else None,
+        }
+
+    @classmethod
+    def from_cache(cls, data: Mapping[str, Any], scorer: str) -> Score:
+        return cls(
+            value=float(data["value"]),
+            scorer=scorer,
+            rationale=data.get("rationale"),
+            metadata=data.get("metadata") or {},
+            usage=Usage.from_json(data.get("usage")),
+            cached=True,
+        )
+
+
+def identity_of(value: Any) -> Any:
+    """A JSON-safe, stable stand-in for an option value, for cache keys."""
+    if isinstance(value, Scorer):
+        return {"scorer": value.identity_without_context()}
+    if isinstance(value, type) and issubclass(value, Scorer):
+        return {"scorer": value.name, "version": value.version}
+    if callable(value):
+        mod = getattr(value, "__module__", "?")
+        qual = getattr(value, "__qualname__", repr(value))
+        return {"callable": f"{mod}.{qual}"}
+    if isinstance(value, Mapping):
+        return {str(k): identity_of(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [identity_of(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return repr(value)
+
+
+class Scorer:
+    """Base class of every scorer.
+
+    Subclasses set the class attributes and implement :meth:`compute` (sync) or :meth:`acompute`
+    (async; judge scorers). Options are keyword arguments of the constructor, declared with their
+    defaults in ``default_options``; an unknown option is a :class:`ScorerConfigError`.
+
+    Class attributes:
+
+    - ``name``: the snake_case registry name; ``aliases``: other spellings (the reference's own).
+    - ``required_inputs`` / ``optional_inputs``: input fields (``output``, ``expected``, ``input``,
+      ``context`` or scorer-specific ones such as ``criteria``).
+    - ``higher_is_better``: direction; a bare bound in ``assert_score`` follows it.
+    - ``score_range``: (low, high) of ``Score.value``.
+    - ``version``: bump when the computation changes; it is part of the cache key.
+    - ``uses_judge``: True for scorers that call an LLM (they accept :data:`JUDGE_OPTIONS`).
+    """
+
+    name: ClassVar[str] = ""
+    aliases: ClassVar[tuple[str, ...]] = ()
+    required_inputs: ClassVar[tuple[str, ...]] = ("output",)
+    optional_inputs: ClassVar[tuple[str, ...]] = ()
+    higher_is_better: ClassVar[bool] = True
+    score_range: ClassVar[tuple[float, float]] = (0.0, 1.0)
+    version: ClassVar[str] = "1"
+    uses_judge: ClassVar[bool] = False
+    default_options: ClassVar[Mapping[str, Any]] = {}
+    description: ClassVar[str] = ""
+
+    def __init__(self, **options: Any) -> None:
+        allowed = dict(self.default_options)
+        if self.uses_judge:
+            allowed.update({k: v for k, v in JUDGE_OPTIONS.items() if k not in allowed})
+        unknown = sorted(set(options) - set(allowed))
+        if unknown:
+            valid = ", ".join(sorted(allowed)) or "none"
+            raise ScorerConfigError(
+                self.name or type(self).__name__,
+                unknown[0],
+                "is not an option of this scorer",
+                hint=f"Valid options: {valid}",
+            )
+        merged = {**allowed, **options}
+        self.options: dict[str, Any] = merged
+        self.validate_options()
+
+    # -- hooks for subclasses -------------------------------------------------------------
+
+    def validate_options(self) -> None:
+        """Check ``self.options``; raise :class:`ScorerConfigError` on a bad value."""
+
+    def compute(self, inputs: Mapping[str, Any], ctx: ScoringContext) -> Score:
+        """Score one case synchronously. The default runs :meth:`acompute` on the context's loop."""
+        if type(self).acompute is Scorer.acompute:
+            raise NotImplementedError(f"{type(self).__name__} implements neither compute nor acompute")
+        return ctx.run(self.acompute(inputs, ctx))
+
+    async def acompute(self, inputs: Mapping[str, Any], ctx: ScoringContext) -> Score:
+        """Score one case asynchronously. The default calls :meth:`compute`."""
+        return self.compute(inputs, ctx)
+
+    def extra_identity(self, ctx: ScoringContext) -> Mapping[str, Any]:
+        """More cache-key material: prompt template hash, judge model and sampling parameters,
+        the method used (e.g. which tagger ran). Judge scorers add the judge identity here."""
+        return {}
+
+    # -- machinery ------------------------------------------------------------------------
+
+    @classmethod
+    def input_fields(cls) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(cls.required_inputs + cls.optional_inputs))
+
+    def check_inputs(self, inputs: Mapping[str, Any]) -> None:
+        """Raise :class:`ScorerInputError` for the first required input that is missing or None."""
+        for name in self.required_inputs:
+            if inputs.get(name) is None:
+                raise ScorerInputError(
+                    self.name,
+                    name,
+                    "is required but was not given",
+                    hint=f"Pass {name}=... to assert_score (required inputs: "
+                    f"{', '.join(self.required_inputs)})",
+                )
+
+    def public_options(self) -> dict[str, Any]:
+        """Options without secrets and without unset (None) judge overrides."""
+        out: dict[str, Any] = {}
+        for key, value in self.options.items():
+            if key in _SECRET_OPTIONS:
+                continue
+            if key in JUDGE_OPTIONS and key not in self.default_options and value is None:
+                continue
+            out[key] = value
+        return out
+
+    def identity_without_context(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "version": self.version,
+            "options": identity_of(self.public_options()),
+        }
+
+    def identity(self, ctx: ScoringContext) -> dict[str, Any]:
+        """Everything that decides this scorer's result apart from the inputs (cache key part)."""
+        ident = self.identity_without_context()
+        extra = self.extra_identity(ctx)
+        if extra:
+            ident["extra"] = identity_of(dict(extra))
+        return ident
+
+    def __repr__(self) -> str:
+        opts = ", ".join(f"{k}={v!r}" for k, v in self.public_options().items())
+        return f"{type(self).__name__}({opts})"
+
+
+ScoreFunctionResult = float | int | bool | Score | tuple[float, str]
+
+
+class FunctionScorer(Scorer):
+    """A scorer made from a plain function by :func:`scorer`."""
+
+    _func: ClassVar[Callable[..., Any]]
+    _accepts: ClassVar[frozenset[str]]
+    _var_kw: ClassVar[bool]
+
+    def compute(self, inputs: Mapping[str, Any], ctx: ScoringContext) -> Score:
+        result = self._call(inputs)
+        if inspect.isawaitable(result):
+            result = ctx.run(_await(result))
+        return _coerce(self.name, result)
+
+    async def acompute(self, inputs: Mapping[str, Any], ctx: ScoringContext) -> Score:
+        result = self._call(inputs)
+        if inspect.isawaitable(result):
+            result = await result
+        return _coerce(self.name, result)
+
+    def _call(self, inputs: Mapping[str, Any]) -> Any:
+        kwargs = {k: v for k, v in inputs.items() if self._var_kw or k in self._accepts}
+        for key, value in self.options.items():
+            if self._var_kw or key in self._accepts:
+                kwargs[key] = value
+        return type(self)._func(**kwargs)
+
+
+async def _await(aw: Awaitable[Any]) -> Any:
+    return await aw
+
+
+def _coerce(name: str, result: Any) -> Score:
+    rationale: str | None = None
+    if isinstance(result, Score):
+        return result
+    if isinstance(result, tuple) and len(result) == 2:
+        result, rationale = result
+    if isinstance(result, bool):
+        result = float(result)
+    if not isinstance(result, (int, float)) or isinstance(result, complex):
+        raise TypeError(
+            f"scorer {name!r} returned {type(result).__name__}; a scorer function must return a "
+            "number, a (number, rationale) tuple, or a pytest_llmeval.Score"
+        )
+    value = float(result)
+    if math.isnan(value):
+        raise ValueError(f"scorer {name!r} returned NaN")
+    return Score(value=value, scorer=name, rationale=rationale)
+
+
+def scorer(
+    name: str | None = None,
+    *,
+    required: tuple[str, ...] = ("output",),
+    optional: tuple[str, ...] = ("expected", "input", "context"),
+    higher_is_better: bool = True,
+    score_range: tuple[float, float] = (0.0, 1.0),
+    version: str = "1",
+    aliases: tuple[str, ...] = (),
+    options: Mapping[str, Any] | None = None,
+    register: bool = True,
+) -> Callable[[Callable[..., Any]], type[Scorer]]:
+    """Turn a function into a registered scorer.
+
+    The function receives the inputs it names as keyword arguments (and options) and returns a
+    number in ``score_range``, a ``(number, rationale)`` tuple, or a :class:`Score`. It may be
+    ``async``. The decorator returns the new :class:`Scorer` subclass, registered under ``name``
+    (default: the function's name)::
+
+        @pytest_llmeval.scorer(required=("output",))
+        def is_short(output: str, limit: int = 80) -> float:
+            return float(len(output) <= limit)
+
+        assert_score("is_short", output=text, min=1)
+    """
+
+    def wrap(func: Callable[..., Any]) -> type[Scorer]:
+        sig = inspect.signature(func)
+        params = sig.parameters
+        var_kw = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+        accepts = frozenset(params)
+        fields = set(required) | set(optional)
+        opts = dict(options or {})
+        for pname, param in params.items():
+            if pname in fields or param.kind in (
+                inspect.Parameter.VAR_KEYWORD,
+                inspect.Parameter.VAR_POSITIONAL,
+            ):
+                continue
+            if param.default is inspect.Parameter.empty:
+                fields.add(pname)
+            else:
+                opts.setdefault(pname, param.default)
+        scorer_name = name or func.__name__
+        cls = type(
+            f"FunctionScorer_{scorer_name}",
+            (FunctionScorer,),
+            {
+                "name": scorer_name,
+                "aliases": tuple(aliases),
+                "required_inputs": tuple(required),
+                "optional_inputs": tuple(sorted(fields - set(required))),
+                "higher_is_better": higher_is_better,
+                "score_range": score_range,
+                "version": version,
+                "default_options": opts,
+                "description": (func.__doc__ or "").strip(),
+                "_func": staticmethod(func),
+                "_accepts": accepts,
+                "_var_kw": var_kw,
+                "__module__": func.__module__,
+            },
+        )
+        if register:
+            from pytest_llmeval.registry import default_registry
+
+            default_registry.register(cls, replace=True)
+        return cls
+
+    return wrap
+
+
+def canonical_json(value: Any) -> str:
+    """Deterministic JSON text (sorted keys, no spaces) used for cache keys."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr)

@@ -1,0 +1,121 @@
+"""Run settings: the judge endpoint, the cache, the budget and opt-ins.
+
+Settings are frozen values. The pytest plugin builds them from CLI options, ini values and the
+environment; outside pytest :func:`pytest_llmeval.configure` or the environment provides them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, final
+
+__all__ = ["CACHE_MODES", "JUDGE_MODES", "JudgeSettings", "Secret", "Settings"]
+
+CACHE_MODES = ("use", "replay", "refresh", "off")
+JUDGE_MODES = ("tool", "json", "text")
+
+
+@final
+class Secret:
+    """A string that never shows itself in a repr, str, log or report."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def get(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return "Secret('***')"
+
+    __str__ = __repr__
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Secret) and other._value == self._value
+
+    def __hash__(self) -> int:
+        return hash(self._value)
+
+    def __bool__(self) -> bool:
+        return bool(self._value)
+
+
+@final
+@dataclass(frozen=True)
+class JudgeSettings:
+    """How to reach and drive the judge (an OpenAI-compatible endpoint)."""
+
+    base_url: str | None = None
+    model: str = "gpt-4o-mini"
+    api_key: Secret | None = field(default=None, repr=False)
+    temperature: float = 0.0
+    seed: int | None = 0
+    timeout: float = 60.0
+    max_tries: int = 4
+    overall_timeout: float = 600.0
+    concurrency: int = 8
+    mode: str = "tool"
+    embedding_model: str = "text-embedding-3-small"
+
+    def identity(self) -> dict[str, Any]:
+        """What decides a judge's verdict (cache-key material): model and sampling parameters.
+
+        The endpoint URL and the key are left out: the same model behind another URL (a proxy, a
+        recorded replay) must hit the same cache entries, and a key is a secret.
+        """
+        return {
+            "model": self.model,
+            "temperature": self.temperature,
+            "seed": self.seed,
+            "mode": self.mode,
+        }
+
+    def with_overrides(self, overrides: Mapping[str, Any]) -> JudgeSettings:
+        """Apply per-scorer or per-call judge options (``None`` means: keep the run's value)."""
+        changes: dict[str, Any] = {}
+        for key, value in overrides.items():
+            if value is None:
+                continue
+            if key == "api_key":
+                changes["api_key"] = value if isinstance(value, Secret) else Secret(str(value))
+            elif key in {f.name for f in dataclasses.fields(self)}:
+                changes[key] = value
+        return dataclasses.replace(self, **changes) if changes else self
+
+
+@final
+@dataclass(frozen=True)
+class Settings:
+    """Everything a run of scorers needs to know."""
+
+    judge: JudgeSettings = field(default_factory=JudgeSettings)
+    cache_dir: Path = Path(".llmeval")
+    cache_mode: str = "use"
+    budget_usd: float | None = None
+    prices: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    """Per-model (input, output) USD per million tokens, overriding the built-in table."""
+    embedding_model: str | None = None
+    """Local embedding model: a hub id or a directory (for embedding/BERTScore scorers)."""
+    sandbox_enabled: bool = False
+    """Opt-in for ``python_unit_testing``, which runs model-written code."""
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+        env = os.environ if environ is None else environ
+        judge = JudgeSettings(
+            base_url=env.get("OPENAI_BASE_URL") or None,
+            model=env.get("LLM_EVAL_JUDGE_MODEL", JudgeSettings.model),
+            api_key=Secret(env["OPENAI_API_KEY"]) if env.get("OPENAI_API_KEY") else None,
+        )
+        base = cls(
+            judge=judge,
+            cache_dir=Path(env.get("LLM_EVAL_CACHE_DIR", ".llmeval")),
+            sandbox_enabled=env.get("LLM_EVAL_SANDBOX", "") in {"1", "true", "yes"},
+        )
+        return dataclasses.replace(base, **overrides) if overrides else base
