@@ -1,0 +1,1 @@
+"""Root conftest: makes ../shared (parity vectors) discoverable for the test suite."""
