@@ -60,6 +60,8 @@ class JudgeSettings:
     max_tries: int = 4
     overall_timeout: float = 600.0
     concurrency: int = 8
+    retry_backoff: float = 0.5
+    """First retry delay in seconds (doubled per try, with jitter) when no Retry-After is given."""
     mode: str = "tool"
     embedding_model: str = "text-embedding-3-small"
 
