@@ -24,9 +24,9 @@ from pytest_llmeval.scoring import Score, Scorer, identity_of
 __all__ = [
     "BatchResult",
     "LLMEvalAssertionError",
+    "ascore",
     "assert_score",
     "assert_scores",
-    "ascore",
     "resolve_scorer",
     "score",
     "score_many",
@@ -92,7 +92,9 @@ def _located(exc: ScorerInputError) -> ScorerInputError:
 
 
 def _prepare(
-    scorer: str | Scorer | type[Scorer], fields: Mapping[str, Any], kwargs: Mapping[str, Any],
+    scorer: str | Scorer | type[Scorer],
+    fields: Mapping[str, Any],
+    kwargs: Mapping[str, Any],
     ctx: ScoringContext,
 ) -> tuple[Scorer, dict[str, Any], str | None]:
     try:
@@ -135,8 +137,9 @@ def _finish(inst: Scorer, result: Score, key: str | None, ctx: ScoringContext, t
             f"scorer {inst.name!r} produced {value!r}, outside its declared range [{lo}, {hi}]; "
             "this is a bug in the scorer"
         )
-    out = result.replace(scorer=inst.name, value=value, cached=False,
-                         duration_s=time.perf_counter() - t0)
+    out = result.replace(
+        scorer=inst.name, value=value, cached=False, duration_s=time.perf_counter() - t0
+    )
     cache = ctx.result_cache()
     if key is not None and cache is not None:
         cache.put(key, inst.name, out.to_cache())
@@ -144,7 +147,9 @@ def _finish(inst: Scorer, result: Score, key: str | None, ctx: ScoringContext, t
 
 
 def _score_sync(
-    scorer: str | Scorer | type[Scorer], fields: Mapping[str, Any], kwargs: Mapping[str, Any],
+    scorer: str | Scorer | type[Scorer],
+    fields: Mapping[str, Any],
+    kwargs: Mapping[str, Any],
     ctx: ScoringContext,
 ) -> tuple[Scorer, Score]:
     t0 = time.perf_counter()
@@ -160,7 +165,9 @@ def _score_sync(
 
 
 async def _score_async(
-    scorer: str | Scorer | type[Scorer], fields: Mapping[str, Any], kwargs: Mapping[str, Any],
+    scorer: str | Scorer | type[Scorer],
+    fields: Mapping[str, Any],
+    kwargs: Mapping[str, Any],
     ctx: ScoringContext,
 ) -> tuple[Scorer, Score]:
     t0 = time.perf_counter()
@@ -177,7 +184,7 @@ def score(
     *,
     output: Any,
     expected: Any = None,
-    input: Any = None,  # noqa: A002 - the field is called input everywhere in LLM evaluation
+    input: Any = None,
     context: Any = None,
     **kwargs: Any,
 ) -> Score:
@@ -198,7 +205,7 @@ async def ascore(
     *,
     output: Any,
     expected: Any = None,
-    input: Any = None,  # noqa: A002
+    input: Any = None,
     context: Any = None,
     **kwargs: Any,
 ) -> Score:
@@ -207,7 +214,9 @@ async def ascore(
     return (await _score_async(scorer, fields, kwargs, get_context()))[1]
 
 
-def _bounds(inst: Scorer, min: float | None, max: float | None) -> tuple[float | None, float | None]:
+def _bounds(
+    inst: Scorer, min: float | None, max: float | None
+) -> tuple[float | None, float | None]:
     return min, max
 
 
@@ -220,8 +229,14 @@ def _check(inst: Scorer, result: Score, min: float | None, max: float | None) ->
     return result.replace(min=min, max=max, passed=passed if (min, max) != (None, None) else None)
 
 
-def _record(inst_name: str, result: Score | None, min: float | None, max: float | None,
-            error: BaseException | None = None, duration_s: float = 0.0) -> None:
+def _record(
+    inst_name: str,
+    result: Score | None,
+    min: float | None,
+    max: float | None,
+    error: BaseException | None = None,
+    duration_s: float = 0.0,
+) -> None:
     rec = current_recorder.get()
     if rec is None:
         return
@@ -283,8 +298,9 @@ def _format_failure(result: Score, inst: Scorer) -> str:
     return "\n".join(lines)
 
 
-def _resolve_bounds(inst: Scorer, min: float | None, max: float | None,
-                    threshold: float | None) -> tuple[float | None, float | None]:
+def _resolve_bounds(
+    inst: Scorer, min: float | None, max: float | None, threshold: float | None
+) -> tuple[float | None, float | None]:
     if threshold is not None:
         if min is not None or max is not None:
             raise ScorerConfigError(inst.name, "threshold", "cannot be combined with min/max")
@@ -299,10 +315,10 @@ def assert_score(
     *,
     output: Any,
     expected: Any = None,
-    input: Any = None,  # noqa: A002
+    input: Any = None,
     context: Any = None,
-    min: float | None = None,  # noqa: A002 - the natural name for a lower bound
-    max: float | None = None,  # noqa: A002
+    min: float | None = None,
+    max: float | None = None,
     threshold: float | None = None,
     **kwargs: Any,
 ) -> Score:
@@ -352,13 +368,10 @@ class BatchResult:
     def mean(self) -> float:
         return sum(self.values) / len(self.scores) if self.scores else math.nan
 
-    def pass_rate(self, min: float | None = None, max: float | None = None) -> float:  # noqa: A002
+    def pass_rate(self, min: float | None = None, max: float | None = None) -> float:
         if not self.scores:
             return math.nan
-        ok = sum(
-            1 for v in self.values
-            if (min is None or v >= min) and (max is None or v <= max)
-        )
+        ok = sum(1 for v in self.values if (min is None or v >= min) and (max is None or v <= max))
         return ok / len(self.scores)
 
 
@@ -371,8 +384,12 @@ def _row_fields(row: Mapping[str, Any] | Any) -> dict[str, Any]:
     raise TypeError(f"rows must be mappings or Cases, not {type(row).__name__}")
 
 
-async def _score_rows(scorer: str | Scorer | type[Scorer], rows: Sequence[Mapping[str, Any]],
-                      options: Mapping[str, Any], ctx: ScoringContext) -> list[Score]:
+async def _score_rows(
+    scorer: str | Scorer | type[Scorer],
+    rows: Sequence[Mapping[str, Any]],
+    options: Mapping[str, Any],
+    ctx: ScoringContext,
+) -> list[Score]:
     async def one(i: int, row: Mapping[str, Any]) -> Score:
         fields = {k: row.get(k) for k in _STANDARD_FIELDS}
         extra = {k: v for k, v in row.items() if k not in _STANDARD_FIELDS and k != "id"}
@@ -403,8 +420,8 @@ def assert_scores(
     scorer: str | Scorer | type[Scorer],
     rows: Iterable[Mapping[str, Any] | Any],
     *,
-    min: float | None = None,  # noqa: A002
-    max: float | None = None,  # noqa: A002
+    min: float | None = None,
+    max: float | None = None,
     min_mean: float | None = None,
     max_mean: float | None = None,
     min_pass_rate: float | None = None,
@@ -420,8 +437,14 @@ def assert_scores(
     try:
         result = score_many(scorer, rows, **options)
     except BaseException as exc:
-        _record(str(scorer) if isinstance(scorer, str) else getattr(scorer, "name", "?"),
-                None, min, max, error=exc, duration_s=time.perf_counter() - t0)
+        _record(
+            str(scorer) if isinstance(scorer, str) else getattr(scorer, "name", "?"),
+            None,
+            min,
+            max,
+            error=exc,
+            duration_s=time.perf_counter() - t0,
+        )
         raise
     inst_higher = True
     if isinstance(scorer, str):
@@ -442,21 +465,28 @@ def assert_scores(
     if min_pass_rate is not None:
         lo, hi = min, max
         if lo is None and hi is None:
-            raise ScorerConfigError(result.scorer, "min_pass_rate",
-                                    "needs a per-row bound", hint="Pass min= or max= as well")
+            raise ScorerConfigError(
+                result.scorer,
+                "min_pass_rate",
+                "needs a per-row bound",
+                hint="Pass min= or max= as well",
+            )
         rate = result.pass_rate(lo, hi)
         if not rate >= min_pass_rate:
             problems.append(f"pass rate {rate:.3g} < min_pass_rate {min_pass_rate:g}")
     if problems:
         direction = "higher is better" if inst_higher else "lower is better"
-        worst = sorted(enumerate(result.scores), key=lambda p: p[1].value,
-                       reverse=not inst_higher)[:3]
+        worst = sorted(enumerate(result.scores), key=lambda p: p[1].value, reverse=not inst_higher)[
+            :3
+        ]
         detail = "\n".join(
             f"  row {i}: {s.value:.4g}" + (f" ({s.rationale.strip()[:200]})" if s.rationale else "")
             for i, s in worst
         )
         raise LLMEvalAssertionError(
             f"{result.scorer} over {len(result.scores)} rows ({direction}): "
-            + "; ".join(problems) + "\nworst rows:\n" + detail
+            + "; ".join(problems)
+            + "\nworst rows:\n"
+            + detail
         )
     return result

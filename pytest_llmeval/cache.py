@@ -84,9 +84,11 @@ class ResultCache:
             try:
                 conn = self._open()
             except (sqlite3.Error, OSError) as exc2:
-                return self._disable(exc2)
+                self._disable(exc2)
+                return None
         except OSError as exc:
-            return self._disable(exc)
+            self._disable(exc)
+            return None
         self._local.conn = conn
         return conn
 
@@ -98,8 +100,9 @@ class ResultCache:
                 gitignore.write_text("# created by pytest-llmeval\n*\n", encoding="utf-8")
             except OSError:
                 pass
-        conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None,
-                               check_same_thread=False)
+        conn = sqlite3.connect(
+            self.path, timeout=30.0, isolation_level=None, check_same_thread=False
+        )
         try:
             conn.execute("PRAGMA busy_timeout=30000")
             # WAL lets readers proceed while one writer commits; switching needs a moment of
@@ -129,7 +132,6 @@ class ResultCache:
             stacklevel=3,
         )
         self._disabled = True
-        return None
 
     # -- API -------------------------------------------------------------------------------
 
@@ -164,8 +166,9 @@ class ResultCache:
                 (key, scorer, text, time.time()),
             )
         except sqlite3.Error as exc:
-            warnings.warn(CacheWarning(f"could not write result cache {self.path}: {exc}"),
-                          stacklevel=2)
+            warnings.warn(
+                CacheWarning(f"could not write result cache {self.path}: {exc}"), stacklevel=2
+            )
             return
         with self._lock:
             self.writes += 1

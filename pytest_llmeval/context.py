@@ -12,11 +12,11 @@ from collections.abc import Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, final
 
 from pytest_llmeval import _aio
+from pytest_llmeval.cache_protocol import ResultStore
 from pytest_llmeval.scoring import Usage
 from pytest_llmeval.settings import JudgeSettings, Settings
 
 if TYPE_CHECKING:
-    from pytest_llmeval.cache import ResultCache
     from pytest_llmeval.embeddings import Embedder
     from pytest_llmeval.judge.client import JudgeClient
 
@@ -51,15 +51,17 @@ class UsageLedger:
 class ScoringContext:
     """What scorers get besides their inputs."""
 
-    def __init__(self, settings: Settings | None = None) -> None:
+    def __init__(
+        self, settings: Settings | None = None, *, cache: ResultStore | None = None
+    ) -> None:
         self.settings = settings if settings is not None else Settings.from_env()
         self.ledger = UsageLedger()
         self._lock = threading.Lock()
         self._judges: dict[Any, JudgeClient] = {}
         self._embedders: dict[Any, Embedder] = {}
-        self._cache: ResultCache | None = None
+        self._cache: ResultStore | None = cache
 
-    def result_cache(self) -> ResultCache | None:
+    def result_cache(self) -> ResultStore | None:
         """The process's handle on the result store, or None when the cache is off."""
         if self.settings.cache_mode == "off":
             return None
@@ -83,7 +85,7 @@ class ScoringContext:
             if closer is not None:
                 try:
                     self.run(closer())
-                except Exception:  # noqa: BLE001 - closing is best effort at session end
+                except Exception:
                     pass
 
     def judge_settings(self, options: Mapping[str, Any] | None = None) -> JudgeSettings:
@@ -98,8 +100,12 @@ class ScoringContext:
         with self._lock:
             client = self._judges.get(js)
             if client is None:
-                client = JudgeClient(js, ledger=self.ledger, budget_usd=self.settings.budget_usd,
-                                     prices=self.settings.prices)
+                client = JudgeClient(
+                    js,
+                    ledger=self.ledger,
+                    budget_usd=self.settings.budget_usd,
+                    prices=self.settings.prices,
+                )
                 self._judges[js] = client
             return client
 

@@ -30,7 +30,7 @@ class Case(Mapping[str, Any]):
     __slots__ = ("_fields", "id", "location")
     _STANDARD = ("input", "output", "expected", "context")
 
-    def __init__(self, id: str, fields: Mapping[str, Any], location: str) -> None:  # noqa: A002
+    def __init__(self, id: str, fields: Mapping[str, Any], location: str) -> None:
         object.__setattr__(self, "id", id)
         object.__setattr__(self, "location", location)
         object.__setattr__(self, "_fields", dict(fields))
@@ -85,12 +85,15 @@ def load_dataset(path: str | Path, *, id_field: str = "id") -> list[Case]:
     p = Path(path)
     shown = str(path)
     if not p.is_file():
-        raise DatasetError(shown, "dataset file not found"
-                           " (paths in llm_eval_dataset are relative to the test file)")
+        raise DatasetError(
+            shown,
+            "dataset file not found (paths in llm_eval_dataset are relative to the test file)",
+        )
     suffix = p.suffix.lower()
     if suffix not in _FORMATS:
-        raise DatasetError(shown, f"unknown dataset format {suffix!r}; use one of "
-                           f"{', '.join(_FORMATS)}")
+        raise DatasetError(
+            shown, f"unknown dataset format {suffix!r}; use one of {', '.join(_FORMATS)}"
+        )
     try:
         text = p.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
@@ -110,8 +113,11 @@ def load_dataset(path: str | Path, *, id_field: str = "id") -> list[Case]:
         raw_id = row.get(id_field)
         case_id = _clean_id(raw_id) if raw_id not in (None, "") else str(n)
         if case_id in seen:
-            raise DatasetError(where, f"duplicate case id {case_id!r} (first at {seen[case_id]});"
-                               " ids must be unique within a dataset")
+            raise DatasetError(
+                where,
+                f"duplicate case id {case_id!r} (first at {seen[case_id]});"
+                " ids must be unique within a dataset",
+            )
         seen[case_id] = where
         cases.append(Case(case_id, row, where))
     return cases
@@ -124,11 +130,16 @@ def _jsonl_rows(text: str, shown: str) -> Iterator[tuple[int, dict[str, Any]]]:
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise DatasetError(f"{shown}:{lineno}", f"malformed JSON line: {exc.msg} "
-                               f"(column {exc.colno}); each line must be one JSON object") from None
+            raise DatasetError(
+                f"{shown}:{lineno}",
+                f"malformed JSON line: {exc.msg} "
+                f"(column {exc.colno}); each line must be one JSON object",
+            ) from None
         if not isinstance(obj, dict):
-            raise DatasetError(f"{shown}:{lineno}", "each JSONL line must be a JSON object, "
-                               f"not {type(obj).__name__}")
+            raise DatasetError(
+                f"{shown}:{lineno}",
+                f"each JSONL line must be a JSON object, not {type(obj).__name__}",
+            )
         yield lineno, obj
 
 
@@ -156,8 +167,11 @@ def _csv_rows(text: str, shown: str) -> Iterator[tuple[int, dict[str, Any]]]:
             start = reader.line_num + 1
             continue
         if len(row) != len(header):
-            raise DatasetError(f"{shown}:{start}", f"CSV row has {len(row)} fields, the header "
-                               f"has {len(header)}; quote fields that contain commas")
+            raise DatasetError(
+                f"{shown}:{start}",
+                f"CSV row has {len(row)} fields, the header "
+                f"has {len(header)}; quote fields that contain commas",
+            )
         yield start, dict(zip(header, row, strict=True))
         start = reader.line_num + 1
 
@@ -178,8 +192,9 @@ def _json_rows(text: str, shown: str) -> Iterator[tuple[int, dict[str, Any]]]:
     elif isinstance(doc, list):
         start = text.find("[")
     else:
-        raise DatasetError(f"{shown}:1", 'a JSON dataset must be a list of objects or '
-                           '{"cases": [...]}')
+        raise DatasetError(
+            f"{shown}:1", 'a JSON dataset must be a list of objects or {"cases": [...]}'
+        )
     pos = start + 1
     idx = 0
     ws = re.compile(r"[\s,]*")
@@ -189,8 +204,10 @@ def _json_rows(text: str, shown: str) -> Iterator[tuple[int, dict[str, Any]]]:
             return
         obj, end = decoder.raw_decode(text, pos)
         if not isinstance(obj, dict):
-            raise DatasetError(f"{shown}:{lineno(pos)}", f"case {idx + 1} must be a JSON object, "
-                               f"not {type(obj).__name__}")
+            raise DatasetError(
+                f"{shown}:{lineno(pos)}",
+                f"case {idx + 1} must be a JSON object, not {type(obj).__name__}",
+            )
         yield lineno(pos), obj
         idx += 1
         pos = end

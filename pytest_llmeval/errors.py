@@ -29,7 +29,8 @@ class LLMEvalError(Exception):
 class ScorerInputError(LLMEvalError, ValueError):
     """An input given to a scorer is missing or unusable.
 
-    ``scorer`` and ``field`` name the culprit; ``where`` is ``file:line`` for a dataset row when known.
+    ``scorer`` and ``field`` name the culprit; ``where`` is ``file:line`` for a dataset row
+    when known.
     """
 
     def __init__(

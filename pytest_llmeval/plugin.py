@@ -1,10 +1,527 @@
-"""pytest hooks (being built: see issue 2)."""
+"""pytest hooks only: options, ini, markers, dataset parametrization, fixtures, and shipping each
+test's score records on its teardown report. No scoring logic lives here.
+
+Records reach the controller the same way with and without xdist: a ``pytest_runtest_makereport``
+wrapper puts the test's records, as one JSON string, on the teardown report; the controller-only
+:class:`LLMEvalSession` collects them in ``pytest_runtest_logreport``. A str always survives
+execnet, and every test reported before a worker crash keeps its records.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import os
+from collections.abc import Generator, Iterator
+from pathlib import Path
+from typing import Any
+
 import pytest
 
+from pytest_llmeval import hookspecs
+from pytest_llmeval.context import ScoringContext, get_context, set_context
+from pytest_llmeval.dataset import Case, load_dataset
+from pytest_llmeval.errors import DatasetError, LLMEvalError
+from pytest_llmeval.records import ScoreRecord, TestRecorder, current_recorder
+from pytest_llmeval.registry import default_registry
+from pytest_llmeval.settings import CACHE_MODES, JUDGE_MODES, JudgeSettings, Secret, Settings
 
+RECORDS_ATTR = "llm_eval_records"
+ERROR_ATTR = "llm_eval_error"
+
+recorder_key = pytest.StashKey[TestRecorder]()
+context_key = pytest.StashKey[ScoringContext]()
+previous_context_key = pytest.StashKey["ScoringContext | None"]()
+session_key = pytest.StashKey["LLMEvalSession"]()
+
+_SKIP_REASON = (
+    "llm_eval test: LLM evaluations run only with `pytest --llm-eval` "
+    "(or `llm_eval = true` in the ini file)"
+)
+
+
+# -- options -------------------------------------------------------------------------------
+
+#: (option suffix, ini name, help, kind, default). Each CLI option has an ini twin.
+_OPTIONS: list[tuple[str, str, str, str, Any]] = [
+    (
+        "cache",
+        "llm_eval_cache",
+        "result cache mode: use (default), replay (read only; a miss is "
+        "an error), refresh (recompute and overwrite) or off",
+        "choice",
+        "use",
+    ),
+    (
+        "cache-dir",
+        "llm_eval_cache_dir",
+        "directory of the result cache (default .llmeval under the rootdir)",
+        "str",
+        None,
+    ),
+    ("report", "llm_eval_report", "write a JSON report of every score to this path", "str", None),
+    (
+        "judge-model",
+        "llm_eval_judge_model",
+        "judge model name (default: env LLM_EVAL_JUDGE_MODEL or gpt-4o-mini)",
+        "str",
+        None,
+    ),
+    (
+        "judge-base-url",
+        "llm_eval_judge_base_url",
+        "OpenAI-compatible endpoint of the judge (default: env OPENAI_BASE_URL)",
+        "str",
+        None,
+    ),
+    (
+        "judge-mode",
+        "llm_eval_judge_mode",
+        "how structured replies are obtained: tool (forced "
+        "tool call, default), json (JSON mode) or text (parse the reply)",
+        "choice-mode",
+        None,
+    ),
+    (
+        "concurrency",
+        "llm_eval_concurrency",
+        "judge calls in flight at once per process (default 8)",
+        "int",
+        None,
+    ),
+    (
+        "timeout",
+        "llm_eval_timeout",
+        "seconds before one judge call times out (default 60)",
+        "float",
+        None,
+    ),
+    (
+        "max-tries",
+        "llm_eval_max_tries",
+        "tries per judge call, first included (default 4)",
+        "int",
+        None,
+    ),
+    (
+        "budget",
+        "llm_eval_budget",
+        "USD: stop starting judge calls once this much is spent (per process)",
+        "float",
+        None,
+    ),
+    (
+        "embedding-model",
+        "llm_eval_embedding_model",
+        "local embedding model (hub id or directory) for embedding scorers",
+        "str",
+        None,
+    ),
+]
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    pluginmanager.add_hookspecs(hookspecs)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("llm-eval", "LLM evaluation (pytest-llmeval)")
+    group.addoption(
+        "--llm-eval",
+        action="store_true",
+        default=None,
+        dest="llm_eval",
+        help="run tests marked llm_eval (skipped otherwise)",
+    )
+    parser.addini(
+        "llm_eval", "run tests marked llm_eval (like --llm-eval)", type="bool", default=False
+    )
+    for suffix, ini, help_text, kind, _default in _OPTIONS:
+        kwargs: dict[str, Any] = {"dest": ini, "default": None, "help": help_text}
+        if kind == "choice":
+            kwargs["choices"] = CACHE_MODES
+        elif kind == "choice-mode":
+            kwargs["choices"] = JUDGE_MODES
+        elif kind == "int":
+            kwargs["type"] = int
+        elif kind == "float":
+            kwargs["type"] = float
+        group.addoption(f"--llm-eval-{suffix}", **kwargs)
+        parser.addini(ini, help_text, type="string", default=None)
+    group.addoption(
+        "--llm-eval-allow-code-execution",
+        action="store_true",
+        default=None,
+        dest="llm_eval_allow_code_execution",
+        help="allow python_unit_testing to run model-written code in its sandbox",
+    )
+    parser.addini(
+        "llm_eval_allow_code_execution",
+        "allow python_unit_testing to run model-written code in its sandbox",
+        type="bool",
+        default=False,
+    )
+    parser.addini(
+        "llm_eval_api_key_env",
+        "name of the environment variable holding the judge's API key (default OPENAI_API_KEY)",
+        type="string",
+        default="OPENAI_API_KEY",
+    )
+    parser.addini(
+        "llm_eval_prices",
+        "per-model prices, one 'MODEL INPUT_USD OUTPUT_USD' line each (USD per million tokens)",
+        type="linelist",
+        default=[],
+    )
+
+
+def _opt(config: pytest.Config, ini: str) -> str | None:
+    value = config.getoption(ini, default=None)
+    if value is not None:
+        return str(value)
+    raw = config.getini(ini)
+    if raw in (None, "", []):
+        return None
+    return str(raw).strip()
+
+
+def _number(config: pytest.Config, ini: str, kind: type[float] | type[int]) -> Any:
+    text = _opt(config, ini)
+    if text is None:
+        return None
+    try:
+        return kind(text)
+    except ValueError:
+        raise pytest.UsageError(
+            f"--{ini.replace('_', '-')} / ini {ini}: {text!r} is not a valid {kind.__name__}"
+        ) from None
+
+
+def _parse_prices(lines: list[str]) -> dict[str, tuple[float, float]]:
+    prices: dict[str, tuple[float, float]] = {}
+    for line in lines:
+        parts = line.split()
+        if not parts:
+            continue
+        if len(parts) != 3:
+            raise pytest.UsageError(
+                f"ini llm_eval_prices: {line!r} must be 'MODEL INPUT_USD OUTPUT_USD' "
+                "(USD per million tokens)"
+            )
+        try:
+            prices[parts[0]] = (float(parts[1]), float(parts[2]))
+        except ValueError:
+            raise pytest.UsageError(
+                f"ini llm_eval_prices: {line!r}: prices must be numbers"
+            ) from None
+    return prices
+
+
+def build_settings(config: pytest.Config, environ: dict[str, str] | None = None) -> Settings:
+    """Settings from CLI options, then ini values, then the environment."""
+    env = dict(os.environ) if environ is None else environ
+    judge = JudgeSettings()
+    key_env = str(config.getini("llm_eval_api_key_env") or "OPENAI_API_KEY")
+    changes: dict[str, Any] = {
+        "base_url": _opt(config, "llm_eval_judge_base_url") or env.get("OPENAI_BASE_URL") or None,
+        "model": _opt(config, "llm_eval_judge_model")
+        or env.get("LLM_EVAL_JUDGE_MODEL")
+        or judge.model,
+        "api_key": Secret(env[key_env]) if env.get(key_env) else None,
+    }
+    mode = _opt(config, "llm_eval_judge_mode")
+    if mode is not None:
+        if mode not in JUDGE_MODES:
+            raise pytest.UsageError(f"llm_eval_judge_mode must be one of {JUDGE_MODES}")
+        changes["mode"] = mode
+    for ini, field, kind in (
+        ("llm_eval_concurrency", "concurrency", int),
+        ("llm_eval_timeout", "timeout", float),
+        ("llm_eval_max_tries", "max_tries", int),
+    ):
+        value = _number(config, ini, kind)
+        if value is not None:
+            if value <= 0:
+                raise pytest.UsageError(f"--{ini.replace('_', '-')} must be positive")
+            changes[field] = value
+    judge = dataclasses.replace(judge, **changes)
+
+    cache_mode = _opt(config, "llm_eval_cache") or "use"
+    if cache_mode not in CACHE_MODES:
+        raise pytest.UsageError(
+            f"llm_eval_cache: {cache_mode!r} is not a cache mode; use one of "
+            f"{', '.join(CACHE_MODES)}"
+        )
+    cache_dir_text = _opt(config, "llm_eval_cache_dir") or env.get("LLM_EVAL_CACHE_DIR")
+    cache_dir = Path(cache_dir_text) if cache_dir_text else Path(".llmeval")
+    if not cache_dir.is_absolute():
+        cache_dir = config.rootpath / cache_dir
+    allow_code = config.getoption("llm_eval_allow_code_execution", default=None)
+    if allow_code is None:
+        allow_code = bool(config.getini("llm_eval_allow_code_execution")) or env.get(
+            "LLM_EVAL_SANDBOX", ""
+        ) in {"1", "true", "yes"}
+    return Settings(
+        judge=judge,
+        cache_dir=cache_dir,
+        cache_mode=cache_mode,
+        budget_usd=_number(config, "llm_eval_budget", float),
+        prices=_parse_prices(list(config.getini("llm_eval_prices"))),
+        embedding_model=_opt(config, "llm_eval_embedding_model"),
+        sandbox_enabled=bool(allow_code),
+    )
+
+
+def _enabled(config: pytest.Config) -> bool:
+    flag = config.getoption("llm_eval", default=None)
+    if flag is not None:
+        return bool(flag)
+    return bool(config.getini("llm_eval"))
+
+
+def _is_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+# -- configuration -------------------------------------------------------------------------
+
+
+@pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "llm_eval: an LLM evaluation test (run with --llm-eval)")
-    config.addinivalue_line("markers", "llm_eval_dataset(path): parametrize `case` from a dataset")
+    config.addinivalue_line(
+        "markers",
+        "llm_eval: an LLM evaluation test; skipped unless pytest runs with --llm-eval",
+    )
+    config.addinivalue_line(
+        "markers",
+        "llm_eval_dataset(path, id_field='id'): parametrize the test's `case` argument with the "
+        "rows of a .jsonl, .csv or .json file (path relative to the test file), one test per row",
+    )
+    settings = build_settings(config)
+    cache = None
+    if settings.cache_mode != "off":
+        cache = config.hook.pytest_llmeval_make_cache(
+            config=config, directory=settings.cache_dir, mode=settings.cache_mode
+        )
+    ctx = ScoringContext(settings, cache=cache)
+    config.stash[context_key] = ctx
+    config.stash[previous_context_key] = set_context(ctx)
+    config.hook.pytest_llmeval_register_scorers.call_historic(
+        kwargs={"registry": default_registry, "config": config}
+    )
+    if not _is_worker(config):
+        session = LLMEvalSession(config)
+        config.stash[session_key] = session
+        config.pluginmanager.register(session, "llm-eval-session")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    ctx = config.stash.get(context_key, None)
+    if ctx is None:
+        return
+    ctx.close()
+    set_context(config.stash.get(previous_context_key, None))
+    del config.stash[context_key]
+    session = config.stash.get(session_key, None)
+    if session is not None:
+        config.pluginmanager.unregister(session)
+        del config.stash[session_key]
+
+
+# -- collection ----------------------------------------------------------------------------
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    markers = list(metafunc.definition.iter_markers("llm_eval_dataset"))
+    if not markers:
+        return
+    where = f"{metafunc.definition.path}::{metafunc.definition.name}"
+    if len(markers) > 1:
+        raise pytest.Collector.CollectError(
+            f"{where}: more than one llm_eval_dataset marker; use one dataset per test"
+        )
+    mark = markers[0]
+    if "case" not in metafunc.fixturenames:
+        raise pytest.Collector.CollectError(
+            f"{where}: @pytest.mark.llm_eval_dataset needs the test to take a `case` argument"
+        )
+    if not mark.args and "path" not in mark.kwargs:
+        raise pytest.Collector.CollectError(
+            f"{where}: llm_eval_dataset needs a path, e.g. "
+            "@pytest.mark.llm_eval_dataset('data/cases.jsonl')"
+        )
+    raw = mark.args[0] if mark.args else mark.kwargs["path"]
+    id_field = str(mark.kwargs.get("id_field", "id"))
+    path = Path(raw)
+    if not path.is_absolute():
+        path = metafunc.definition.path.parent / path
+    try:
+        cases = load_dataset(path, id_field=id_field)
+    except DatasetError as exc:
+        raise pytest.Collector.CollectError(f"llm_eval_dataset for {where}: {exc}") from None
+    metafunc.parametrize("case", cases, ids=[c.id for c in cases])
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if _enabled(config):
+        return
+    skip = pytest.mark.skip(reason=_SKIP_REASON)
+    for item in items:
+        if item.get_closest_marker("llm_eval") is not None:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def case() -> Case:
+    """Placeholder that explains how `case` gets its value (a dataset marker)."""
+    raise pytest.UsageError(
+        "the `case` argument is filled from a dataset: add "
+        "@pytest.mark.llm_eval_dataset('path/to/cases.jsonl') to the test"
+    )
+
+
+@pytest.fixture
+def llm_eval_context(request: pytest.FixtureRequest) -> ScoringContext:
+    """The run's scoring context (settings, judge clients, cache)."""
+    return get_context()
+
+
+# -- recording -----------------------------------------------------------------------------
+
+
+def _record_identity(item: pytest.Item) -> tuple[str, str, str | None, str | None]:
+    """(file, test, case id, case location) of an item: records are keyed on these, not on raw
+    node ids, so that reports of the same run with and without xdist compare equal."""
+    nodeid = item.nodeid
+    file = nodeid.split("::", 1)[0]
+    name = getattr(item, "originalname", item.name)
+    parts = nodeid.split("::")[1:-1]
+    test = "::".join([*parts, name])
+    case_id: str | None = None
+    where: str | None = None
+    callspec = getattr(item, "callspec", None)
+    if callspec is not None:
+        params = callspec.params
+        c = params.get("case")
+        if isinstance(c, Case):
+            case_id = c.id
+            where = c.location
+        else:
+            case_id = callspec.id
+    return file, test, case_id, where
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    file, test, case_id, where = _record_identity(item)
+    recorder = TestRecorder(file, test, case_id, where)
+    item.stash[recorder_key] = recorder
+    token = current_recorder.set(recorder)
+    try:
+        return (yield)
+    finally:
+        current_recorder.reset(token)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    excinfo = call.excinfo
+    if (
+        excinfo is not None
+        and isinstance(excinfo.value, LLMEvalError)
+        and not isinstance(excinfo.value, AssertionError)
+    ):
+        # A judge that failed (or bad input, or a replay miss) is an ERROR of the test, not a
+        # quality FAIL: the score is unknown. The flag crosses xdist with the report.
+        setattr(report, ERROR_ATTR, f"{type(excinfo.value).__name__}")
+    if call.when == "teardown":
+        recorder = item.stash.get(recorder_key, None)
+        if recorder is not None and recorder.records:
+            setattr(
+                report,
+                RECORDS_ATTR,
+                json.dumps([r.to_json() for r in recorder.records], allow_nan=False),
+            )
+    return report
+
+
+def pytest_report_teststatus(
+    report: pytest.TestReport, config: pytest.Config
+) -> tuple[str, str, str | tuple[str, dict[str, bool]]] | None:
+    if report.when == "call" and report.failed and getattr(report, ERROR_ATTR, None):
+        return "error", "E", ("ERROR", {"red": True})
+    return None
+
+
+class LLMEvalSession:
+    """Controller-only collector of score records: summary, JSON report (registered on the
+    xdist controller or the only process, like junitxml's LogXML)."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.records: list[ScoreRecord] = []
+        import time
+
+        self.started = time.time()
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Controller side: collect the records a teardown report carries."""
+        payload = getattr(report, RECORDS_ATTR, None)
+        if not payload:
+            return
+        try:
+            data = json.loads(payload)
+        except ValueError:
+            return
+        self.records.extend(ScoreRecord.from_json(d) for d in data)
+
+    def sorted_records(self) -> list[ScoreRecord]:
+        # Reports arrive in completion order under xdist; sort for a stable output.
+        return sorted(
+            self.records,
+            key=lambda r: (r.file, r.test, r.case_id or "", r.scorer, r.index),
+        )
+
+    def pytest_terminal_summary(
+        self, terminalreporter: Any, exitstatus: int, config: pytest.Config
+    ) -> None:
+        """Controller side: the ``llm-eval summary`` section."""
+        if not self.records:
+            return
+        from pytest_llmeval.report.terminal import write_summary
+
+        write_summary(terminalreporter, self.sorted_records(), config.get_verbosity())
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        """Controller side: write the JSON report atomically."""
+        target = _opt(self.config, "llm_eval_report")
+        if not target:
+            return
+        from pytest_llmeval.report.json_report import build_report, write_report
+
+        path = Path(target)
+        if not path.is_absolute():
+            path = Path(self.config.invocation_params.dir) / path
+        ctx = self.config.stash.get(context_key, None)
+        report = build_report(
+            self.sorted_records(),
+            started=self.started,
+            settings=ctx.settings if ctx else None,
+            rootdir=self.config.rootpath,
+            exitstatus=int(exitstatus),
+            workers=_worker_count(self.config),
+        )
+        self.config.hook.pytest_llmeval_update_json_report(config=self.config, report=report)
+        write_report(path, report)
+
+
+def _worker_count(config: pytest.Config) -> int:
+    n = getattr(config.option, "numprocesses", None)
+    if isinstance(n, int):
+        return n
+    return 0

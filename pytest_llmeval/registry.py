@@ -121,8 +121,12 @@ class ScorerRegistry:
                 close = difflib.get_close_matches(name, spellings, n=3, cutoff=0.5)
                 if not close:
                     norm = {normalize_name(s): s for s in spellings}
-                    close = [norm[c] for c in difflib.get_close_matches(
-                        normalize_name(name), list(norm), n=3, cutoff=0.5)]
+                    close = [
+                        norm[c]
+                        for c in difflib.get_close_matches(
+                            normalize_name(name), list(norm), n=3, cutoff=0.5
+                        )
+                    ]
                 raise UnknownScorerError(name, close)
             return found
 
@@ -136,6 +140,8 @@ class ScorerRegistry:
             module, clsname = self._lazy[canonical]
         mod = importlib.import_module(f"pytest_llmeval.scorers.{module}")
         cls = getattr(mod, clsname)
+        if not (isinstance(cls, type) and issubclass(cls, Scorer)):
+            raise TypeError(f"built-in scorer {canonical!r} is not a Scorer subclass")
         with self._lock:
             self._classes[canonical] = cls
         return cls

@@ -203,7 +203,7 @@ class Scorer:
     def compute(self, inputs: Mapping[str, Any], ctx: ScoringContext) -> Score:
         """Score one case synchronously. The default runs :meth:`acompute` on the context's loop."""
         if type(self).acompute is Scorer.acompute:
-            raise NotImplementedError(f"{type(self).__name__} implements neither compute nor acompute")
+            raise TypeError(f"{type(self).__name__} must implement compute() or acompute()")
         return ctx.run(self.acompute(inputs, ctx))
 
     async def acompute(self, inputs: Mapping[str, Any], ctx: ScoringContext) -> Score:
@@ -391,4 +391,6 @@ def scorer(
 
 def canonical_json(value: Any) -> str:
     """Deterministic JSON text (sorted keys, no spaces) used for cache keys."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr)
+    return json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr
+    )

@@ -1,0 +1,146 @@
+"""The ``llm-eval summary`` section of pytest's terminal summary (controller only)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from pytest_llmeval.records import ScorerAggregate, ScoreRecord, aggregate
+
+__all__ = ["format_table", "write_summary"]
+
+_COLUMNS = (
+    "scorer",
+    "n",
+    "mean",
+    "min",
+    "max",
+    "passed",
+    "failed",
+    "errors",
+    "cached",
+    "calls",
+    "tokens",
+    "cost",
+    "time",
+)
+_MAX_FAILURES_SHOWN = 20
+
+
+def _num(value: float | None, fmt: str = ".3f") -> str:
+    return "-" if value is None else format(value, fmt)
+
+
+def _row(agg: ScorerAggregate) -> tuple[str, ...]:
+    return (
+        agg.scorer,
+        str(agg.n),
+        _num(agg.mean),
+        _num(agg.min if agg.scored else None),
+        _num(agg.max if agg.scored else None),
+        str(agg.passed),
+        str(agg.failed),
+        str(agg.errors),
+        str(agg.cache_hits),
+        str(agg.judge_calls),
+        str(agg.prompt_tokens + agg.completion_tokens),
+        "-" if agg.cost_usd is None else f"${agg.cost_usd:.4f}",
+        f"{agg.time_s:.2f}s",
+    )
+
+
+def format_table(aggs: Sequence[ScorerAggregate]) -> list[str]:
+    """The per-scorer table as aligned text lines (header first)."""
+    rows = [_COLUMNS, *(_row(a) for a in aggs)]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(_COLUMNS))]
+    lines = []
+    for r in rows:
+        cells = [r[0].ljust(widths[0])] + [
+            c.rjust(w) for c, w in zip(r[1:], widths[1:], strict=True)
+        ]
+        lines.append("  ".join(cells).rstrip())
+    return lines
+
+
+def _bound(rec: ScoreRecord) -> str:
+    parts = []
+    if rec.min is not None:
+        parts.append(f">= {rec.min:g}")
+    if rec.max is not None:
+        parts.append(f"<= {rec.max:g}")
+    return " and ".join(parts) or "-"
+
+
+def _case(rec: ScoreRecord) -> str:
+    text = f"{rec.file}::{rec.test}"
+    if rec.case_id is not None:
+        text += f"[{rec.case_id}]"
+    return text
+
+
+def _reason(text: str | None, limit: int | None) -> str:
+    if not text:
+        return ""
+    flat = " ".join(text.split())
+    if limit is not None and len(flat) > limit:
+        flat = flat[: limit - 3] + "..."
+    return flat
+
+
+def write_summary(tr: Any, records: Sequence[ScoreRecord], verbosity: int) -> None:
+    """Write the section. ``-q`` prints one line per scorer; the default adds the table's
+    columns and the failing cases (at most 20, reasons shortened); ``-v`` shows every failure
+    with its full reason, ``-vv`` every scored case."""
+    aggs = list(aggregate(records).values())
+    tr.write_sep("=", "llm-eval summary")
+    if verbosity < 0:
+        for a in aggs:
+            mean = _num(a.mean)
+            tr.write_line(
+                f"{a.scorer}: n={a.n} mean={mean} passed={a.passed} failed={a.failed}"
+                + (f" errors={a.errors}" if a.errors else "")
+            )
+        return
+    for line in format_table(aggs):
+        tr.write_line(line)
+    total_cost = sum(a.cost_usd or 0.0 for a in aggs)
+    total_calls = sum(a.judge_calls for a in aggs)
+    hits = sum(a.cache_hits for a in aggs)
+    n = sum(a.n for a in aggs)
+    tr.write_line(
+        f"{n} scores, {hits} from cache, {total_calls} judge calls"
+        + (f", ${total_cost:.4f}" if total_cost else "")
+    )
+    failing = [r for r in records if r.passed is False]
+    errored = [r for r in records if r.error is not None]
+    budget = [r for r in errored if r.error and r.error.startswith("BudgetExceededError")]
+    if budget:
+        tr.write_line(
+            f"budget spent: {len(budget)} scoring(s) not started (--llm-eval-budget)", yellow=True
+        )
+    if failing:
+        tr.write_line("")
+        tr.write_line("failing scores:", red=True, bold=True)
+        limit = None if verbosity > 0 else 160
+        shown = failing if verbosity > 0 else failing[:_MAX_FAILURES_SHOWN]
+        for r in shown:
+            tr.write_line(
+                f"  {_case(r)} {r.scorer} = {_num(r.score, '.4g')} (bound {_bound(r)})"
+                + (" [cached]" if r.cached else "")
+            )
+            reason = _reason(r.rationale, limit)
+            if reason:
+                tr.write_line(f"      reason: {reason}")
+        if len(shown) < len(failing):
+            tr.write_line(f"  ... and {len(failing) - len(shown)} more (use -v to see all)")
+    if errored:
+        tr.write_line("")
+        tr.write_line("scoring errors:", red=True, bold=True)
+        for r in errored if verbosity > 0 else errored[:_MAX_FAILURES_SHOWN]:
+            tr.write_line(f"  {_case(r)} {r.scorer}: {_reason(r.error, 300)}")
+    if verbosity > 1:
+        tr.write_line("")
+        tr.write_line("all scores:")
+        for r in records:
+            status = {True: "pass", False: "FAIL", None: "-"}[r.passed]
+            tr.write_line(f"  {_case(r)} {r.scorer} = {_num(r.score, '.4g')} {status}")
