@@ -1,0 +1,1111 @@
+"""RAG scorers (Autoevals' RAGAS module): retrieval quality and answer quality, each decomposed
+into several judge calls.
+
+Every judge call is a forced tool call whose arguments are a JSON object validated against the
+tool's schema by :class:`~pytest_llmeval.judge.client.JudgeClient` (one re-ask, then
+:class:`~pytest_llmeval.errors.JudgeError`). The calls of one case that do not depend on each other
+run concurrently (``asyncio.gather``); the usage of every call (and of embedding scorings) is summed
+into ``Score.usage``; ``Score.metadata`` keeps what the judge extracted and its verdicts.
+
+``context`` is a string or a list of strings (joined with ``"\\n"``, as Autoevals does).
+
+========================= ========================= ===============================================
+scorer                    inputs                    score (0..1, higher is better)
+========================= ========================= ===============================================
+context_entity_recall     expected, context         list_contains(context entities, expected
+                                                    entities, pairwise = embedding_similarity,
+                                                    allow_extra_entities=True)
+context_relevancy         input, context            len(joined relevant sentences) / len(context),
+                                                    clamped to [0, 1]
+context_recall            input, expected, context  mean "attributable to the context" verdict over
+                                                    the statements of ``expected``
+context_precision         input, expected, context  one 0/1 verdict: was the context useful for
+                                                    reaching ``expected``?
+faithfulness              input, output, context    mean "supported by the context" verdict over
+                                                    the statements of ``output``
+answer_relevancy          input, output, context    0 if any of ``strictness`` generated questions
+                                                    is flagged noncommittal, else mean
+                                                    embedding_similarity(question, input)
+answer_correctness        input, expected, output   weighted mean of statement F1 (TP / (TP + 0.5
+                                                    (FP + FN))) and answer_similarity
+========================= ========================= ===============================================
+
+Edge cases (defined results, never a division by zero; each is flagged in ``metadata``):
+
+- **Empty context** (``""``, ``[]``, or only whitespace): context_relevancy, context_recall,
+  context_precision and faithfulness score 0 without calling the judge (an empty retrieval holds
+  nothing relevant, attributable, useful or supporting); context_entity_recall extracts no context
+  entities (0 unless ``expected`` has no entities either, see below); answer_relevancy is unaffected
+  (the context is only background for question generation).
+- **No statements**: context_recall and faithfulness score 0 (as Autoevals' context_recall does);
+  faithfulness then makes no verdict call. A blank ``expected`` (context_recall) or ``output``
+  (faithfulness, answer_relevancy) scores 0 without any call.
+- **No entities**: context_entity_recall follows list_contains: both lists empty = 1, one empty = 0.
+  A blank text is not sent to the judge (it has no entities).
+- **answer_correctness with no statements at all** (TP = FP = FN = 0): F1 is defined as 0 (nothing
+  correct was stated; Autoevals divides by zero here).
+- Faithfulness asks for exactly one verdict per extracted statement (the tool schema fixes the list
+  length, so a judge that skips statements is re-asked, then is a JudgeError); Autoevals averages
+  whatever list the judge returns.
+
+Inputs that are neither text nor (for ``context``) a list of strings are a
+:class:`~pytest_llmeval.errors.ScorerInputError`; dicts and lists in text fields are sent as JSON,
+numbers as ``str``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from pytest_llmeval.errors import JudgeError, ScorerConfigError, ScorerInputError
+from pytest_llmeval.scoring import JUDGE_OPTIONS, Score, Scorer, Usage, canonical_json
+
+if TYPE_CHECKING:
+    from pytest_llmeval.context import ScoringContext
+    from pytest_llmeval.judge.client import JudgeClient
+
+__all__ = [
+    "AnswerCorrectness",
+    "AnswerRelevancy",
+    "ContextEntityRecall",
+    "ContextPrecision",
+    "ContextRecall",
+    "ContextRelevancy",
+    "Faithfulness",
+]
+
+# ---------------------------------------------------------------------------------------------
+# Prompts and tool schemas. ``{{name}}`` placeholders are filled in one pass (a value that itself
+# contains ``{{...}}`` is left alone).
+
+_TOOL_ONLY = "Give your answer as the arguments of the function `{tool}`."
+
+ENTITIES_PROMPT = """You extract the entities that a text mentions.
+
+List every distinct entity in the text: people, organisations, places, works, events, products, \
+dates, quantities with their units, and other proper names. Different spellings or mentions of the \
+same entity count once (use its fullest form). Copy entities as the text gives them and never add \
+one the text does not mention. If there are none, give an empty list.
+
+{{tool_only}}
+
+<text>
+{{text}}
+</text>"""
+
+ENTITIES_TOOL = "extract_entities"
+ENTITIES_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "entities": {
+            "type": "array",
+            "description": "The distinct entities mentioned in the text.",
+            "items": {"type": "string"},
+        }
+    },
+    "required": ["entities"],
+}
+
+SENTENCES_PROMPT = """You select, from a retrieved context, the sentences needed to answer a \
+question.
+
+Copy every sentence of the context that is required to answer the question, word for word: do not \
+reword, shorten or merge sentences. Leave out every sentence that is not needed. If the context \
+cannot answer the question, select nothing (an empty list). For each sentence, say why it is \
+needed.
+
+{{tool_only}}
+
+<question>
+{{question}}
+</question>
+
+<context>
+{{context}}
+</context>"""
+
+SENTENCES_TOOL = "select_relevant_sentences"
+SENTENCES_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "sentences": {
+            "type": "array",
+            "description": "The context sentences needed to answer the question, verbatim.",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "reason": {"type": "string", "description": "Why the sentence is needed."},
+                    "sentence": {"type": "string", "description": "The sentence, verbatim."},
+                },
+                "required": ["reason", "sentence"],
+            },
+        }
+    },
+    "required": ["sentences"],
+}
+
+RECALL_PROMPT = """You check whether a reference answer is supported by a retrieved context.
+
+Split the reference answer into its individual statements, one fact each. For every statement \
+decide whether it can be attributed to the context: 1 if the context states it or directly \
+supports it, 0 if it does not. Judge against the context only, not against what you know. Give \
+your reason before each verdict.
+
+{{tool_only}}
+
+<question>
+{{question}}
+</question>
+
+<context>
+{{context}}
+</context>
+
+<reference_answer>
+{{answer}}
+</reference_answer>"""
+
+RECALL_TOOL = "attribute_statements"
+_BINARY: dict[str, Any] = {"type": "integer", "enum": [0, 1]}
+RECALL_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "statements": {
+            "type": "array",
+            "description": "Every statement of the reference answer with its verdict.",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "statement": {"type": "string"},
+                    "reason": {"type": "string"},
+                    "attributed": {
+                        **_BINARY,
+                        "description": "1 if the context supports the statement, else 0.",
+                    },
+                },
+                "required": ["statement", "reason", "attributed"],
+            },
+        }
+    },
+    "required": ["statements"],
+}
+
+PRECISION_PROMPT = """You judge whether a retrieved context was useful for arriving at the \
+reference answer to a question.
+
+Give verdict 1 if the context holds information that helps to reach the reference answer, 0 if it \
+does not. Give your reason first.
+
+{{tool_only}}
+
+<question>
+{{question}}
+</question>
+
+<context>
+{{context}}
+</context>
+
+<reference_answer>
+{{answer}}
+</reference_answer>"""
+
+PRECISION_TOOL = "judge_context_usefulness"
+PRECISION_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "reason": {"type": "string", "description": "Why the context was or was not useful."},
+        "verdict": {**_BINARY, "description": "1 if the context was useful, else 0."},
+    },
+    "required": ["reason", "verdict"],
+}
+
+STATEMENTS_PROMPT = """You break an answer into standalone statements.
+
+Rewrite the answer to the question below as a list of short statements. Each states one fact and \
+can be understood on its own (replace pronouns with what they stand for). Keep the answer's \
+meaning and add nothing. If the answer makes no claim at all (a refusal, a question back, an empty \
+reply), give an empty list.
+
+{{tool_only}}
+
+<question>
+{{question}}
+</question>
+
+<answer>
+{{answer}}
+</answer>"""
+
+STATEMENTS_TOOL = "extract_statements"
+STATEMENTS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "statements": {
+            "type": "array",
+            "description": "The answer's statements, one fact each.",
+            "items": {"type": "string"},
+        }
+    },
+    "required": ["statements"],
+}
+
+VERDICTS_PROMPT = """You check statements against a context.
+
+For each numbered statement give verdict 1 if it can be inferred from the context, 0 if the \
+context does not support it or contradicts it. Use the context only, not outside knowledge. Give \
+exactly one entry per statement, in the order given, with your reason before the verdict.
+
+{{tool_only}}
+
+<context>
+{{context}}
+</context>
+
+<statements>
+{{statements}}
+</statements>"""
+
+VERDICTS_TOOL = "judge_statements"
+
+
+def _verdicts_schema(count: int) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {
+            "verdicts": {
+                "type": "array",
+                "description": "One entry per statement, in order.",
+                "minItems": count,
+                "maxItems": count,
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "statement": {"type": "string"},
+                        "reason": {"type": "string"},
+                        "verdict": {
+                            **_BINARY,
+                            "description": "1 if the context supports the statement, else 0.",
+                        },
+                    },
+                    "required": ["statement", "reason", "verdict"],
+                },
+            }
+        },
+        "required": ["verdicts"],
+    }
+
+
+QUESTION_PROMPT = """You reconstruct the question that an answer was written for.
+
+Write one question that the answer below responds to; the context is background only. Also say \
+whether the answer is noncommittal: 1 if it is evasive, vague or ambiguous, or declines to answer \
+(for example "I don't know", "I'm not sure", "it depends"), 0 if it commits to an answer.
+
+{{tool_only}}
+
+<answer>
+{{answer}}
+</answer>
+
+<context>
+{{context}}
+</context>"""
+
+QUESTION_TOOL = "generate_question"
+QUESTION_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "question": {
+            "type": "string",
+            "minLength": 1,
+            "description": "A question that the answer responds to.",
+        },
+        "noncommittal": {**_BINARY, "description": "1 if the answer is noncommittal, else 0."},
+    },
+    "required": ["question", "noncommittal"],
+}
+
+CORRECTNESS_PROMPT = """You compare an answer with a ground-truth answer to the same question, \
+statement by statement.
+
+Put every statement into exactly one category:
+- TP: a statement of the answer that is also present in the ground truth;
+- FP: a statement of the answer that is not found in the ground truth;
+- FN: a statement of the ground truth that the answer leaves out.
+Compare what is stated; do not reinterpret either text.
+
+{{tool_only}}
+
+<question>
+{{question}}
+</question>
+
+<answer>
+{{answer}}
+</answer>
+
+<ground_truth>
+{{ground_truth}}
+</ground_truth>"""
+
+CORRECTNESS_TOOL = "classify_statements"
+CORRECTNESS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "TP": {
+            "type": "array",
+            "items": {"type": "string"},
+            "description": "Statements of the answer also present in the ground truth.",
+        },
+        "FP": {
+            "type": "array",
+            "items": {"type": "string"},
+            "description": "Statements of the answer not found in the ground truth.",
+        },
+        "FN": {
+            "type": "array",
+            "items": {"type": "string"},
+            "description": "Statements of the ground truth missing from the answer.",
+        },
+    },
+    "required": ["TP", "FP", "FN"],
+}
+
+_PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
+
+
+def render(template: str, **fields: str) -> str:
+    """Fill ``{{name}}`` placeholders in one pass (values are not re-scanned)."""
+    return _PLACEHOLDER.sub(lambda m: fields[m.group(1)], template)
+
+
+def _prompt_hash(*parts: Any) -> str:
+    """A short stable hash of prompt templates and schemas (cache-key material)."""
+    return hashlib.sha256(canonical_json(list(parts)).encode("utf-8")).hexdigest()[:16]
+
+
+# ---------------------------------------------------------------------------------------------
+# Input handling
+
+
+def _as_text(scorer: str, field: str, value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (dict, list, tuple)):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, (int, float)):  # bool included: str(True) is fine
+        return str(value)
+    raise ScorerInputError(
+        scorer,
+        field,
+        f"must be text, not {type(value).__name__}",
+        hint=f"Pass {field} as a string",
+    )
+
+
+def _as_context(scorer: str, value: Any) -> str:
+    """The context as one string: a string as is, a list of strings joined with newlines."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            if not isinstance(item, str):
+                raise ScorerInputError(
+                    scorer,
+                    "context",
+                    f"item {i} is {type(item).__name__}, not a string",
+                    hint="Pass context as a string or a list of strings (retrieved passages)",
+                )
+        return "\n".join(value)
+    raise ScorerInputError(
+        scorer,
+        "context",
+        f"must be a string or a list of strings, not {type(value).__name__}",
+        hint="Pass context as a string or a list of strings (retrieved passages)",
+    )
+
+
+def _blank(text: str) -> bool:
+    return not text.strip()
+
+
+def _sum_usage(usages: Sequence[Usage | None]) -> Usage:
+    total = Usage()
+    for u in usages:
+        if u is not None:
+            total = total + u
+    return total
+
+
+def _binary(value: Any) -> int:
+    # The schemas restrict verdicts to 0/1; this guards against a client in a lenient mode.
+    return 1 if value == 1 and value is not False else 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Base class
+
+
+class _RagScorer(Scorer):
+    """Shared machinery: judge client per options, structured calls, identity."""
+
+    uses_judge: ClassVar[bool] = True
+    prompt_parts: ClassVar[tuple[Any, ...]] = ()
+
+    def judge_options(self) -> dict[str, Any]:
+        return {k: self.options.get(k) for k in JUDGE_OPTIONS}
+
+    def client(self, ctx: ScoringContext) -> JudgeClient:
+        return ctx.judge(self.judge_options())
+
+    async def call(
+        self,
+        client: JudgeClient,
+        template: str,
+        tool: str,
+        description: str,
+        schema: Mapping[str, Any],
+        *,
+        temperature: float | None = None,
+        **fields: str,
+    ) -> tuple[dict[str, Any], Usage]:
+        prompt = render(template, tool_only=_TOOL_ONLY.format(tool=tool), **fields)
+        result = await client.structured(
+            [{"role": "user", "content": prompt}],
+            name=tool,
+            description=description,
+            schema=dict(schema),
+            scorer=self.name,
+            temperature=temperature,
+        )
+        return dict(result.arguments), result.usage
+
+    def sub_scorers(self) -> Mapping[str, Scorer]:
+        """Scorers this one delegates to (their identities join the cache key)."""
+        return {}
+
+    def extra_identity(self, ctx: ScoringContext) -> Mapping[str, Any]:
+        ident: dict[str, Any] = {
+            "prompt": _prompt_hash(*self.prompt_parts),
+            "judge": self.client(ctx).identity(),
+        }
+        for key, sub in self.sub_scorers().items():
+            ident[key] = sub.identity(ctx)
+        return ident
+
+    def judge_error(self, message: str) -> JudgeError:
+        return JudgeError(message, scorer=self.name)
+
+
+def _embedding_similarity(model: str | None) -> Scorer:
+    from pytest_llmeval.scorers.embedding import EmbeddingSimilarity
+
+    return EmbeddingSimilarity(model=model)
+
+
+def _check_embedding_model(scorer: str, value: Any) -> None:
+    if value is not None and not (isinstance(value, str) and value):
+        raise ScorerConfigError(
+            scorer,
+            "embedding_model",
+            f"must be a model name or path, not {value!r}",
+            hint="Leave it unset for the run's default embedding model",
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# Scorers
+
+
+class ContextEntityRecall(_RagScorer):
+    """How many entities of ``expected`` the context contains (0..1, higher is better).
+
+    Two concurrent judge calls extract the entities of ``expected`` and of the context; the score
+    is ``list_contains(output=context entities, expected=expected entities,
+    allow_extra_entities=True)`` with ``pairwise_scorer`` (default: ``embedding_similarity`` with
+    ``embedding_model``). Both lists empty scores 1, one empty 0 (list_contains' rule).
+    Metadata: ``expected_entities``, ``context_entities`` and list_contains' own metadata under
+    ``list_contains``.
+
+    Options: ``pairwise_scorer`` (a scorer, name or whatever list_contains accepts),
+    ``embedding_model``, and the judge options. Raises ScorerInputError for a missing or non-text
+    input, JudgeError when the judge fails.
+    """
+
+    name = "context_entity_recall"
+    aliases = ("ContextEntityRecall",)
+    required_inputs = ("expected", "context")
+    optional_inputs = ("output", "input")
+    default_options: ClassVar[Mapping[str, Any]] = {
+        "pairwise_scorer": None,
+        "embedding_model": None,
+    }
+    prompt_parts = (ENTITIES_PROMPT, ENTITIES_TOOL, ENTITIES_SCHEMA, _TOOL_ONLY)
+
+    def validate_options(self) -> None:
+        _check_embedding_model(self.name, self.options["embedding_model"])
+
+    def pairwise(self) -> Any:
+        chosen = self.options["pairwise_scorer"]
+        if chosen is None:
+            return _embedding_similarity(self.options["embedding_model"])
+        return chosen
+
+    def contains_scorer(self) -> Scorer:
+        from pytest_llmeval.scorers.structured import ListContains
+
+        return ListContains(pairwise_scorer=self.pairwise(), allow_extra_entities=True)
+
+    def sub_scorers(self) -> Mapping[str, Scorer]:
+        return {"list_contains": self.contains_scorer()}
+
+    async def _entities(self, client: JudgeClient, text: str) -> tuple[list[str], Usage | None]:
+        if _blank(text):
+            return [], None
+        args, usage = await self.call(
+            client,
+            ENTITIES_PROMPT,
+            ENTITIES_TOOL,
+            "Report the distinct entities mentioned in the text.",
+            ENTITIES_SCHEMA,
+            text=text,
+        )
+        return [str(e) for e in args["entities"]], usage
+
+    async def acompute(self, inputs: Mapping[str, Any], ctx: ScoringContext) -> Score:
+        self.check_inputs(inputs)
+        expected = _as_text(self.name, "expected", inputs["expected"])
+        context = _as_context(self.name, inputs["context"])
+        client = self.client(ctx)
+        (exp_entities, u1), (ctx_entities, u2) = await asyncio.gather(
+            self._entities(client, expected), self._entities(client, context)
+        )
+        contains = await self.contains_scorer().acompute(
+            {"output": ctx_entities, "expected": exp_entities}, ctx
+        )
+        value = min(max(float(contains.value), 0.0), 1.0)
+        found = len(exp_entities)
+        return Score(
+            value=value,
+            scorer=self.name,
+            rationale=(
+                f"{found} expected entit{'y' if found == 1 else 'ies'}, "
+                f"{len(ctx_entities)} in the context; list_contains = {value:.4g}"
+            ),
+            metadata={
+                "expected_entities": exp_entities,
+                "context_entities": ctx_entities,
+                "list_contains": dict(contains.metadata),
+                "empty_context": _blank(context),
+            },
+            usage=_sum_usage([u1, u2, contains.usage]),
+        )
+
+
+class ContextRelevancy(_RagScorer):
+    """How much of the context is needed to answer ``input`` (0..1, higher is better).
+
+    One judge call selects the context sentences required to answer the question; the score is
+    ``len("".join(sentences)) / len(context)`` clamped to [0, 1] (the judge may paraphrase into
+    longer text). An empty context scores 0 without a call. Metadata: ``relevant_sentences``
+    (each with the judge's reason).
+    """
+
+    name = "context_relevancy"
+    aliases = ("ContextRelevancy",)
+    required_inputs = ("input", "context")
+    optional_inputs = ("output", "expected")
+    prompt_parts = (SENTENCES_PROMPT, SENTENCES_TOOL, SENTENCES_SCHEMA, _TOOL_ONLY)
+
+    async def acompute(self, inputs: Mapping[str, Any], ctx: ScoringContext) -> Score:
+        self.check_inputs(inputs)
+        question = _as_text(self.name, "input", inputs["input"])
+        context = _as_context(self.name, inputs["context"])
+        if _blank(context):
+            return _empty_context_score(self.name, {"relevant_sentences": []})
+        args, usage = await self.call(
+            self.client(ctx),
+            SENTENCES_PROMPT,
+            SENTENCES_TOOL,
+            "Report the context sentences required to answer the question.",
+            SENTENCES_SCHEMA,
+            question=question,
+            context=context,
+        )
+        sentences = [
+            {"sentence": str(s["sentence"]), "reason": str(s["reason"])} for s in args["sentences"]
+        ]
+        selected = sum(len(s["sentence"]) for s in sentences)
+        raw = selected / len(context)
+        value = min(max(raw, 0.0), 1.0)
+        return Score(
+            value=value,
+            scorer=self.name,
+            rationale=(
+                f"{len(sentences)} relevant sentence(s), {selected} of {len(context)} characters "
+                "of the context"
+            ),
+            metadata={
+                "relevant_sentences": sentences,
+                "relevant_chars": selected,
+                "context_chars": len(context),
+                "raw_ratio": raw,
+            },
+            usage=usage,
+        )
+
+
+def _empty_context_score(scorer: str, metadata: Mapping[str, Any]) -> Score:
+    return Score(
+        value=0.0,
+        scorer=scorer,
+        rationale="the context is empty: nothing to judge (score 0, no judge call)",
+        metadata={**metadata, "empty_context": True},
+        usage=Usage(),
+    )
+
+
+class ContextRecall(_RagScorer):
+    """How much of ``expected`` the context supports (0..1, higher is better).
+
+    One judge call splits ``expected`` into statements and marks each attributable to the context
+    (1) or not (0); the score is the mean, 0 when there are no statements (or ``expected`` is
+    blank, or the context is empty: no call then). Metadata: ``statements`` with verdicts.
+    """
+
+    name = "context_recall"
+    aliases = ("ContextRecall",)
+    required_inputs = ("input", "expected", "context")
+    optional_inputs = ("output",)
+    prompt_parts = (RECALL_PROMPT, RECALL_TOOL, RECALL_SCHEMA, _TOOL_ONLY)
+
+    async def acompute(self, inputs: Mapping[str, Any], ctx: ScoringContext) -> Score:
+        self.check_inputs(inputs)
+        question = _as_text(self.name, "input", inputs["input"])
+        expected = _as_text(self.name, "expected", inputs["expected"])
+        context = _as_context(self.name, inputs["context"])
+        if _blank(context):
+            return _empty_context_score(self.name, {"statements": []})
+        if _blank(expected):
+            return _no_statements_score(self.name, "expected is blank", {"statements": []})
+        args, usage = await self.call(
+            self.client(ctx),
+            RECALL_PROMPT,
+            RECALL_TOOL,
+            "Report each statement of the reference answer and whether the context supports it.",
+            RECALL_SCHEMA,
+            question=question,
+            context=context,
+            answer=expected,
+        )
+        statements: list[dict[str, Any]] = [
+            {
+                "statement": str(s["statement"]),
+                "reason": str(s["reason"]),
+                "attributed": _binary(s["attributed"]),
+            }
+            for s in args["statements"]
+        ]
+        if not statements:
+            return _no_statements_score(
+                self.name, "the judge found no statements", {"statements": []}, usage
+            )
+        ones = sum(int(s["attributed"]) for s in statements)
+        return Score(
+            value=ones / len(statements),
+            scorer=self.name,
+            rationale=_verdict_rationale(statements, "attributed", "attributable to the context"),
+            metadata={"statements": statements},
+            usage=usage,
+        )
+
+
+def _no_statements_score(
+    scorer: str, why: str, metadata: Mapping[str, Any], usage: Usage | None = None
+) -> Score:
+    return Score(
+        value=0.0,
+        scorer=scorer,
+        rationale=f"{why}: no statements to check (score 0)",
+        metadata={**metadata, "no_statements": True},
+        usage=usage if usage is not None else Usage(),
+    )
+
+
+def _verdict_rationale(items: Sequence[Mapping[str, Any]], key: str, what: str) -> str:
+    ones = sum(int(i[key]) for i in items)
+    text = f"{ones} of {len(items)} statement(s) {what}"
+    missing = [str(i["statement"]) for i in items if not i[key]]
+    if missing:
+        text += "; not: " + "; ".join(missing)
+    return text
+
+
+class ContextPrecision(_RagScorer):
+    """Whether the context was useful for arriving at ``expected`` (0 or 1, higher is better).
+
+    One judge call gives a 0/1 verdict with a reason (the rationale). An empty context scores 0
+    without a call. Metadata: ``verdict``, ``reason``.
+    """
+
+    name = "context_precision"
+    aliases = ("ContextPrecision",)
+    required_inputs = ("input", "expected", "context")
+    optional_inputs = ("output",)
+    prompt_parts = (PRECISION_PROMPT, PRECISION_TOOL, PRECISION_SCHEMA, _TOOL_ONLY)
+
+    async def acompute(self, inputs: Mapping[str, Any], ctx: ScoringContext) -> Score:
+        self.check_inputs(inputs)
+        question = _as_text(self.name, "input", inputs["input"])
+        expected = _as_text(self.name, "expected", inputs["expected"])
+        context = _as_context(self.name, inputs["context"])
+        if _blank(context):
+            return _empty_context_score(self.name, {"verdict": 0, "reason": None})
+        args, usage = await self.call(
+            self.client(ctx),
+            PRECISION_PROMPT,
+            PRECISION_TOOL,
+            "Report whether the context was useful for reaching the reference answer.",
+            PRECISION_SCHEMA,
+            question=question,
+            context=context,
+            answer=expected,
+        )
+        verdict = _binary(args["verdict"])
+        reason = str(args["reason"])
+        return Score(
+            value=float(verdict),
+            scorer=self.name,
+            rationale=reason,
+            metadata={"verdict": verdict, "reason": reason},
+            usage=usage,
+        )
+
+
+class Faithfulness(_RagScorer):
+    """How much of ``output`` the context supports (0..1, higher is better).
+
+    A first judge call splits ``output`` into statements; a second judges each statement against
+    the context (exactly one verdict per statement). The score is the mean verdict; no statements,
+    a blank output or an empty context score 0 (no further calls). Metadata: ``statements``,
+    ``verdicts``.
+    """
+
+    name = "faithfulness"
+    aliases = ("Faithfulness",)
+    required_inputs = ("input", "output", "context")
+    optional_inputs = ("expected",)
+    prompt_parts = (
+        STATEMENTS_PROMPT,
+        STATEMENTS_TOOL,
+        STATEMENTS_SCHEMA,
+        VERDICTS_PROMPT,
+        VERDICTS_TOOL,
+        _verdicts_schema(0),
+        _TOOL_ONLY,
+    )
+
+    async def acompute(self, inputs: Mapping[str, Any], ctx: ScoringContext) -> Score:
+        self.check_inputs(inputs)
+        question = _as_text(self.name, "input", inputs["input"])
+        output = _as_text(self.name, "output", inputs["output"])
+        context = _as_context(self.name, inputs["context"])
+        if _blank(context):
+            return _empty_context_score(self.name, {"statements": [], "verdicts": []})
+        if _blank(output):
+            return _no_statements_score(
+                self.name, "output is blank", {"statements": [], "verdicts": []}
+            )
+        client = self.client(ctx)
+        args, usage1 = await self.call(
+            client,
+            STATEMENTS_PROMPT,
+            STATEMENTS_TOOL,
+            "Report the answer's statements, one fact each.",
+            STATEMENTS_SCHEMA,
+            question=question,
+            answer=output,
+        )
+        statements = [str(s) for s in args["statements"]]
+        if not statements:
+            return _no_statements_score(
+                self.name,
+                "the judge found no statements in the output",
+                {"statements": [], "verdicts": []},
+                usage1,
+            )
+        numbered = "\n".join(f"{i}. {s}" for i, s in enumerate(statements, 1))
+        args2, usage2 = await self.call(
+            client,
+            VERDICTS_PROMPT,
+            VERDICTS_TOOL,
+            "Report, for each statement in order, whether the context supports it.",
+            _verdicts_schema(len(statements)),
+            context=context,
+            statements=numbered,
+        )
+        verdicts: list[dict[str, Any]] = [
+            {
+                "statement": str(v["statement"]),
+                "reason": str(v["reason"]),
+                "verdict": _binary(v["verdict"]),
+            }
+            for v in args2["verdicts"]
+        ]
+        if len(verdicts) != len(statements):  # the schema should have caught it
+            raise self.judge_error(
+                f"returned {len(verdicts)} verdicts for {len(statements)} statements"
+            )
+        ones = sum(int(v["verdict"]) for v in verdicts)
+        return Score(
+            value=ones / len(verdicts),
+            scorer=self.name,
+            rationale=_verdict_rationale(verdicts, "verdict", "supported by the context"),
+            metadata={"statements": statements, "verdicts": verdicts},
+            usage=usage1 + usage2,
+        )
+
+
+class AnswerRelevancy(_RagScorer):
+    """How well ``output`` answers ``input`` (0..1, higher is better).
+
+    ``strictness`` concurrent judge calls (at ``temperature``, default 0.5) each generate a question
+    that the answer responds to and flag the answer noncommittal or not. Any noncommittal flag
+    scores 0 (no embeddings then); otherwise the score is the mean embedding_similarity (Autoevals
+    rescaling, ``embedding_model``) of each generated question with ``input``. A blank output
+    scores 0 without a call. Metadata: ``questions`` (question, noncommittal), ``similarity``.
+
+    Options: ``strictness`` (int >= 1, default 3), ``temperature`` (question generation, default
+    0.5), ``embedding_model``, and the judge options.
+    """
+
+    name = "answer_relevancy"
+    aliases = ("AnswerRelevancy",)
+    required_inputs = ("input", "output", "context")
+    optional_inputs = ("expected",)
+    default_options: ClassVar[Mapping[str, Any]] = {
+        "strictness": 3,
+        "temperature": 0.5,
+        "embedding_model": None,
+    }
+    prompt_parts = (QUESTION_PROMPT, QUESTION_TOOL, QUESTION_SCHEMA, _TOOL_ONLY)
+
+    def validate_options(self) -> None:
+        strictness = self.options["strictness"]
+        if isinstance(strictness, bool) or not isinstance(strictness, int) or strictness < 1:
+            raise ScorerConfigError(
+                self.name,
+                "strictness",
+                f"must be a whole number >= 1, not {strictness!r}",
+                hint="It is how many questions are generated from the answer (default 3)",
+            )
+        temperature = self.options["temperature"]
+        if temperature is not None and (
+            isinstance(temperature, bool)
+            or not isinstance(temperature, (int, float))
+            or not 0 <= temperature <= 2
+        ):
+            raise ScorerConfigError(
+                self.name,
+                "temperature",
+                f"must be a number between 0 and 2, not {temperature!r}",
+                hint="It is the sampling temperature of question generation (default 0.5)",
+            )
+        _check_embedding_model(self.name, self.options["embedding_model"])
+
+    def similarity_scorer(self) -> Scorer:
+        return _embedding_similarity(self.options["embedding_model"])
+
+    def sub_scorers(self) -> Mapping[str, Scorer]:
+        return {"embedding_similarity": self.similarity_scorer()}
+
+    async def acompute(self, inputs: Mapping[str, Any], ctx: ScoringContext) -> Score:
+        self.check_inputs(inputs)
+        question = _as_text(self.name, "input", inputs["input"])
+        output = _as_text(self.name, "output", inputs["output"])
+        context = _as_context(self.name, inputs["context"])
+        if _blank(output):
+            return Score(
+                value=0.0,
+                scorer=self.name,
+                rationale="the output is blank: it answers nothing (score 0, no judge call)",
+                metadata={"questions": [], "similarity": [], "blank_output": True},
+                usage=Usage(),
+            )
+        client = self.client(ctx)
+        temperature = self.options["temperature"]
+        generated = await asyncio.gather(
+            *(
+                self.call(
+                    client,
+                    QUESTION_PROMPT,
+                    QUESTION_TOOL,
+                    "Report a question the answer responds to and whether it is noncommittal.",
+                    QUESTION_SCHEMA,
+                    temperature=None if temperature is None else float(temperature),
+                    answer=output,
+                    context=context,
+                )
+                for _ in range(self.options["strictness"])
+            )
+        )
+        questions = [
+            {"question": str(args["question"]), "noncommittal": _binary(args["noncommittal"])}
+            for args, _ in generated
+        ]
+        usages: list[Usage | None] = [u for _, u in generated]
+        base_meta: dict[str, Any] = {"questions": questions, "temperature": temperature}
+        if not questions:  # cannot happen with strictness >= 1; kept as a guard
+            raise self.judge_error("generated no questions")
+        if any(q["noncommittal"] for q in questions):
+            return Score(
+                value=0.0,
+                scorer=self.name,
+                rationale="the judge found the answer noncommittal",
+                metadata={**base_meta, "similarity": [], "noncommittal": True},
+                usage=_sum_usage(usages),
+            )
+        sim = self.similarity_scorer()
+        sims = await asyncio.gather(
+            *(sim.acompute({"output": q["question"], "expected": question}, ctx) for q in questions)
+        )
+        values = [float(s.value) for s in sims]
+        usages.extend(s.usage for s in sims)
+        value = min(max(math.fsum(values) / len(values), 0.0), 1.0)
+        return Score(
+            value=value,
+            scorer=self.name,
+            rationale=(
+                f"mean similarity of {len(values)} generated question(s) to the input: {value:.4g}"
+            ),
+            metadata={**base_meta, "similarity": values, "noncommittal": False},
+            usage=_sum_usage(usages),
+        )
+
+
+class AnswerCorrectness(_RagScorer):
+    """How correct ``output`` is against ``expected`` (0..1, higher is better).
+
+    One judge call classifies statements into TP / FP / FN, concurrently with answer_similarity
+    (embedding_similarity of output vs expected with ``embedding_model``, or the
+    ``answer_similarity`` scorer given), skipped when its weight is 0.
+    ``F1 = TP / (TP + 0.5 (FP + FN))`` (0 when there are no statements at all); score =
+    ``(fw * F1 + sw * similarity) / (fw + sw)``.
+    Metadata: ``factuality`` (the three lists), ``factuality_score``, ``answer_similarity_score``.
+
+    Options: ``factuality_weight`` (0.75), ``answer_similarity_weight`` (0.25), both >= 0 and not
+    both 0; ``answer_similarity`` (a scorer instance taking output and expected);
+    ``embedding_model``; the judge options.
+    """
+
+    name = "answer_correctness"
+    aliases = ("AnswerCorrectness",)
+    required_inputs = ("input", "expected", "output")
+    optional_inputs = ("context",)
+    default_options: ClassVar[Mapping[str, Any]] = {
+        "factuality_weight": 0.75,
+        "answer_similarity_weight": 0.25,
+        "answer_similarity": None,
+        "embedding_model": None,
+    }
+    prompt_parts = (CORRECTNESS_PROMPT, CORRECTNESS_TOOL, CORRECTNESS_SCHEMA, _TOOL_ONLY)
+
+    def validate_options(self) -> None:
+        for key in ("factuality_weight", "answer_similarity_weight"):
+            w = self.options[key]
+            if (
+                isinstance(w, bool)
+                or not isinstance(w, (int, float))
+                or not math.isfinite(w)
+                or w < 0
+            ):
+                raise ScorerConfigError(
+                    self.name,
+                    key,
+                    f"must be a finite number >= 0, not {w!r}",
+                    hint="Defaults: factuality_weight=0.75, answer_similarity_weight=0.25",
+                )
+        if self.options["factuality_weight"] == 0 and self.options["answer_similarity_weight"] == 0:
+            raise ScorerConfigError(
+                self.name,
+                "factuality_weight",
+                "and answer_similarity_weight are both 0",
+                hint="At least one weight must be positive",
+            )
+        sim = self.options["answer_similarity"]
+        if sim is not None and not isinstance(sim, Scorer):
+            raise ScorerConfigError(
+                self.name,
+                "answer_similarity",
+                f"must be a scorer instance, not {type(sim).__name__}",
+                hint="For example EmbeddingSimilarity(model=...); leave it unset for the default",
+            )
+        _check_embedding_model(self.name, self.options["embedding_model"])
+
+    def similarity_scorer(self) -> Scorer:
+        chosen = self.options["answer_similarity"]
+        if isinstance(chosen, Scorer):
+            return chosen
+        return _embedding_similarity(self.options["embedding_model"])
+
+    def sub_scorers(self) -> Mapping[str, Scorer]:
+        if self.options["answer_similarity_weight"] == 0:
+            return {}
+        return {"answer_similarity": self.similarity_scorer()}
+
+    async def _similarity(self, output: str, expected: str, ctx: ScoringContext) -> Score | None:
+        if self.options["answer_similarity_weight"] == 0:
+            return None
+        return await self.similarity_scorer().acompute(
+            {"output": output, "expected": expected}, ctx
+        )
+
+    async def acompute(self, inputs: Mapping[str, Any], ctx: ScoringContext) -> Score:
+        self.check_inputs(inputs)
+        question = _as_text(self.name, "input", inputs["input"])
+        expected = _as_text(self.name, "expected", inputs["expected"])
+        output = _as_text(self.name, "output", inputs["output"])
+        (args, usage), sim = await asyncio.gather(
+            self.call(
+                self.client(ctx),
+                CORRECTNESS_PROMPT,
+                CORRECTNESS_TOOL,
+                "Report the statements classified as TP, FP and FN.",
+                CORRECTNESS_SCHEMA,
+                question=question,
+                answer=output,
+                ground_truth=expected,
+            ),
+            self._similarity(output, expected, ctx),
+        )
+        factuality = {k: [str(s) for s in args[k]] for k in ("TP", "FP", "FN")}
+        tp, fp, fn = (len(factuality[k]) for k in ("TP", "FP", "FN"))
+        denominator = tp + 0.5 * (fp + fn)
+        f1 = tp / denominator if denominator > 0 else 0.0
+        sim_value = 0.0 if sim is None else float(sim.value)
+        fw = float(self.options["factuality_weight"])
+        sw = float(self.options["answer_similarity_weight"])
+        value = min(max((fw * f1 + sw * sim_value) / (fw + sw), 0.0), 1.0)
+        return Score(
+            value=value,
+            scorer=self.name,
+            rationale=(
+                f"TP={tp} FP={fp} FN={fn}: F1 {f1:.4g}; answer similarity "
+                f"{'not computed' if sim is None else f'{sim_value:.4g}'}; "
+                f"weighted {fw:g}:{sw:g}"
+            ),
+            metadata={
+                "factuality": factuality,
+                "factuality_score": f1,
+                "answer_similarity_score": None if sim is None else sim_value,
+                "no_statements": tp + fp + fn == 0,
+            },
+            usage=_sum_usage([usage, None if sim is None else sim.usage]),
+        )
