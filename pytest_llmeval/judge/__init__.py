@@ -1,0 +1,23 @@
+"""The LLM judge: an OpenAI-compatible client with a concurrency limit, retries, validated
+structured replies, usage and cost accounting (:mod:`pytest_llmeval.judge.client`) and a price
+table (:mod:`pytest_llmeval.judge.prices`).
+
+Importing this package does not import ``openai``; the SDK loads on the first call.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pytest_llmeval.scoring import JUDGE_OPTIONS
+
+if TYPE_CHECKING:
+    from pytest_llmeval.scoring import Scorer
+
+__all__ = ["judge_options_of"]
+
+
+def judge_options_of(scorer: Scorer) -> dict[str, Any]:
+    """The judge options (model, base_url, api_key, ...) a scorer instance was given, for
+    ``ctx.judge(...)``; unset ones are left out so the run's settings apply."""
+    return {k: scorer.options[k] for k in JUDGE_OPTIONS if scorer.options.get(k) is not None}

@@ -1,0 +1,689 @@
+"""The judge client: one OpenAI-compatible endpoint driven with a concurrency limit, retries,
+validated structured replies, usage accounting and a budget.
+
+Every judge scorer talks to its endpoint through :class:`JudgeClient`, obtained from
+``ctx.judge(options)``. The official ``openai`` package does the HTTP work (imported lazily, so
+importing pytest-llmeval stays cheap) with its own retries turned off: this module retries, so that
+the concurrency limit, the Retry-After header, the number of tries and the overall timeout are all
+under one roof and a failure ends in one :class:`JudgeError` that names the endpoint, the model and
+the last cause.
+
+The API key is only ever handed to the SDK: it never appears in a repr, an error message or a log,
+and error text coming back from an endpoint is scrubbed of it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import os
+import random
+import re
+import threading
+import time
+import weakref
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar, final
+
+from pytest_llmeval.errors import BudgetExceededError, JudgeError, ScorerConfigError
+from pytest_llmeval.judge.prices import cost_usd
+from pytest_llmeval.scoring import Usage
+from pytest_llmeval.settings import JUDGE_MODES, JudgeSettings
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
+
+    from pytest_llmeval.context import UsageLedger
+
+__all__ = [
+    "DEFAULT_ENDPOINT",
+    "ChatResult",
+    "JudgeClient",
+    "ModerationResult",
+    "StructuredResult",
+    "extract_json",
+]
+
+T = TypeVar("T")
+
+#: Where the SDK goes when no base URL is configured.
+DEFAULT_ENDPOINT = "https://api.openai.com/v1"
+#: The key sent to endpoints that need none (local servers): the SDK insists on some key.
+NO_KEY = "no-key"
+#: Longest wait between tries when the endpoint gives no Retry-After.
+MAX_BACKOFF_S = 30.0
+_STATUS_RETRYABLE = frozenset({408, 409, 429})
+
+
+@final
+@dataclass(frozen=True)
+class ChatResult:
+    """A plain chat reply.
+
+    ``top_logprobs`` are the first generated token's top alternatives as ``(token, logprob)`` in
+    the order the endpoint returned them; ``None`` when the reply carries no logprobs.
+    """
+
+    content: str | None
+    top_logprobs: list[tuple[str, float]] | None
+    usage: Usage
+    model: str
+
+
+@final
+@dataclass(frozen=True)
+class StructuredResult:
+    """A structured reply: ``arguments`` validated against the schema that was asked for.
+
+    ``usage`` covers every call made for it (two when the first reply was re-asked); ``raw_text``
+    is the reply's raw arguments or text.
+    """
+
+    arguments: dict[str, Any]
+    usage: Usage
+    raw_text: str | None
+
+
+@final
+@dataclass(frozen=True)
+class ModerationResult:
+    """One moderations-endpoint verdict; category names as the endpoint spells them."""
+
+    flagged: bool
+    categories: dict[str, bool]
+    category_scores: dict[str, float]
+    usage: Usage
+
+
+@dataclass
+class _LoopState:
+    """The SDK client and the concurrency limit, bound to one event loop (httpx pools and
+    asyncio primitives must not cross loops)."""
+
+    client: AsyncOpenAI
+    semaphore: asyncio.Semaphore
+
+
+@dataclass(frozen=True)
+class _Failure:
+    retryable: bool
+    cause: str
+    retry_after: float | None
+
+
+@final
+class JudgeClient:
+    """A client for one judge setting (endpoint, model, sampling, limits).
+
+    All methods are coroutines; from sync code run them with ``ctx.run(...)``. Raises
+    :class:`JudgeError` when the endpoint fails for good (after retries for transient failures, at
+    once for a rejected request), :class:`BudgetExceededError` before a call once the run's budget
+    is spent.
+    """
+
+    def __init__(
+        self,
+        settings: JudgeSettings,
+        *,
+        ledger: UsageLedger | None = None,
+        budget_usd: float | None = None,
+        prices: Mapping[str, tuple[float, float]] | None = None,
+    ) -> None:
+        if ledger is None:
+            from pytest_llmeval.context import UsageLedger
+
+            ledger = UsageLedger()
+        self.settings = settings
+        self.ledger = ledger
+        self.budget_usd = budget_usd
+        self.prices: Mapping[str, tuple[float, float]] = dict(prices or {})
+        self._lock = threading.Lock()
+        self._states: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    # -- identity ---------------------------------------------------------------------------
+
+    def identity(self) -> dict[str, Any]:
+        """Cache-key material: the judge model and sampling parameters (no URL, no key)."""
+        return self.settings.identity()
+
+    @property
+    def endpoint(self) -> str:
+        """The base URL calls go to (for messages)."""
+        return self.settings.base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_ENDPOINT
+
+    def __repr__(self) -> str:
+        return f"JudgeClient(model={self.settings.model!r}, endpoint={self.endpoint!r})"
+
+    # -- public calls -----------------------------------------------------------------------
+
+    async def chat(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        scorer: str | None = None,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        logprobs: bool = False,
+        top_logprobs: int | None = None,
+    ) -> ChatResult:
+        """One chat completion. ``temperature`` defaults to the settings'; the seed is sent when
+        set. With ``logprobs`` the first token's top alternatives come back in ``top_logprobs``
+        (``None`` if the endpoint did not return any)."""
+        kwargs = self._chat_kwargs(messages, temperature)
+        if max_tokens is not None:
+            kwargs["max_tokens"] = max_tokens
+        if logprobs:
+            kwargs["logprobs"] = True
+            if top_logprobs is not None:
+                kwargs["top_logprobs"] = top_logprobs
+        resp = await self._create_chat(kwargs, scorer)
+        usage = self._account(resp)
+        message = self._first_message(resp, scorer)
+        return ChatResult(
+            content=message.content,
+            top_logprobs=_first_token_top_logprobs(resp.choices[0]),
+            usage=usage,
+            model=str(getattr(resp, "model", None) or self.settings.model),
+        )
+
+    async def structured(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        name: str,
+        description: str,
+        schema: dict[str, Any],
+        scorer: str | None = None,
+        temperature: float | None = None,
+    ) -> StructuredResult:
+        """A JSON object matching ``schema``, asked for as the arguments of a function ``name``.
+
+        The settings' ``mode`` chooses how: ``tool`` (a forced tool call; a call returned as JSON
+        text in the content, as llama.cpp does, is accepted too), ``json`` (JSON mode plus the
+        schema in the prompt) or ``text`` (the first JSON object in a plain reply). An invalid
+        reply is re-asked once with the problem stated; a second invalid reply is a JudgeError.
+        """
+        mode = self.settings.mode
+        if mode not in JUDGE_MODES:
+            raise ScorerConfigError(
+                scorer or "judge",
+                "mode",
+                f"is {mode!r}, not one of {', '.join(JUDGE_MODES)}",
+                hint="Use 'tool' for endpoints with tool calling, 'json' or 'text' otherwise",
+            )
+        validator = _validator(schema, scorer)
+        convo = [dict(m) for m in messages]
+        if mode != "tool":
+            convo = _with_instruction(convo, _schema_instruction(name, description, schema))
+        total = Usage()
+        problem = ""
+        for attempt in (1, 2):
+            kwargs = self._chat_kwargs(convo, temperature)
+            if mode == "tool":
+                function = {"name": name, "description": description, "parameters": schema}
+                kwargs["tools"] = [{"type": "function", "function": function}]
+                kwargs["tool_choice"] = {"type": "function", "function": {"name": name}}
+            elif mode == "json":
+                kwargs["response_format"] = {"type": "json_object"}
+            resp = await self._create_chat(kwargs, scorer)
+            total = total + self._account(resp)
+            message = self._first_message(resp, scorer)
+            raw, parsed, problem = _parse_structured(message, name, mode)
+            if parsed is not None:
+                problem = _validation_problem(validator, parsed)
+                if not problem:
+                    return StructuredResult(arguments=parsed, usage=total, raw_text=raw)
+            if attempt == 1:
+                convo = [
+                    *convo,
+                    {"role": "assistant", "content": raw or ""},
+                    {"role": "user", "content": _correction(name, problem, mode)},
+                ]
+        raise JudgeError(
+            f"the judge's reply for {name!r} was invalid twice (asked again once): {problem}",
+            scorer=scorer,
+            endpoint=self.endpoint,
+            model=self.settings.model,
+        )
+
+    async def embed(
+        self, texts: list[str], *, model: str | None = None, scorer: str | None = None
+    ) -> tuple[list[list[float]], Usage]:
+        """Embeddings of ``texts`` (in order) from the endpoint; ``model`` defaults to the
+        settings' ``embedding_model``."""
+        if not texts:
+            return [], Usage()
+        use = model or self.settings.embedding_model
+
+        def send(client: AsyncOpenAI, timeout: float) -> Awaitable[Any]:
+            return client.embeddings.create(
+                input=list(texts), model=use, encoding_format="float", timeout=timeout
+            )
+
+        resp = await self._call("embeddings", send, scorer, use)
+        data = sorted(resp.data or [], key=lambda d: d.index)
+        if len(data) != len(texts):
+            raise JudgeError(
+                f"the embeddings reply has {len(data)} vectors for {len(texts)} texts",
+                scorer=scorer,
+                endpoint=self.endpoint,
+                model=use,
+            )
+        vectors = [[float(x) for x in d.embedding] for d in data]
+        tokens = int(getattr(resp.usage, "prompt_tokens", 0) or 0)
+        usage = Usage(tokens, 0, 1, cost_usd((use, resp.model), tokens, 0, self.prices))
+        self.ledger.add(usage)
+        return vectors, usage
+
+    async def moderate(
+        self, text: str, *, model: str | None = None, scorer: str | None = None
+    ) -> ModerationResult:
+        """One moderations-endpoint verdict for ``text`` (``model`` None: endpoint default)."""
+
+        def send(client: AsyncOpenAI, timeout: float) -> Awaitable[Any]:
+            if model is None:
+                return client.moderations.create(input=text, timeout=timeout)
+            return client.moderations.create(input=text, model=model, timeout=timeout)
+
+        resp = await self._call("moderations", send, scorer, model or "(endpoint default)")
+        results = list(resp.results or [])
+        if not results:
+            raise JudgeError(
+                "the moderations reply has no result",
+                scorer=scorer,
+                endpoint=self.endpoint,
+                model=model,
+            )
+        first = results[0]
+        usage = Usage(0, 0, 1, cost_usd((model, resp.model), 0, 0, self.prices))
+        self.ledger.add(usage)
+        return ModerationResult(
+            flagged=bool(first.flagged),
+            categories={k: bool(v) for k, v in _plain(first.categories).items() if v is not None},
+            category_scores={
+                k: float(v) for k, v in _plain(first.category_scores).items() if v is not None
+            },
+            usage=usage,
+        )
+
+    async def close(self) -> None:
+        """Close the HTTP client bound to the running loop (others are dropped)."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            state = self._states.pop(loop, None)
+            self._states.clear()
+        if state is not None:
+            await state.client.close()
+
+    # -- machinery --------------------------------------------------------------------------
+
+    def _state(self) -> _LoopState:
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            state = self._states.get(loop)
+            if state is None:
+                state = _LoopState(
+                    client=_make_sdk_client(self.settings),
+                    semaphore=asyncio.Semaphore(max(1, int(self.settings.concurrency))),
+                )
+                self._states[loop] = state
+            return state
+
+    def _chat_kwargs(
+        self, messages: list[dict[str, Any]], temperature: float | None
+    ) -> dict[str, Any]:
+        s = self.settings
+        kwargs: dict[str, Any] = {
+            "model": s.model,
+            "messages": messages,
+            "temperature": s.temperature if temperature is None else temperature,
+        }
+        if s.seed is not None:
+            kwargs["seed"] = s.seed
+        return kwargs
+
+    async def _create_chat(self, kwargs: dict[str, Any], scorer: str | None) -> Any:
+        def send(client: AsyncOpenAI, timeout: float) -> Awaitable[Any]:
+            return client.chat.completions.create(**kwargs, timeout=timeout)
+
+        return await self._call("chat", send, scorer, self.settings.model)
+
+    def _account(self, resp: Any) -> Usage:
+        u = getattr(resp, "usage", None)
+        prompt = int(getattr(u, "prompt_tokens", 0) or 0)
+        completion = int(getattr(u, "completion_tokens", 0) or 0)
+        models = (self.settings.model, getattr(resp, "model", None))
+        usage = Usage(prompt, completion, 1, cost_usd(models, prompt, completion, self.prices))
+        self.ledger.add(usage)
+        return usage
+
+    def _first_message(self, resp: Any, scorer: str | None) -> Any:
+        choices = getattr(resp, "choices", None) or []
+        if not choices or getattr(choices[0], "message", None) is None:
+            raise JudgeError(
+                "the chat reply has no message (empty 'choices')",
+                scorer=scorer,
+                endpoint=self.endpoint,
+                model=self.settings.model,
+            )
+        return choices[0].message
+
+    def _check_budget(self, scorer: str | None, model: str | None) -> None:
+        if self.budget_usd is None:
+            return
+        spent = self.ledger.spent_usd
+        if spent >= self.budget_usd:
+            raise BudgetExceededError(
+                f"the judge budget of ${self.budget_usd:.4f} is spent (${spent:.4f} used so far); "
+                "no new judge call was started. Raise --llm-eval-budget or score fewer cases",
+                scorer=scorer,
+                endpoint=self.endpoint,
+                model=model,
+            )
+
+    async def _call(
+        self,
+        what: str,
+        send: Callable[[AsyncOpenAI, float], Awaitable[T]],
+        scorer: str | None,
+        model: str | None,
+    ) -> T:
+        """Send one request with the concurrency limit, retries and timeouts."""
+        self._check_budget(scorer, model)
+        s = self.settings
+        state = self._state()
+        tries = max(1, int(s.max_tries))
+        deadline: float | None = None  # starts when the first try gets a slot
+        failure = _Failure(False, "no try was made", None)
+        attempt = 0
+        while attempt < tries:
+            attempt += 1
+            async with state.semaphore:
+                now = time.monotonic()
+                if deadline is None:
+                    deadline = now + s.overall_timeout
+                remaining = deadline - now
+                if remaining <= 0:
+                    break
+                timeout = min(float(s.timeout), remaining)
+                try:
+                    return await send(state.client, timeout)
+                except Exception as exc:
+                    failure = self._classify(exc, timeout)
+            if not failure.retryable:
+                raise JudgeError(
+                    f"the {what} request was rejected",
+                    scorer=scorer,
+                    endpoint=self.endpoint,
+                    model=model,
+                    cause=failure.cause,
+                ) from None
+            if attempt >= tries:
+                break
+            delay = self._delay(attempt, failure.retry_after)
+            if time.monotonic() + delay > deadline:
+                raise JudgeError(
+                    f"the {what} request did not succeed within the overall timeout of "
+                    f"{s.overall_timeout:g} s ({attempt} tries; the next would wait {delay:.1f} s)",
+                    scorer=scorer,
+                    endpoint=self.endpoint,
+                    model=model,
+                    cause=failure.cause,
+                )
+            await asyncio.sleep(delay)
+        raise JudgeError(
+            f"the {what} request failed after {attempt} tries (max_tries={tries}, overall timeout "
+            f"{s.overall_timeout:g} s)",
+            scorer=scorer,
+            endpoint=self.endpoint,
+            model=model,
+            cause=failure.cause,
+        )
+
+    def _delay(self, attempt: int, retry_after: float | None) -> float:
+        if retry_after is not None:
+            # Honour the server's wish; a little jitter on top spreads a thundering herd.
+            return retry_after * (1.0 + 0.1 * random.random())
+        base = max(0.0, float(self.settings.retry_backoff))
+        ceiling = min(MAX_BACKOFF_S, base * 2.0 ** (attempt - 1))
+        return ceiling * (0.5 + 0.5 * random.random())
+
+    def _classify(self, exc: Exception, timeout: float) -> _Failure:
+        import openai
+
+        if isinstance(exc, openai.APITimeoutError):
+            return _Failure(True, f"no reply within the timeout of {timeout:.3g} s", None)
+        if isinstance(exc, openai.APIConnectionError):
+            inner = exc.__cause__ or exc.__context__
+            detail = f"{type(inner).__name__}: {inner}" if inner is not None else str(exc)
+            return _Failure(True, self._redact(f"connection error ({detail})"), None)
+        if isinstance(exc, openai.APIStatusError):
+            status = int(exc.status_code)
+            retryable = status in _STATUS_RETRYABLE or status >= 500
+            message = _status_message(exc)
+            return _Failure(
+                retryable,
+                self._redact(f"HTTP {status}: {message}"),
+                _retry_after(exc.response.headers) if retryable else None,
+            )
+        if isinstance(exc, openai.OpenAIError):
+            return _Failure(False, self._redact(f"{type(exc).__name__}: {exc}"), None)
+        raise exc
+
+    def _redact(self, text: str) -> str:
+        key = self.settings.api_key.get() if self.settings.api_key else ""
+        if len(key) >= 4:
+            text = text.replace(key, "***")
+        return _KEYLIKE.sub("sk-***", text)
+
+
+# Anything shaped like an OpenAI key (endpoints echo masked keys in 401 messages).
+_KEYLIKE = re.compile(r"sk-[A-Za-z0-9_\-*.]{4,}")
+
+
+def _make_sdk_client(settings: JudgeSettings) -> AsyncOpenAI:
+    from openai import AsyncOpenAI
+
+    return AsyncOpenAI(
+        api_key=settings.api_key.get() if settings.api_key else NO_KEY,
+        base_url=settings.base_url,
+        max_retries=0,
+        timeout=float(settings.timeout),
+    )
+
+
+def _status_message(exc: Any) -> str:
+    body = getattr(exc, "body", None)
+    if isinstance(body, Mapping):
+        err = body.get("error", body)
+        if isinstance(err, Mapping) and err.get("message"):
+            return str(err["message"])
+        if isinstance(err, str):
+            return err
+    return str(getattr(exc, "message", exc))
+
+
+def _retry_after(headers: Mapping[str, str]) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date)."""
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return max(0.0, float(ms) / 1000.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _first_token_top_logprobs(choice: Any) -> list[tuple[str, float]] | None:
+    lp = getattr(choice, "logprobs", None)
+    content = getattr(lp, "content", None) if lp is not None else None
+    if not content:
+        return None
+    first = content[0]
+    tops = getattr(first, "top_logprobs", None) or []
+    if not tops:
+        return [(str(first.token), float(first.logprob))]
+    return [(str(t.token), float(t.logprob)) for t in tops]
+
+
+def _plain(model: Any) -> dict[str, Any]:
+    if model is None:
+        return {}
+    if isinstance(model, Mapping):
+        return dict(model)
+    dump = getattr(model, "model_dump", None)
+    if callable(dump):
+        out = dump(by_alias=True)
+        return dict(out) if isinstance(out, Mapping) else {}
+    return dict(vars(model))
+
+
+# -- structured replies -------------------------------------------------------------------------
+
+
+def _validator(schema: dict[str, Any], scorer: str | None) -> Any:
+    import jsonschema
+
+    cls = jsonschema.validators.validator_for(schema)
+    try:
+        cls.check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        raise ScorerConfigError(
+            scorer or "judge", "schema", f"is not a valid JSON schema: {exc.message}"
+        ) from None
+    return cls(schema)
+
+
+def _validation_problem(validator: Any, value: dict[str, Any]) -> str:
+    import jsonschema
+
+    error = jsonschema.exceptions.best_match(validator.iter_errors(value))
+    if error is None:
+        return ""
+    where = "/".join(str(p) for p in error.absolute_path) or "top level"
+    return f"arguments do not match the schema at {where}: {error.message}"
+
+
+def _schema_instruction(name: str, description: str, schema: dict[str, Any]) -> str:
+    return (
+        f"Give your answer as the arguments of the function `{name}` ({description}). Reply "
+        "with one JSON object and nothing else (no prose, no code fence), matching this JSON "
+        f"schema:\n{json.dumps(schema, indent=2)}"
+    )
+
+
+def _with_instruction(messages: list[dict[str, Any]], text: str) -> list[dict[str, Any]]:
+    # Extend the last user turn rather than adding a second one in a row: some chat templates
+    # insist on alternating roles.
+    if (
+        messages
+        and messages[-1].get("role") == "user"
+        and isinstance(messages[-1].get("content"), str)
+    ):
+        last = dict(messages[-1])
+        last["content"] = f"{last['content']}\n\n{text}"
+        return [*messages[:-1], last]
+    return [*messages, {"role": "user", "content": text}]
+
+
+def _correction(name: str, problem: str, mode: str) -> str:
+    how = (
+        f"Call the function `{name}` again"
+        if mode == "tool"
+        else "Reply again with only the JSON object"
+    )
+    return (
+        f"Your previous reply could not be used: {problem}. {how}, with arguments that match "
+        "the schema exactly."
+    )
+
+
+def extract_json(text: str) -> Any:
+    """The first JSON object (or array) embedded in ``text``; ``None`` when there is none."""
+    decoder = json.JSONDecoder()
+    for m in re.finditer(r"[{\[]", text):
+        try:
+            value, _ = decoder.raw_decode(text, m.start())
+        except ValueError:
+            continue
+        if isinstance(value, (dict, list)):
+            return value
+    return None
+
+
+def _unwrap_call(value: Any, name: str) -> Any:
+    """Arguments from a call written as JSON text: ``{"name": ..., "arguments": {...}}``, the
+    same under ``"function"``, or a list of such calls; anything else is taken as the arguments."""
+    if isinstance(value, list):
+        calls = [v for v in value if isinstance(v, dict)]
+        if not calls:
+            return value
+        value = calls[0]
+    if isinstance(value, dict):
+        inner = value.get("function")
+        if isinstance(inner, dict) and inner.get("name") == name:
+            value = inner
+        if value.get("name") == name:
+            for key in ("arguments", "parameters"):
+                if key in value:
+                    args = value[key]
+                    if isinstance(args, str):
+                        try:
+                            return json.loads(args)
+                        except ValueError:
+                            return args
+                    return args
+    return value
+
+
+def _parse_structured(message: Any, name: str, mode: str) -> tuple[str | None, Any, str]:
+    """(raw text, parsed dict or None, problem) from one reply."""
+    if mode == "tool":
+        calls = getattr(message, "tool_calls", None) or []
+        if calls:
+            fn = getattr(calls[0], "function", None)
+            raw = getattr(fn, "arguments", None)
+            called = getattr(fn, "name", None)
+            if called and called != name:
+                return raw, None, f"the reply called function {called!r} instead of {name!r}"
+            if not isinstance(raw, str) or not raw.strip():
+                return raw, None, f"the call to {name!r} has no arguments"
+            try:
+                parsed = json.loads(raw)
+            except ValueError as exc:
+                return raw, None, f"the arguments of {name!r} are not valid JSON ({exc})"
+            if isinstance(parsed, str):
+                # Some servers double-encode the arguments.
+                found = extract_json(parsed)
+                parsed = found if found is not None else parsed
+            return _as_object(raw, parsed, name)
+    content = getattr(message, "content", None)
+    if not isinstance(content, str) or not content.strip():
+        what = "a tool call or JSON text" if mode == "tool" else "a JSON object"
+        return content, None, f"the reply has neither {what}"
+    found = extract_json(content)
+    if found is None:
+        return content, None, "the reply contains no JSON object"
+    return _as_object(content, _unwrap_call(found, name), name)
+
+
+def _as_object(raw: str | None, parsed: Any, name: str) -> tuple[str | None, Any, str]:
+    if not isinstance(parsed, dict):
+        kind = type(parsed).__name__
+        return raw, None, f"the arguments of {name!r} are a {kind}, not a JSON object"
+    return raw, parsed, ""

@@ -1,0 +1,45 @@
+"""Test helpers for users of pytest-llmeval: a scripted OpenAI-compatible server to test judges
+(and judge scorers of your own) without a real endpoint. Importing this does not import openai.
+
+    from pytest_llmeval.testing import OpenAITestServer, text, tool_call
+"""
+
+from __future__ import annotations
+
+from pytest_llmeval.testing.openai_server import (
+    MODERATION_CATEGORIES,
+    ChatReply,
+    Delay,
+    EmbeddingReply,
+    Fault,
+    ModerationReply,
+    OpenAITestServer,
+    RecordedRequest,
+    delay,
+    embeddings,
+    error,
+    hashed_embedding,
+    moderation,
+    text,
+    tool_call,
+    tool_call_in_content,
+)
+
+__all__ = [
+    "MODERATION_CATEGORIES",
+    "ChatReply",
+    "Delay",
+    "EmbeddingReply",
+    "Fault",
+    "ModerationReply",
+    "OpenAITestServer",
+    "RecordedRequest",
+    "delay",
+    "embeddings",
+    "error",
+    "hashed_embedding",
+    "moderation",
+    "text",
+    "tool_call",
+    "tool_call_in_content",
+]
