@@ -27,3 +27,55 @@ def ctx(tmp_path: Path):  # type: ignore[no-untyped-def]
     yield c
     set_context(prev)
     c.close()
+
+
+# -- judge fixtures (the scripted OpenAI-compatible server) ------------------------------------
+
+
+@pytest.fixture
+def judge_server():  # type: ignore[no-untyped-def]
+    """A running :class:`pytest_llmeval.testing.OpenAITestServer` (127.0.0.1, ephemeral port).
+
+    Queue replies with ``judge_server.enqueue(text(...), tool_call({...}), error(429, ...))``;
+    read what was sent in ``judge_server.requests``.
+    """
+    from pytest_llmeval.testing import OpenAITestServer
+
+    with OpenAITestServer() as server:
+        yield server
+
+
+def judge_test_settings(base_url: str, tmp_path: Path, **judge: object):  # type: ignore[no-untyped-def]
+    """Settings whose judge is the test server: model "test-judge", key "sk-test-SECRET", short
+    timeouts and backoff (retry tests stay quick), cache off. ``judge`` overrides JudgeSettings."""
+    from pytest_llmeval.settings import JudgeSettings, Secret, Settings
+
+    fields: dict[str, object] = {
+        "base_url": base_url,
+        "model": "test-judge",
+        "api_key": Secret("sk-test-SECRET"),
+        "timeout": 5.0,
+        "max_tries": 3,
+        "overall_timeout": 30.0,
+        "retry_backoff": 0.01,
+        "concurrency": 4,
+        **judge,
+    }
+    return Settings(
+        judge=JudgeSettings(**fields),  # type: ignore[arg-type]
+        cache_mode="off",
+        cache_dir=tmp_path / ".llmeval",
+    )
+
+
+@pytest.fixture
+def judge_ctx(judge_server, tmp_path: Path):  # type: ignore[no-untyped-def]
+    """A ScoringContext whose judge is ``judge_server`` (see :func:`judge_test_settings`),
+    installed as the active context for the test."""
+    from pytest_llmeval.context import ScoringContext, set_context
+
+    c = ScoringContext(judge_test_settings(judge_server.base_url, tmp_path))
+    prev = set_context(c)
+    yield c
+    set_context(prev)
+    c.close()
