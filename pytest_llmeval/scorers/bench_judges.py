@@ -1,0 +1,427 @@
+"""Arthur Bench's LLM-judge scorers: qa_correctness, summary_quality and hallucination.
+
+Verdicts are categorical and come back through forced tool calls whose arguments are validated
+against an enum by the judge engine. A verdict outside the allowed set (Bench's "invalid") is a
+:class:`JudgeError` after the engine's one re-ask, never a score.
+
+- ``qa_correctness`` (input, context, output): is the answer correct, on topic and supported by
+  the context? An answer that rightly says the context does not contain the answer is correct.
+  correct 1, incorrect 0.
+- ``summary_quality`` (input = source text, expected = reference summary, output = candidate
+  summary): which summary is better? reference 0, candidate 1, tie 0.5. A source too long for the
+  judge's context window (option ``context_window``, default 4096 tokens, less 150 tokens kept
+  free for the reply, as in Bench) is cut from its end; see :func:`estimate_tokens`.
+- ``hallucination`` (output, context): the output is split into claims (one judge call), every
+  claim is checked against the context (a second call); score 1 if any claim is unsupported,
+  else 0 (lower is better). ``metadata`` lists the claims, each verdict and the unsupported claims.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib
+import math
+import re
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from pytest_llmeval.errors import JudgeError, ScorerConfigError, ScorerInputError
+from pytest_llmeval.scorers.llm import ClassifierScorer, render_template, render_value
+from pytest_llmeval.scoring import Score, Scorer, Usage, canonical_json
+
+if TYPE_CHECKING:
+    from pytest_llmeval.context import ScoringContext
+
+__all__ = [
+    "Hallucination",
+    "QACorrectness",
+    "SummaryQuality",
+    "estimate_tokens",
+    "truncate_to_tokens",
+]
+
+#: Tokens Bench keeps free for the judge's reply when it fits the source into the window.
+REPLY_RESERVE_TOKENS = 150
+
+# ----------------------------------------------------------------------------- token estimates
+
+_PIECE = re.compile(r"\w+|[^\w\s]")
+
+
+def _piece_tokens(piece: str) -> int:
+    """Approximate BPE tokens of one word or punctuation mark.
+
+    ASCII letters and digits: one token per started group of four characters (common English
+    words are one token, long or rare ones split into pieces of about four characters). Every
+    non-ASCII character counts as one token (CJK and accented text tokenise finely). A
+    punctuation mark is one token.
+    """
+    ascii_len = sum(1 for ch in piece if ord(ch) < 128)
+    other = len(piece) - ascii_len
+    return math.ceil(ascii_len / 4) + other
+
+
+class _Tokenizer:
+    """Counts tokens and cuts text to a token budget (tiktoken when usable, else the estimate)."""
+
+    def __init__(self) -> None:
+        self.name = "approx-4chars-v1"
+        self._encoding: Any = None
+        try:
+            tiktoken = importlib.import_module("tiktoken")
+            # Loading an encoding may need a download, impossible offline: any failure means
+            # the estimate is used instead.
+            self._encoding = tiktoken.get_encoding("cl100k_base")
+            self.name = "tiktoken-cl100k_base"
+        except Exception:  # tiktoken missing, or its data unavailable offline
+            self._encoding = None
+
+    def count(self, text: str) -> int:
+        if self._encoding is not None:
+            return len(self._encoding.encode(text))
+        return sum(_piece_tokens(m.group(0)) for m in _PIECE.finditer(text))
+
+    def truncate(self, text: str, max_tokens: int) -> str:
+        if max_tokens <= 0:
+            return ""
+        if self._encoding is not None:
+            ids = self._encoding.encode(text)
+            if len(ids) <= max_tokens:
+                return text
+            return str(self._encoding.decode(ids[:max_tokens]))
+        used = 0
+        end = 0
+        for m in _PIECE.finditer(text):
+            cost = _piece_tokens(m.group(0))
+            if used + cost > max_tokens:
+                return text[:end]
+            used += cost
+            end = m.end()
+        return text
+
+
+@functools.lru_cache(maxsize=1)
+def _tokenizer() -> _Tokenizer:
+    return _Tokenizer()
+
+
+def tokenizer_name() -> str:
+    """Which token counter runs: ``tiktoken-cl100k_base`` or ``approx-4chars-v1``."""
+    return _tokenizer().name
+
+
+def estimate_tokens(text: str) -> int:
+    """Token count of ``text``: tiktoken's cl100k_base when it is installed and its data loads,
+    else an estimate (words and punctuation marks; ASCII runs count one token per four
+    characters, each non-ASCII character one token). The estimate errs on the high side for
+    English, so a source cut to fit really fits."""
+    return _tokenizer().count(text)
+
+
+def truncate_to_tokens(text: str, max_tokens: int) -> str:
+    """The longest prefix of ``text`` whose :func:`estimate_tokens` is at most ``max_tokens``
+    (cut at a word or punctuation boundary with the estimate)."""
+    return _tokenizer().truncate(text, max_tokens)
+
+
+# ----------------------------------------------------------------------------- qa_correctness
+
+
+class QACorrectness(ClassifierScorer):
+    """Is the answer correct, on topic and supported by the context? correct 1, incorrect 0.
+
+    Inputs: ``input`` (the question), ``context`` (a string or a list of passages) and
+    ``output`` (the answer). No reference answer is used. An answer that rightly says the
+    context does not contain the answer counts as correct.
+    """
+
+    name = "qa_correctness"
+    aliases = ("QACorrectness",)
+    required_inputs = ("input", "context", "output")
+    description = "Whether an answer is correct and supported by the given context (LLM judge)."
+    template = """\
+You are grading an answer to a question. The answer must rely only on the context below.
+
+<context>
+{{context}}
+</context>
+
+<question>
+{{input}}
+</question>
+
+<answer>
+{{output}}
+</answer>
+
+The answer is correct when it answers the question, stays on topic, and everything it states is \
+supported by the context. If the context does not contain what is needed, an answer that says so \
+is correct, and an answer that makes something up is incorrect. Choose correct or incorrect."""
+    choice_scores = {"correct": 1.0, "incorrect": 0.0}
+
+
+# ----------------------------------------------------------------------------- summary_quality
+
+
+class SummaryQuality(ClassifierScorer):
+    """Which summary of the source is better? reference 0, candidate 1, tie 0.5.
+
+    Inputs: ``input`` (the source text), ``expected`` (the reference summary), ``output`` (the
+    candidate summary). Option ``context_window`` (default 4096): the source is cut from its end
+    so that the whole prompt fits in ``context_window - 150`` tokens; ``metadata["truncated"]``
+    says whether it was.
+    """
+
+    name = "summary_quality"
+    aliases = ("SummaryQuality",)
+    required_inputs = ("input", "expected", "output")
+    description = "Whether a candidate summary is better than a reference summary (LLM judge)."
+    default_options: ClassVar[Mapping[str, Any]] = {"use_cot": True, "context_window": 4096}
+    template = """\
+Compare two summaries of the same source text.
+
+<source>
+{{input}}
+</source>
+
+<reference_summary>
+{{expected}}
+</reference_summary>
+
+<candidate_summary>
+{{output}}
+</candidate_summary>
+
+Which summary is better: more accurate to the source, covering its main points, clear and \
+concise? Choose reference, candidate, or tie if neither is better."""
+    choice_scores = {"reference": 0.0, "candidate": 1.0, "tie": 0.5}
+
+    def validate_options(self) -> None:
+        super().validate_options()
+        window = self.options.get("context_window")
+        if (
+            isinstance(window, bool)
+            or not isinstance(window, int)
+            or window <= REPLY_RESERVE_TOKENS
+        ):
+            raise ScorerConfigError(
+                self.name,
+                "context_window",
+                f"must be an integer above {REPLY_RESERVE_TOKENS}, not {window!r}",
+                hint="Give the judge's context window in tokens (Bench uses 4096)",
+            )
+
+    def fit_source(self, inputs: Mapping[str, Any]) -> tuple[str, bool]:
+        """The source text cut to fit the window, and whether it was cut."""
+        source = render_value("input", inputs["input"])
+        budget = int(self.options["context_window"]) - REPLY_RESERVE_TOKENS
+        without_source = self.render({**inputs, "input": ""})
+        room = budget - estimate_tokens(without_source)
+        if room <= 0:
+            raise ScorerInputError(
+                self.name,
+                "output",
+                f"and the reference summary leave no room for the source within {budget} tokens",
+                hint="Shorten the summaries or raise the context_window option",
+            )
+        if estimate_tokens(source) <= room:
+            return source, False
+        return truncate_to_tokens(source, room), True
+
+    def extra_identity(self, ctx: ScoringContext) -> Mapping[str, Any]:
+        return {**super().extra_identity(ctx), "tokenizer": tokenizer_name()}
+
+    async def acompute(self, inputs: Mapping[str, Any], ctx: ScoringContext) -> Score:
+        self.check_inputs(inputs)
+        source, truncated = self.fit_source(inputs)
+        result = await super().acompute({**inputs, "input": source}, ctx)
+        meta = dict(result.metadata)
+        meta["truncated"] = truncated
+        if truncated:
+            meta["source_tokens_kept"] = estimate_tokens(source)
+        return result.replace(metadata=meta)
+
+
+# ----------------------------------------------------------------------------- hallucination
+
+_CLAIMS_TOOL = "list_claims"
+_CLAIMS_TEMPLATE = """\
+Break the following text into its factual claims: short, self-contained statements that can \
+each be checked on their own. Resolve pronouns so that every claim makes sense alone. Leave out \
+greetings, questions, opinions and filler that state no fact. If the text states no fact, \
+return an empty list.
+
+<text>
+{{output}}
+</text>
+
+Answer by calling the `list_claims` tool."""
+_CLAIMS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "claims": {
+            "type": "array",
+            "items": {"type": "string"},
+            "description": "The factual claims, in the order the text makes them.",
+        }
+    },
+    "required": ["claims"],
+    "additionalProperties": False,
+}
+
+_VERDICT_TOOL = "judge_claims"
+_VERDICT_TEMPLATE = """\
+Check each numbered claim against the context. A claim is supported only if the context states \
+it or it follows directly from the context; a claim that the context contradicts or does not \
+mention is unsupported, even if it is true in general.
+
+<context>
+{{context}}
+</context>
+
+<claims>
+{{claims}}
+</claims>
+
+Answer by calling the `judge_claims` tool with one verdict per claim, in the same order \
+({{count}} verdicts): write your reasons first, then the verdict supported or unsupported."""
+
+_VERDICTS = ("supported", "unsupported")
+
+
+def _verdict_schema(count: int) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {
+            "verdicts": {
+                "type": "array",
+                "minItems": count,
+                "maxItems": count,
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "reasons": {"type": "string"},
+                        "verdict": {"type": "string", "enum": list(_VERDICTS)},
+                    },
+                    "required": ["reasons", "verdict"],
+                    "additionalProperties": False,
+                },
+            }
+        },
+        "required": ["verdicts"],
+        "additionalProperties": False,
+    }
+
+
+class Hallucination(Scorer):
+    """1 if the output makes any claim the context does not support, else 0 (lower is better).
+
+    Inputs: ``output`` and ``context`` (a string or a list of passages). Two judge calls: one
+    splits the output into claims, one checks every claim against the context. An output with
+    no factual claim scores 0 after the first call (a blank output makes no call).
+    ``metadata``: ``claims``, ``verdicts`` (one per claim: claim, verdict, reasons) and
+    ``unsupported_claims``.
+    """
+
+    name = "hallucination"
+    aliases = ("Hallucination",)
+    required_inputs = ("output", "context")
+    higher_is_better = False
+    uses_judge = True
+    description = "Whether the output makes claims its context does not support (LLM judge)."
+
+    def prompt_hash(self) -> str:
+        material = canonical_json(
+            {
+                "claims": [_CLAIMS_TEMPLATE, _CLAIMS_SCHEMA],
+                "verdicts": [_VERDICT_TEMPLATE, _verdict_schema(0)],
+            }
+        )
+        return hashlib.sha256(material.encode("utf-8")).hexdigest()
+
+    def extra_identity(self, ctx: ScoringContext) -> Mapping[str, Any]:
+        return {"prompt_sha256": self.prompt_hash(), "judge": ctx.judge(self.options).identity()}
+
+    async def acompute(self, inputs: Mapping[str, Any], ctx: ScoringContext) -> Score:
+        self.check_inputs(inputs)
+        output = render_value("output", inputs["output"])
+        if not output.strip():
+            return Score(
+                value=0.0,
+                scorer=self.name,
+                rationale="the output is empty: it makes no claim",
+                metadata={"claims": [], "verdicts": [], "unsupported_claims": []},
+                usage=Usage(),
+            )
+        client = ctx.judge(self.options)
+        model = client.identity().get("model")
+        fail: Callable[[str], JudgeError] = lambda msg: JudgeError(  # noqa: E731
+            msg, scorer=self.name, model=model if isinstance(model, str) else None
+        )
+
+        extracted = await client.structured(
+            [{"role": "user", "content": render_template(_CLAIMS_TEMPLATE, {"output": output})}],
+            name=_CLAIMS_TOOL,
+            description="Record the factual claims the text makes.",
+            schema=_CLAIMS_SCHEMA,
+            scorer=self.name,
+        )
+        raw_claims = extracted.arguments.get("claims")
+        if not isinstance(raw_claims, list):
+            raise fail(f"the claim list is not a list: {raw_claims!r}")
+        claims = [c.strip() for c in raw_claims if isinstance(c, str) and c.strip()]
+        usage: Usage = extracted.usage
+        if not claims:
+            return Score(
+                value=0.0,
+                scorer=self.name,
+                rationale="the output makes no factual claim",
+                metadata={"claims": [], "verdicts": [], "unsupported_claims": []},
+                usage=usage,
+            )
+
+        numbered = "\n".join(f"{i}. {claim}" for i, claim in enumerate(claims, 1))
+        prompt = render_template(
+            _VERDICT_TEMPLATE,
+            {"context": inputs["context"], "claims": numbered, "count": str(len(claims))},
+        )
+        judged = await client.structured(
+            [{"role": "user", "content": prompt}],
+            name=_VERDICT_TOOL,
+            description="Record one verdict per claim, in order.",
+            schema=_verdict_schema(len(claims)),
+            scorer=self.name,
+        )
+        usage = usage + judged.usage
+        raw_verdicts = judged.arguments.get("verdicts")
+        if not isinstance(raw_verdicts, list) or len(raw_verdicts) != len(claims):
+            raise fail(f"expected {len(claims)} verdicts, got {raw_verdicts!r}")
+        verdicts: list[dict[str, Any]] = []
+        for claim, item in zip(claims, raw_verdicts, strict=True):
+            verdict = item.get("verdict") if isinstance(item, dict) else None
+            if verdict not in _VERDICTS:
+                raise fail(f"invalid verdict {verdict!r} for claim {claim!r}")
+            reasons = item.get("reasons") if isinstance(item, dict) else None
+            verdicts.append(
+                {
+                    "claim": claim,
+                    "verdict": verdict,
+                    "reasons": reasons if isinstance(reasons, str) else "",
+                }
+            )
+        unsupported = [v["claim"] for v in verdicts if v["verdict"] == "unsupported"]
+        if unsupported:
+            rationale = (
+                f"{len(unsupported)} of {len(claims)} claims unsupported by the context: "
+                + ("; ".join(unsupported))
+            )
+        else:
+            rationale = f"all {len(claims)} claims are supported by the context"
+        return Score(
+            value=1.0 if unsupported else 0.0,
+            scorer=self.name,
+            rationale=rationale,
+            metadata={"claims": claims, "verdicts": verdicts, "unsupported_claims": unsupported},
+            usage=usage,
+        )
