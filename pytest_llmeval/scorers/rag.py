@@ -542,7 +542,6 @@ class ContextEntityRecall(_RagScorer):
     name = "context_entity_recall"
     aliases = ("ContextEntityRecall",)
     required_inputs = ("expected", "context")
-    optional_inputs = ("output", "input")
     default_options: ClassVar[Mapping[str, Any]] = {
         "pairwise_scorer": None,
         "embedding_model": None,
@@ -566,6 +565,17 @@ class ContextEntityRecall(_RagScorer):
     def sub_scorers(self) -> Mapping[str, Scorer]:
         return {"list_contains": self.contains_scorer()}
 
+    async def _list_contains(
+        self, ctx_entities: list[str], exp_entities: list[str], ctx: ScoringContext
+    ) -> Score:
+        # ListContains is synchronous and calls its pairwise scorer's sync ``compute``, which for
+        # an embedding scorer runs a coroutine on the context's background loop (``ctx.run``).
+        # Doing that from this coroutine would block the loop it needs (or be refused when this
+        # runs on the background loop itself), so it runs in a worker thread while we await.
+        scorer = self.contains_scorer()
+        pair = {"output": ctx_entities, "expected": exp_entities}
+        return await asyncio.to_thread(scorer.compute, pair, ctx)
+
     async def _entities(self, client: JudgeClient, text: str) -> tuple[list[str], Usage | None]:
         if _blank(text):
             return [], None
@@ -587,9 +597,7 @@ class ContextEntityRecall(_RagScorer):
         (exp_entities, u1), (ctx_entities, u2) = await asyncio.gather(
             self._entities(client, expected), self._entities(client, context)
         )
-        contains = await self.contains_scorer().acompute(
-            {"output": ctx_entities, "expected": exp_entities}, ctx
-        )
+        contains = await self._list_contains(ctx_entities, exp_entities, ctx)
         value = min(max(float(contains.value), 0.0), 1.0)
         found = len(exp_entities)
         return Score(
@@ -621,7 +629,6 @@ class ContextRelevancy(_RagScorer):
     name = "context_relevancy"
     aliases = ("ContextRelevancy",)
     required_inputs = ("input", "context")
-    optional_inputs = ("output", "expected")
     prompt_parts = (SENTENCES_PROMPT, SENTENCES_TOOL, SENTENCES_SCHEMA, _TOOL_ONLY)
 
     async def acompute(self, inputs: Mapping[str, Any], ctx: ScoringContext) -> Score:
@@ -683,7 +690,6 @@ class ContextRecall(_RagScorer):
     name = "context_recall"
     aliases = ("ContextRecall",)
     required_inputs = ("input", "expected", "context")
-    optional_inputs = ("output",)
     prompt_parts = (RECALL_PROMPT, RECALL_TOOL, RECALL_SCHEMA, _TOOL_ONLY)
 
     async def acompute(self, inputs: Mapping[str, Any], ctx: ScoringContext) -> Score:
@@ -758,7 +764,6 @@ class ContextPrecision(_RagScorer):
     name = "context_precision"
     aliases = ("ContextPrecision",)
     required_inputs = ("input", "expected", "context")
-    optional_inputs = ("output",)
     prompt_parts = (PRECISION_PROMPT, PRECISION_TOOL, PRECISION_SCHEMA, _TOOL_ONLY)
 
     async def acompute(self, inputs: Mapping[str, Any], ctx: ScoringContext) -> Score:
@@ -801,7 +806,6 @@ class Faithfulness(_RagScorer):
     name = "faithfulness"
     aliases = ("Faithfulness",)
     required_inputs = ("input", "output", "context")
-    optional_inputs = ("expected",)
     prompt_parts = (
         STATEMENTS_PROMPT,
         STATEMENTS_TOOL,
@@ -889,7 +893,6 @@ class AnswerRelevancy(_RagScorer):
     name = "answer_relevancy"
     aliases = ("AnswerRelevancy",)
     required_inputs = ("input", "output", "context")
-    optional_inputs = ("expected",)
     default_options: ClassVar[Mapping[str, Any]] = {
         "strictness": 3,
         "temperature": 0.5,
@@ -1008,7 +1011,6 @@ class AnswerCorrectness(_RagScorer):
     name = "answer_correctness"
     aliases = ("AnswerCorrectness",)
     required_inputs = ("input", "expected", "output")
-    optional_inputs = ("context",)
     default_options: ClassVar[Mapping[str, Any]] = {
         "factuality_weight": 0.75,
         "answer_similarity_weight": 0.25,
