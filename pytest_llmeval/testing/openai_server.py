@@ -677,17 +677,23 @@ class _Handler(BaseHTTPRequestHandler):
         status = 500
         headers: Mapping[str, str] = {}
         payload: Mapping[str, Any]
+        ended = False
         try:
             item = owner._begin(record)
             if bad is not None:
                 status, payload = 400, _error_body(bad, "invalid_request_error")
             else:
                 status, headers, payload = owner.answer(record, item)
+            # Mark the request done before the client can see the reply, so that a test reading
+            # the log right after its call finds it complete.
+            owner._end(record, status)
+            ended = True
             self._send(status, headers, payload)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up (timed out) before the reply
         finally:
-            owner._end(record, status)
+            if not ended:
+                owner._end(record, status)
 
     def _send(self, status: int, headers: Mapping[str, str], payload: Mapping[str, Any]) -> None:
         data = json.dumps(payload).encode()
