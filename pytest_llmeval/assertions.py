@@ -214,12 +214,6 @@ async def ascore(
     return (await _score_async(scorer, fields, kwargs, get_context()))[1]
 
 
-def _bounds(
-    inst: Scorer, min: float | None, max: float | None
-) -> tuple[float | None, float | None]:
-    return min, max
-
-
 def _check(inst: Scorer, result: Score, min: float | None, max: float | None) -> Score:
     passed = True
     if min is not None and result.value < min:
@@ -330,19 +324,22 @@ def assert_score(
     reaches the run's summary and JSON report. Raises ``AssertionError`` (as
     :class:`LLMEvalAssertionError`) when out of bounds; errors as :func:`score`.
     """
+    __tracebackhide__ = True
     fields = {"output": output, "expected": expected, "input": input, "context": context}
     ctx = get_context()
     t0 = time.perf_counter()
     name = scorer if isinstance(scorer, str) else getattr(scorer, "name", repr(scorer))
     try:
         inst, result = _score_sync(scorer, fields, kwargs, ctx)
-    except BaseException as exc:
-        if isinstance(exc, (LLMEvalError, Exception)):
+    except Exception as exc:
+        # Record the error (the summary lists it), then let it propagate: the plugin turns
+        # LLMEvalErrors other than assertion failures into test ERRORs.
+        if isinstance(name, str):
             try:
-                name = default_registry.canonical(name) if isinstance(name, str) else name
+                name = default_registry.canonical(name)
             except LLMEvalError:
                 pass
-            _record(str(name), None, min, max, error=exc, duration_s=time.perf_counter() - t0)
+        _record(str(name), None, min, max, error=exc, duration_s=time.perf_counter() - t0)
         raise
     lo, hi = _resolve_bounds(inst, min, max, threshold)
     checked = _check(inst, result, lo, hi)
@@ -433,6 +430,7 @@ def assert_scores(
     the mean; ``min_pass_rate`` (0..1) is the fraction of rows that must be within bounds.
     Every row is recorded.
     """
+    __tracebackhide__ = True
     t0 = time.perf_counter()
     try:
         result = score_many(scorer, rows, **options)

@@ -76,14 +76,17 @@ def _clean_id(raw: Any) -> str:
     return _ID_SAFE.sub("_", text) or "_"
 
 
-def load_dataset(path: str | Path, *, id_field: str = "id") -> list[Case]:
+def load_dataset(
+    path: str | Path, *, id_field: str = "id", display: str | None = None
+) -> list[Case]:
     """Load ``path`` (``.jsonl``, ``.csv`` or ``.json``) into cases, in file order.
 
     Raises :class:`DatasetError` for a missing file, an unknown format, a malformed row (with
-    ``file:line``), an empty dataset or duplicate ids.
+    ``file:line``), an empty dataset or duplicate ids. ``display`` is the name used for the file
+    in case locations and errors (default: ``path`` as given).
     """
     p = Path(path)
-    shown = str(path)
+    shown = display or str(path)
     if not p.is_file():
         raise DatasetError(
             shown,

@@ -356,7 +356,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if not path.is_absolute():
         path = metafunc.definition.path.parent / path
     try:
-        cases = load_dataset(path, id_field=id_field)
+        display = os.path.relpath(path, metafunc.config.rootpath)
+    except ValueError:  # another drive on Windows
+        display = str(path)
+    try:
+        cases = load_dataset(path, id_field=id_field, display=display)
     except DatasetError as exc:
         raise pytest.Collector.CollectError(f"llm_eval_dataset for {where}: {exc}") from None
     metafunc.parametrize("case", cases, ids=[c.id for c in cases])

@@ -1,0 +1,170 @@
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import pytest_llmeval
+from pytest_llmeval import (
+    CacheMissError,
+    LLMEvalAssertionError,
+    Score,
+    Scorer,
+    ScorerConfigError,
+    ScorerInputError,
+    assert_score,
+    assert_scores,
+    score,
+    score_many,
+)
+from pytest_llmeval.context import ScoringContext, set_context
+from pytest_llmeval.records import TestRecorder, current_recorder
+from pytest_llmeval.settings import Settings
+
+CALLS: list[dict[str, Any]] = []
+
+
+class Ratio(Scorer):
+    """Counts its calls, so tests see whether the cache answered."""
+
+    name = "ratio_test"
+    required_inputs = ("output", "expected")
+    optional_inputs = ("note",)
+    default_options = {"scale": 1.0}
+
+    def compute(self, inputs: Any, ctx: ScoringContext) -> Score:
+        CALLS.append(dict(inputs))
+        value = min(1.0, len(inputs["output"]) / max(1, len(inputs["expected"])))
+        return Score(value=value * self.options["scale"], rationale="ratio of lengths")
+
+
+class LowerBetter(Scorer):
+    name = "lower_test"
+    higher_is_better = False
+
+    def compute(self, inputs: Any, ctx: ScoringContext) -> Score:
+        return Score(value=0.8)
+
+
+pytest_llmeval.register(Ratio, replace=True)
+pytest_llmeval.register(LowerBetter, replace=True)
+
+
+@pytest.fixture
+def cached_ctx(tmp_path: Path):  # type: ignore[no-untyped-def]
+    CALLS.clear()
+    c = ScoringContext(Settings(cache_dir=tmp_path / "c", cache_mode="use"))
+    prev = set_context(c)
+    yield c
+    set_context(prev)
+    c.close()
+
+
+def test_inputs_and_options_are_split_by_declared_fields(ctx: ScoringContext) -> None:
+    CALLS.clear()
+    s = score("ratio_test", output="ab", expected="abcd", note="n", scale=0.5)
+    assert s.value == 0.25 and s.scorer == "ratio_test"
+    assert CALLS == [{"output": "ab", "expected": "abcd", "note": "n"}]
+
+
+def test_unknown_option_and_missing_input(ctx: ScoringContext) -> None:
+    with pytest.raises(ScorerConfigError, match="'bogus' is not an option"):
+        score("ratio_test", output="a", expected="b", bogus=1)
+    with pytest.raises(ScorerInputError, match="input 'expected' is required"):
+        score("ratio_test", output="a")
+
+
+def test_assert_score_failure_reads_like_pytest(ctx: ScoringContext) -> None:
+    with pytest.raises(LLMEvalAssertionError) as info:
+        assert_score("ratio_test", output="a", expected="abcd", min=0.5)
+    text = str(info.value)
+    assert "ratio_test score 0.25 is not >= 0.5 (higher is better)" in text
+    assert "rationale: ratio of lengths" in text
+
+
+def test_threshold_follows_direction(ctx: ScoringContext) -> None:
+    assert assert_score("lower_test", output="x", threshold=0.9).passed is True
+    with pytest.raises(AssertionError, match=r"is not <= 0.5 \(lower is better\)"):
+        assert_score("lower_test", output="x", threshold=0.5)
+    with pytest.raises(ScorerConfigError, match="threshold"):
+        assert_score("lower_test", output="x", threshold=0.5, min=0.1)
+
+
+def test_no_bound_records_but_does_not_assert(ctx: ScoringContext) -> None:
+    s = assert_score("ratio_test", output="a", expected="abcd")
+    assert s.passed is None and s.value == 0.25
+
+
+def test_each_call_is_recorded_with_index(ctx: ScoringContext) -> None:
+    rec = TestRecorder("f.py", "test_x", "c1", "d.jsonl:1")
+    token = current_recorder.set(rec)
+    try:
+        assert_score("ratio_test", output="ab", expected="ab", min=1)
+        assert_score("ratio_test", output="a", expected="ab", max=0.6)
+        with pytest.raises(ScorerInputError, match=r"^d\.jsonl:1: scorer 'ratio_test'"):
+            assert_score("ratio_test", output="a")
+    finally:
+        current_recorder.reset(token)
+    assert [(r.index, r.score, r.passed) for r in rec.records] == [
+        (0, 1.0, True),
+        (1, 0.5, True),
+        (2, None, None),
+    ]
+    assert rec.records[2].error is not None and "ScorerInputError" in rec.records[2].error
+
+
+def test_cache_hit_skips_compute_and_refresh_recomputes(cached_ctx: ScoringContext) -> None:
+    first = score("ratio_test", output="ab", expected="abcd")
+    second = score("ratio_test", output="ab", expected="abcd")
+    assert (first.cached, second.cached) == (False, True)
+    assert second.value == first.value and second.rationale == "ratio of lengths"
+    assert len(CALLS) == 1
+    # a different option is a different key
+    score("ratio_test", output="ab", expected="abcd", scale=0.5)
+    assert len(CALLS) == 2
+
+
+def test_replay_miss_is_an_error_that_says_how_to_record(tmp_path: Path) -> None:
+    c = ScoringContext(Settings(cache_dir=tmp_path / "c", cache_mode="replay"))
+    prev = set_context(c)
+    try:
+        with pytest.raises(CacheMissError, match="--llm-eval-cache=use"):
+            score("ratio_test", output="zz", expected="zz")
+    finally:
+        set_context(prev)
+        c.close()
+
+
+def test_errors_are_never_cached(cached_ctx: ScoringContext) -> None:
+    class Flaky(Scorer):
+        name = "flaky_test"
+        fails = True
+
+        def compute(self, inputs: Any, ctx: ScoringContext) -> Score:
+            if Flaky.fails:
+                raise pytest_llmeval.JudgeError("boom", scorer="flaky_test")
+            return Score(value=1.0)
+
+    with pytest.raises(pytest_llmeval.JudgeError):
+        score(Flaky, output="x")
+    Flaky.fails = False
+    assert score(Flaky, output="x").cached is False
+
+
+def test_out_of_range_score_is_reported_as_a_scorer_bug(ctx: ScoringContext) -> None:
+    with pytest.raises(pytest_llmeval.LLMEvalError, match="outside its declared range"):
+        score("ratio_test", output="abcd", expected="a", scale=3.0)
+
+
+def test_score_many_keeps_row_order_and_assert_scores_aggregates(ctx: ScoringContext) -> None:
+    rows = [{"output": "a" * i, "expected": "aaaa"} for i in (4, 1, 2)]
+    res = score_many("ratio_test", rows)
+    assert res.values == [1.0, 0.25, 0.5]
+    assert res.mean == pytest.approx(0.5833333333)
+    assert res.pass_rate(min=0.5) == pytest.approx(2 / 3)
+    assert_scores("ratio_test", rows, min_mean=0.5)
+    with pytest.raises(AssertionError, match=r"pass rate 0.667 < min_pass_rate 0.9"):
+        assert_scores("ratio_test", rows, min=0.5, min_pass_rate=0.9)
+    with pytest.raises(ScorerInputError, match=r"^row 1: scorer 'ratio_test'"):
+        score_many("ratio_test", [{"output": "a", "expected": "a"}, {"output": "a"}])

@@ -1,0 +1,90 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_llmeval import Case, DatasetError, load_dataset
+
+
+def write(tmp_path: Path, name: str, text: str) -> Path:
+    p = tmp_path / name
+    p.write_text(text, encoding="utf-8")
+    return p
+
+
+def test_jsonl_rows_in_order_with_ids_and_line_numbers(tmp_path: Path) -> None:
+    p = write(tmp_path, "d.jsonl", '{"id": "x", "input": "a"}\n\n{"input": "b", "k": 2}\n')
+    cases = load_dataset(p, display="d.jsonl")
+    assert [c.id for c in cases] == ["x", "2"]
+    assert [c.location for c in cases] == ["d.jsonl:1", "d.jsonl:3"]
+    assert cases[1].input == "b" and cases[1]["k"] == 2 and cases[1].k == 2
+    assert cases[0].expected is None  # standard fields read as None when absent
+    assert dict(cases[1]) == {"input": "b", "k": 2}
+
+
+def test_unknown_attribute_names_the_fields(tmp_path: Path) -> None:
+    (case,) = load_dataset(write(tmp_path, "d.jsonl", '{"input": "a"}\n'))
+    with pytest.raises(AttributeError, match=r"has no field 'nope'; its fields are: input"):
+        _ = case.nope
+
+
+def test_csv_with_quoted_multiline_field_reports_start_line(tmp_path: Path) -> None:
+    p = write(tmp_path, "d.csv", 'id,input,expected\nr1,"line one\nline two",x\nr2,b,y\n')
+    cases = load_dataset(p, display="d.csv")
+    assert [c.id for c in cases] == ["r1", "r2"]
+    assert cases[0].input == "line one\nline two"
+    assert [c.location for c in cases] == ["d.csv:2", "d.csv:4"]
+
+
+def test_csv_row_with_wrong_field_count_is_an_error_with_line(tmp_path: Path) -> None:
+    p = write(tmp_path, "d.csv", "input,expected\na,b\nc,d,e\n")
+    with pytest.raises(DatasetError, match=r"d\.csv:3: CSV row has 3 fields, the header has 2"):
+        load_dataset(p, display="d.csv")
+
+
+def test_json_list_and_cases_object_with_lines(tmp_path: Path) -> None:
+    p = write(tmp_path, "d.json", '[\n  {"input": "a"},\n  {"input": "b"}\n]\n')
+    assert [c.location for c in load_dataset(p, display="d.json")] == ["d.json:2", "d.json:3"]
+    p2 = write(tmp_path, "e.json", json.dumps({"cases": [{"id": 7}, {"id": 8}]}))
+    assert [c.id for c in load_dataset(p2)] == ["7", "8"]
+
+
+def test_malformed_jsonl_row_names_file_and_line(tmp_path: Path) -> None:
+    p = write(tmp_path, "d.jsonl", '{"input": "a"}\n{"input": \n')
+    with pytest.raises(DatasetError, match=r"d\.jsonl:2: malformed JSON line"):
+        load_dataset(p, display="d.jsonl")
+
+
+def test_non_object_jsonl_row(tmp_path: Path) -> None:
+    p = write(tmp_path, "d.jsonl", "[1, 2]\n")
+    with pytest.raises(DatasetError, match=r"d\.jsonl:1: each JSONL line must be a JSON object"):
+        load_dataset(p, display="d.jsonl")
+
+
+def test_empty_missing_duplicate_and_unknown_format(tmp_path: Path) -> None:
+    with pytest.raises(DatasetError, match="dataset is empty"):
+        load_dataset(write(tmp_path, "e.jsonl", "\n\n"))
+    with pytest.raises(DatasetError, match="dataset file not found"):
+        load_dataset(tmp_path / "missing.jsonl")
+    dup = write(tmp_path, "dup.jsonl", '{"id": "a"}\n{"id": "a"}\n')
+    with pytest.raises(DatasetError, match=r"dup\.jsonl:2: duplicate case id 'a' \(first at "):
+        load_dataset(dup, display="dup.jsonl")
+    with pytest.raises(DatasetError, match="unknown dataset format '.txt'"):
+        load_dataset(write(tmp_path, "d.txt", "x"))
+
+
+def test_case_pickles_for_xdist() -> None:
+    import pickle
+
+    c = Case("a", {"input": 1}, "f:1")
+    c2 = pickle.loads(pickle.dumps(c))
+    assert (c2.id, c2.location, c2.input) == ("a", "f:1", 1)
+    with pytest.raises(AttributeError, match="read-only"):
+        c.id = "b"  # type: ignore[misc]
+
+
+def test_ids_are_sanitised_for_node_ids(tmp_path: Path) -> None:
+    p = write(tmp_path, "d.jsonl", '{"id": "what is 2+2? [x]"}\n')
+    assert load_dataset(p)[0].id == "what_is_2+2_x_"
