@@ -1,0 +1,252 @@
+"""Lexical scorers: ``exact_match``, ``levenshtein`` and ``numeric_diff``.
+
+These are the Autoevals heuristics (``ExactMatch``, ``Levenshtein``, ``NumericDiff``) with the same
+numbers (see ``tests/test_parity.py``) and clear input errors instead of crashes. They run many
+thousands of times in a dataset or a benchmark, so the hot paths avoid any per-call setup: the edit
+distance comes from rapidfuzz (C++), and scores are built by :func:`make_score`.
+
+Decisions where the reference contradicts its own documentation are listed in ``docs/quirks.md``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import numbers
+from collections.abc import Mapping
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from rapidfuzz.distance.Levenshtein import distance as _edit_distance
+
+from pytest_llmeval.errors import ScorerInputError, describe_value
+from pytest_llmeval.scoring import Score, Scorer
+
+if TYPE_CHECKING:
+    from pytest_llmeval.context import ScoringContext
+
+__all__ = [
+    "ExactMatch",
+    "Levenshtein",
+    "NumericDiff",
+    "levenshtein_similarity",
+    "make_score",
+    "numeric_similarity",
+]
+
+# ``Score`` is a frozen dataclass: its generated ``__init__`` sets each of its ten fields through
+# ``object.__setattr__``, which costs more than the whole computation of a short edit distance.
+# Deterministic scorers therefore fill a copy of the field dict of a default instance. The template
+# is taken from a real ``Score``, so a field added to ``Score`` later is carried over by itself.
+_SCORE_TEMPLATE: dict[str, Any] = dict(Score(value=0.0).__dict__)
+_new_object = object.__new__
+
+
+def make_score(
+    value: float,
+    scorer: str,
+    rationale: str | None = None,
+    metadata: Mapping[str, Any] | None = None,
+) -> Score:
+    """A :class:`Score` equal to ``Score(value=value, scorer=scorer, ...)``, built cheaply."""
+    fields = _SCORE_TEMPLATE.copy()
+    fields["value"] = value
+    fields["scorer"] = scorer
+    fields["rationale"] = rationale
+    fields["metadata"] = {} if metadata is None else metadata
+    score: Score = _new_object(Score)
+    score.__dict__.update(fields)
+    return score
+
+
+# -- levenshtein ----------------------------------------------------------------------------------
+
+
+def levenshtein_similarity(output: Any, expected: Any) -> float:
+    """``1 - distance / max(len)`` over Unicode code points; both empty gives 1.0.
+
+    Non-strings become ``str(value)`` (Python's text form, not JSON), as in Autoevals.
+    """
+    a = output if type(output) is str else str(output)
+    b = expected if type(expected) is str else str(expected)
+    la = len(a)
+    lb = len(b)
+    longest = la if la > lb else lb
+    if longest == 0:
+        return 1.0
+    return 1 - _edit_distance(a, b) / longest
+
+
+class Levenshtein(Scorer):
+    """Normalised edit-distance similarity of ``output`` and ``expected``, in [0, 1].
+
+    Score = ``1 - levenshtein(a, b) / max(len(a), len(b))`` over code points, with no Unicode or
+    case normalisation; both empty gives 1. Non-string values are compared by ``str(value)``, so
+    ``output=None`` compares as ``"None"`` (as in Autoevals). Raises :class:`ScorerInputError`
+    when ``expected`` is missing.
+    """
+
+    name = "levenshtein"
+    aliases = ("Levenshtein", "LevenshteinScorer")
+    required_inputs = ("expected",)
+    optional_inputs = ("output",)
+    description = "1 - edit distance / max length (Unicode code points)"
+
+    def compute(self, inputs: Mapping[str, Any], ctx: ScoringContext) -> Score:
+        expected = inputs.get("expected")
+        if expected is None:
+            raise ScorerInputError(
+                "levenshtein",
+                "expected",
+                "is required but was not given",
+                hint="Pass expected=... (the reference text to compare the output with)",
+            )
+        return make_score(levenshtein_similarity(inputs.get("output"), expected), "levenshtein")
+
+
+# -- exact_match ----------------------------------------------------------------------------------
+
+
+def _json_text(value: Any, field: str, scorer: str) -> str:
+    """The JSON text of one side of an exact_match where the other side is a dict or list."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except (ValueError, RecursionError):
+            return str(value)  # not JSON: compared as it is
+    elif not isinstance(value, (dict, list)):
+        if value is None:
+            problem = "is missing, but the other side is a dict or list"
+        else:
+            problem = (
+                f"is {describe_value(value)}, but the other side is a dict or list; "
+                "a JSON value can only be compared with a str, dict or list"
+            )
+        raise ScorerInputError(
+            scorer,
+            field,
+            problem,
+            hint="Pass both sides as JSON values (dict/list) or JSON text (str)",
+        )
+    try:
+        # Keys are sorted: JSON objects are unordered (docs/quirks.md, em-024).
+        return json.dumps(value, sort_keys=True)
+    except TypeError:
+        pass
+    try:
+        return json.dumps(value)  # keys of mixed types cannot be sorted
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise ScorerInputError(
+            scorer,
+            field,
+            f"is not JSON-serialisable ({exc})",
+            hint="Pass dicts and lists of str, int, float, bool and None only",
+        ) from None
+
+
+class ExactMatch(Scorer):
+    """1.0 when ``output`` equals ``expected``, else 0.0.
+
+    Strings compare exactly (code point by code point). When either side is a dict or list, both
+    sides are compared as JSON text with sorted keys (a string side is parsed first when it is
+    JSON, kept raw otherwise); a number, bool or None facing a dict or list is an input error.
+    Anything else compares by ``str(value)``. Option ``case_sensitive=False`` lower-cases both sides
+    (Arthur Bench 0.3.1 has this flag inverted; we follow its documented meaning).
+    """
+
+    name = "exact_match"
+    aliases = ("ExactMatch",)
+    required_inputs = ()
+    optional_inputs = ("output", "expected")
+    default_options: ClassVar[Mapping[str, Any]] = {"case_sensitive": True}
+    description = "1 if output equals expected (JSON values compared as JSON), else 0"
+
+    def validate_options(self) -> None:
+        from pytest_llmeval.errors import ScorerConfigError
+
+        if not isinstance(self.options["case_sensitive"], bool):
+            raise ScorerConfigError(
+                self.name,
+                "case_sensitive",
+                f"must be True or False, not {describe_value(self.options['case_sensitive'])}",
+            )
+        self._lower = not self.options["case_sensitive"]
+
+    def compute(self, inputs: Mapping[str, Any], ctx: ScoringContext) -> Score:
+        output = inputs.get("output")
+        expected = inputs.get("expected")
+        if type(output) is str and type(expected) is str:
+            a: str = output
+            b: str = expected
+        elif isinstance(output, (dict, list)) or isinstance(expected, (dict, list)):
+            a = _json_text(output, "output", self.name)
+            b = _json_text(expected, "expected", self.name)
+        else:
+            a = str(output)
+            b = str(expected)
+        if self._lower:
+            a = a.lower()
+            b = b.lower()
+        return make_score(1.0 if a == b else 0.0, "exact_match")
+
+
+# -- numeric_diff ---------------------------------------------------------------------------------
+
+
+def _number(value: Any, field: str, scorer: str) -> int | float | Fraction:
+    if type(value) is int or type(value) is float or isinstance(value, bool):
+        number: Any = value
+    elif isinstance(value, numbers.Rational):
+        number = Fraction(int(value.numerator), int(value.denominator))
+    elif isinstance(value, numbers.Real):
+        number = float(value)
+    else:
+        raise ScorerInputError(
+            scorer,
+            field,
+            "is missing" if value is None else f"is {describe_value(value)}, not a number",
+            hint="Pass an int or float (parse numbers out of text before scoring)",
+        )
+    if type(number) is float and not math.isfinite(number):
+        raise ScorerInputError(
+            scorer,
+            field,
+            f"is {number!r}",
+            hint="Pass a finite number",
+        )
+    return number  # type: ignore[no-any-return]
+
+
+def numeric_similarity(output: Any, expected: Any) -> float:
+    """``1 - |e - o| / (|e| + |o|)``; both zero gives 1. Inputs must be finite real numbers."""
+    if expected == 0 and output == 0:
+        return 1.0
+    try:
+        value = 1 - abs(expected - output) / (abs(expected) + abs(output))
+    except OverflowError:  # an int too large for a float meets a float
+        value = math.nan
+    if not 0.0 <= value <= 1.0:  # NaN from inf/inf when both are near the float limit
+        exact = 1 - abs(Fraction(expected) - Fraction(output)) / (
+            abs(Fraction(expected)) + abs(Fraction(output))
+        )
+        value = float(exact)
+    return float(value)
+
+
+class NumericDiff(Scorer):
+    """Relative closeness of two numbers, in [0, 1].
+
+    Score = ``1 - |e - o| / (|e| + |o|)``: symmetric, 1 for equal numbers, 0 for opposite signs;
+    both zero gives 1. Bools count as numbers (``True`` is 1). A missing value, a string, or NaN /
+    infinity is a :class:`ScorerInputError` naming the field.
+    """
+
+    name = "numeric_diff"
+    aliases = ("NumericDiff",)
+    required_inputs = ("output", "expected")
+    description = "1 - |expected - output| / (|expected| + |output|)"
+
+    def compute(self, inputs: Mapping[str, Any], ctx: ScoringContext) -> Score:
+        output = _number(inputs.get("output"), "output", "numeric_diff")
+        expected = _number(inputs.get("expected"), "expected", "numeric_diff")
+        return make_score(numeric_similarity(output, expected), "numeric_diff")
