@@ -308,6 +308,7 @@ class ValidJSON(Scorer):
 
     def compute(self, inputs: Mapping[str, Any], ctx: ScoringContext) -> Score:
         validator = self._validator
+        source = "schema"
         for field in ("schema", "expected"):
             schema = inputs.get(field)
             if schema is not None:
@@ -321,6 +322,7 @@ class ValidJSON(Scorer):
                         problem,
                         hint="Pass a JSON Schema (a dict) to validate the output against",
                     ) from None
+                source = field
                 break
         output = inputs.get("output")
         if isinstance(output, str):
@@ -331,7 +333,13 @@ class ValidJSON(Scorer):
         else:
             parsed = output
         if validator is not None:
-            ok = validator.is_valid(parsed)
+            try:
+                ok = validator.is_valid(parsed)
+            except Exception as exc:  # e.g. a $ref that cannot be resolved (never fetched)
+                problem = f"could not be applied: {type(exc).__name__}: {exc}"
+                if validator is self._validator and source == "schema" and "schema" not in inputs:
+                    raise ScorerConfigError(self.name, "schema", problem) from None
+                raise ScorerInputError(self.name, source, problem) from None
         else:
             ok = isinstance(parsed, (dict, list))
         return make_score(1.0 if ok else 0.0, "valid_json")
