@@ -102,11 +102,12 @@ class SandboxLimits:
 
     timeout_s: float = 3.0
     """Wall clock allowed to the program (measured inside the sandbox, start-up excluded)."""
-    memory_mb: int = 1024
-    """Address space of each process (``RLIMIT_AS``)."""
+    memory_mb: int = 512
+    """Address space of each process (``RLIMIT_AS``). The limit is per process: a program that
+    forks can hold up to ``max_processes * memory_mb`` in all (8 GiB with the defaults)."""
     cpu_s: int | None = None
     """CPU seconds of each process (``RLIMIT_CPU``); default: the timeout rounded up, plus 1."""
-    max_processes: int = 32
+    max_processes: int = 16
     """Processes and threads of the sandbox user (``RLIMIT_NPROC``; needs the uid switch)."""
     max_open_files: int = 64
     max_file_size_mb: int = 16
@@ -284,23 +285,22 @@ def run_python(
     if mode["namespaces"]:
         extra = ("--user", "--map-root-user") if mode["user_namespace"] else ()
         cmd = [str(mode["unshare"]), *extra, *_NS_FLAGS, "--", *cmd]
-    read_fd, write_fd = os.pipe()
-    job["verdict_fd"] = write_fd
+    # The supervisor writes its report on its stdout (the program's stdout goes elsewhere),
+    # after this marker: communicate() drains the pipe while it runs, so no report size can
+    # block it, and nothing else printed there (a start-up message) can be taken for it.
+    marker = "\n--llmeval-sandbox-report-" + secrets.token_hex(8) + "--\n"
+    job["marker"] = marker
     t0 = time.monotonic()
     try:
-        try:
-            proc = subprocess.Popen(
-                cmd,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                pass_fds=(write_fd,),
-                env=_minimal_env(workdir),
-                cwd=workdir,
-                start_new_session=True,
-            )
-        finally:
-            os.close(write_fd)
+        proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=_minimal_env(workdir),
+            cwd=workdir,
+            start_new_session=True,
+        )
         pgid = proc.pid
         timed_out = False
         try:
@@ -314,9 +314,7 @@ def run_python(
         # Whatever is left of the group (fallback mode: the program's children) goes too.
         _kill_group(pgid)
         duration = time.monotonic() - t0
-        verdict = _read_all(read_fd)
     finally:
-        os.close(read_fd)
         shutil.rmtree(workdir, ignore_errors=True)
     containment = _describe(mode, uid is not None)
     if timed_out:
@@ -328,13 +326,14 @@ def run_python(
             containment=containment,
             pgid=pgid,
         )
-    if not verdict:
+    _, found, verdict = out.decode("utf-8", "replace").rpartition(marker)
+    if not found:
         tail = (err.decode("utf-8", "replace") + out.decode("utf-8", "replace"))[-2000:]
         raise SandboxError(
             f"the sandbox did not report (exit status {proc.returncode}); its output: {tail!r}"
         )
     try:
-        data = json.loads(verdict.decode("utf-8", "replace"))
+        data = json.loads(verdict)
     except ValueError as exc:
         raise SandboxError(f"the sandbox sent an unreadable report: {verdict[:200]!r}") from exc
     if data.get("setup_error"):
@@ -356,8 +355,8 @@ def run_python(
     )
 
 
-def _read_all(fd: int) -> bytes:
-    os.set_blocking(fd, False)
+def _drain(fd: int) -> list[bytes]:
+    """What a non-blocking pipe holds now."""
     chunks: list[bytes] = []
     while True:
         try:
@@ -367,7 +366,7 @@ def _read_all(fd: int) -> bytes:
         if not chunk:
             break
         chunks.append(chunk)
-    return b"".join(chunks)
+    return chunks
 
 
 def _describe(mode: dict[str, Any], switched: bool) -> dict[str, Any]:
@@ -589,14 +588,14 @@ def _hidden_file(workdir: str, name: str) -> int:
 
 def _supervise() -> None:
     job = json.loads(sys.stdin.buffer.read().decode("utf-8"))
-    verdict_fd = int(job["verdict_fd"])
+    marker = str(job["marker"])
     lim = job["limits"]
     info: dict[str, Any] = {}
     if job["namespaces"]:
         try:
             _setup_filesystem(job, info)
         except OSError as exc:
-            _send(verdict_fd, {"setup_error": str(exc)})
+            _report(marker, {"setup_error": str(exc)})
             os._exit(3)
     workdir = job["workdir"]
     out_fd = _hidden_file(workdir, "stdout")
@@ -607,15 +606,17 @@ def _supervise() -> None:
     if pid == 0:
         try:
             os.close(rfd)
-            os.close(verdict_fd)
             _worker(job, wfd, out_fd, err_fd)
         finally:
             os._exit(70)
     os.close(wfd)
+    os.set_blocking(rfd, False)
     deadline = t0 + float(lim["timeout_s"])
     status: int | None = None
     timed_out = False
+    chunks: list[bytes] = []
     while status is None:
+        chunks.extend(_drain(rfd))  # keep the pipe empty: a blocked writer would look hung
         # Reap every child that ends (we are PID 1 of the namespace: orphans come to us).
         try:
             wpid, wstatus = os.waitpid(-1, os.WNOHANG)
@@ -635,8 +636,9 @@ def _supervise() -> None:
             _, status = os.waitpid(pid, 0)
             break
         time.sleep(0.005)
-    report = _read_all(rfd)
+    chunks.extend(_drain(rfd))
     os.close(rfd)
+    report = b"".join(chunks)
     n = int(lim["output_chars"])
     verdict: dict[str, Any]
     try:
@@ -646,7 +648,7 @@ def _supervise() -> None:
     if not isinstance(verdict, dict):
         verdict = {}
     if verdict.get("setup_error"):
-        _send(verdict_fd, {"setup_error": str(verdict["setup_error"])})
+        _report(marker, {"setup_error": str(verdict["setup_error"])})
         os._exit(3)
     if timed_out:
         verdict = {
@@ -665,7 +667,7 @@ def _supervise() -> None:
     verdict["stderr"] = _read_tail(err_fd, n)
     verdict["traceback"] = _tail(str(verdict.get("traceback") or ""), n)
     verdict["containment"] = info
-    _send(verdict_fd, verdict)
+    _report(marker, verdict)
     if not job["namespaces"]:
         # Without a PID namespace, stop the program's children still in our group (the parent
         # kills the whole group again after we exit).
@@ -701,8 +703,14 @@ def _status_from_wait(status: int | None, job: dict[str, Any]) -> dict[str, Any]
     }
 
 
-def _send(fd: int, data: dict[str, Any]) -> None:
-    payload = json.dumps(data, default=str).encode("utf-8")
+def _report(marker: str, data: dict[str, Any]) -> None:
+    """The supervisor's report to the parent: marker and JSON on its stdout."""
+    sys.stdout.flush()
+    _send(1, data, prefix=marker.encode("utf-8"))
+
+
+def _send(fd: int, data: dict[str, Any], prefix: bytes = b"") -> None:
+    payload = prefix + json.dumps(data, default=str, ensure_ascii=False).encode("utf-8")
     view = memoryview(payload)
     while view:
         written = os.write(fd, view)
@@ -758,7 +766,7 @@ def _install_hooks(
 
     def refuse(what: str) -> None:
         if len(violations) < 50:
-            violations.append(what)
+            violations.append(what if len(what) <= 300 else what[:297] + "...")
         raise PermissionError(errno.EACCES, f"sandbox: {what} is not allowed")
 
     def hook(event: str, args: tuple[Any, ...]) -> None:

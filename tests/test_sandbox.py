@@ -108,6 +108,27 @@ def test_leaving_the_process_early_is_not_a_pass() -> None:
     assert "exit status 0" in (r.message or "")
 
 
+def test_huge_output_is_truncated_and_does_not_block() -> None:
+    # Far more than a pipe holds, non-ASCII, plus many refused writes with long paths.
+    r = run(
+        """
+        print("é" * 200_000)
+        for i in range(200):
+            try:
+                open("/tmp/" + "ü" * 200 + str(i), "w")
+            except PermissionError:
+                pass
+        raise ValueError("ß" * 100_000)
+        """
+    )
+    assert r.status == "error"
+    assert r.exception == "ValueError"
+    assert len(r.stdout) <= 4003
+    assert r.stdout.rstrip("\n").endswith("é" * 100)
+    assert len(r.violations) == 50
+    assert len(r.traceback) <= 4003
+
+
 def test_killed_by_signal_is_reported() -> None:
     r = run("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)")
     assert r.status == "signal"
