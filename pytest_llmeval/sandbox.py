@@ -10,10 +10,11 @@ Layers of containment, strongest first (``SandboxResult.containment`` says which
 - **Namespaces** (``unshare`` from util-linux, when we may create them): a new network namespace
   (no interface is up, not even loopback, so nothing can be reached), a new PID namespace (the
   supervisor is its PID 1; when it exits the kernel kills every process left inside, even ones
-  that called ``setsid``) and a new mount namespace in which every mount is remounted read-only,
-  the working directory is a fresh size-limited tmpfs, ``/dev/shm`` a small private tmpfs, and
-  directories the sandbox user may not traverse (``/root`` when Python lives under it) are
-  replaced by a read-only tmpfs that shows only the Python installation.
+  that called ``setsid``), a new IPC namespace (no System V IPC shared with the host) and a new
+  mount namespace in which every mount is remounted read-only, the working directory is a
+  fresh size-limited tmpfs, ``/dev/shm`` a small private tmpfs, and directories the sandbox
+  user may not traverse (``/root`` when Python lives under it) are replaced by a read-only
+  tmpfs that shows only the Python installation.
 - **A separate user**: when we are root the program runs under a fresh, random, unused uid/gid
   (no supplementary groups, ``no_new_privs`` set so setuid binaries cannot give root back). A
   fresh uid also gives ``RLIMIT_NPROC`` teeth: the count is per user, and root is exempt.
@@ -23,10 +24,16 @@ Layers of containment, strongest first (``SandboxResult.containment`` says which
   the like outside the working directory are refused. Without a network namespace the hook
   also refuses socket creation, and, since a child program would escape the hooks, starting
   programs (``exec``, ``subprocess``, ``os.system``) and ``ctypes``. Audit hooks are a second
-  layer only: C extensions do not pass through them.
+  layer only: C extensions do not pass through them. Where ``RLIMIT_NPROC`` cannot bind (root
+  without a uid switch, or root inside a user namespace) the hook refuses ``fork`` as well.
 - The environment is minimal (nothing of the parent's, so no API key leaks), Python runs in
   isolated mode (``-I``), stdin is ``/dev/null``, and a wall-clock timeout kills the whole
   process group (and, with the PID namespace, everything inside it).
+
+What it does not do: the memory limit is per process (a program may hold up to
+``max_processes * memory_mb``; no cgroup is created); the program can read any file that every
+user may read; in the fallback mode (no namespaces) the audit hooks are the only network and
+filesystem barrier besides the uid, and they do not bind C code.
 
 How a run ended (``SandboxResult.status``): ``passed``; ``failure`` (an ``AssertionError``, or a
 ``SystemExit`` with a non-zero status, as ``unittest.main()`` raises when a test fails); ``error``
@@ -82,6 +89,7 @@ _NS_FLAGS = (
     "--mount",
     "--net",
     "--pid",
+    "--ipc",
     "--fork",
     "--kill-child",
     "--mount-proc",
