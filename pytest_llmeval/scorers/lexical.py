@@ -222,15 +222,14 @@ def numeric_similarity(output: Any, expected: Any) -> float:
     if expected == 0 and output == 0:
         return 1.0
     try:
-        value = 1 - abs(expected - output) / (abs(expected) + abs(output))
-    except OverflowError:  # an int too large for a float meets a float
-        value = math.nan
-    if not 0.0 <= value <= 1.0:  # NaN from inf/inf when both are near the float limit
-        exact = 1 - abs(Fraction(expected) - Fraction(output)) / (
-            abs(Fraction(expected)) + abs(Fraction(output))
-        )
-        value = float(exact)
-    return float(value)
+        denominator = abs(expected) + abs(output)
+        if denominator == math.inf:  # two floats near the float limit
+            raise OverflowError
+        return float(1 - abs(expected - output) / denominator)
+    except OverflowError:  # also: an int too large for a float meets a float
+        e = Fraction(expected)
+        o = Fraction(output)
+        return float(1 - abs(e - o) / (abs(e) + abs(o)))
 
 
 class NumericDiff(Scorer):
