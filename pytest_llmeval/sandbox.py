@@ -382,13 +382,15 @@ def _describe(mode: dict[str, Any], switched: bool) -> dict[str, Any]:
     # Root (also root inside a user namespace) is exempt from RLIMIT_NPROC: the worker then
     # refuses fork() through its audit hook instead.
     fork_refused = not switched and (os.geteuid() == 0 or bool(mode["user_namespace"]))
+    # Without the uid switch, a non-root user's process count includes its other processes.
+    nproc = "+rlimit_nproc" if switched else ("" if fork_refused else "+rlimit_nproc_shared")
     return {
         "network": "namespace" if ns else "audit_hook",
         "filesystem": ("read_only_mounts" if ns else "audit_hook")
         + ("+separate_uid" if switched else "")
         + "+audit_hook" * ns,
         "processes": ("pid_namespace" if ns else "process_group")
-        + ("+rlimit_nproc" if switched else "")
+        + nproc
         + ("+fork_refused" if fork_refused else ""),
         "user": "separate_uid" if switched else "unchanged",
         "rlimits": ["AS", "CPU", "NPROC", "NOFILE", "FSIZE", "CORE"],

@@ -136,7 +136,9 @@ def test_unit_test_dir_option(enabled: ScoringContext, tmp_path: Path) -> None:
     (tmp_path / "t0.py").write_text(TEST)
     scorer = PythonUnitTesting(unit_test_dir=str(tmp_path))
     assert scorer.compute({"output": GOOD}, enabled).value == 1.0
-    assert "unit_tests_sha256" in scorer.extra_identity(enabled)
+    ident = scorer.extra_identity(enabled)
+    assert len(ident["unit_tests_sha256"]) == 64
+    assert ident["sandbox"] in {"namespaces", "audit_hooks"}
 
 
 def test_unit_test_dir_that_does_not_exist_is_a_config_error(tmp_path: Path) -> None:

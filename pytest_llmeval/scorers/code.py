@@ -224,11 +224,18 @@ class PythonUnitTesting(Scorer):
             raise ScorerConfigError(self.name, exc.field, exc.problem, hint=exc.hint) from None
 
     def extra_identity(self, ctx: ScoringContext) -> Mapping[str, Any]:
-        # The option tests' contents (a directory's files may change under the same path).
-        if self._option_tests is None:
-            return {}
-        digest = hashlib.sha256("\0".join(self._option_tests).encode("utf-8")).hexdigest()
-        return {"unit_tests_sha256": digest}
+        from pytest_llmeval.sandbox import containment_mode
+
+        # Which containment runs the code (a program that starts a subprocess passes with
+        # namespaces and fails under the audit-hook fallback), and the option tests' contents
+        # (a directory's files may change under the same path).
+        ident: dict[str, Any] = {
+            "sandbox": "namespaces" if containment_mode()["namespaces"] else "audit_hooks"
+        }
+        if self._option_tests is not None:
+            joined = "\0".join(self._option_tests).encode("utf-8")
+            ident["unit_tests_sha256"] = hashlib.sha256(joined).hexdigest()
+        return ident
 
     # -- inputs -------------------------------------------------------------------------------
 
