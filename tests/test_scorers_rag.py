@@ -380,9 +380,7 @@ def test_faithfulness_extracts_then_judges_each_statement(
         tool_call({"statements": stmts}, usage=(100, 20)),
         tool_call({"verdicts": verdicts}, usage=(150, 40)),
     )
-    result = score(
-        "faithfulness", output="OUT-faith", input="Q-faith", context=["CTX-a", "CTX-b"]
-    )
+    result = score("faithfulness", output="OUT-faith", input="Q-faith", context=["CTX-a", "CTX-b"])
     assert result.value == pytest.approx(2 / 3, abs=1e-12)
     assert result.metadata["statements"] == stmts
     assert result.metadata["verdicts"] == verdicts
@@ -399,7 +397,10 @@ def test_faithfulness_extracts_then_judges_each_statement(
     assert _tool(second) == "judge_statements"
     prompt = _prompt(second)
     assert "CTX-a\nCTX-b" in prompt
-    assert "1. Paris is the capital of France.\n2. Paris has 30 million people.\n3. Paris is big." in prompt
+    assert (
+        "1. Paris is the capital of France.\n2. Paris has 30 million people.\n3. Paris is big."
+        in prompt
+    )
     arr = _params(second)["properties"]["verdicts"]
     assert (arr["minItems"], arr["maxItems"]) == (3, 3)
     # The verdict call starts only after the statements are back (it needs them).
@@ -433,3 +434,444 @@ def test_faithfulness_needs_one_verdict_per_statement(
         score("faithfulness", output="a and b", input="Q", context="C")
     assert "judge_statements" in str(info.value)
     assert len(_chat(judge_server)) == 3
+
+
+# -- context_entity_recall ----------------------------------------------------------------------
+
+
+def _angle(degrees: float) -> list[float]:
+    rad = math.radians(degrees)
+    return [math.cos(rad), math.sin(rad)]
+
+
+ENTITY_ANGLES = {"Paris": 0.0, "Eiffel Tower": 100.0, "France": 20.0, "1889": 95.0}
+
+
+def test_context_entity_recall_two_concurrent_extractions_then_list_contains(
+    judge_server: OpenAITestServer, judge_ctx: ScoringContext
+) -> None:
+    judge_server.set_default(
+        _route(
+            {
+                "EXP-ent": tool_call({"entities": ["Paris", "France", "1889"]}, usage=(30, 6)),
+                "CTX-ent": tool_call({"entities": ["Paris", "Eiffel Tower"]}, usage=(50, 8)),
+            },
+            wait=0.4,
+        )
+    )
+    judge_server.set_default(
+        embeddings(_vectors({t: _angle(a) for t, a in ENTITY_ANGLES.items()})),
+        endpoint="embeddings",
+    )
+    result = score(
+        "context_entity_recall",
+        output=None,
+        expected="EXP-ent: the tower opened in Paris, France in 1889.",
+        context=["CTX-ent: Paris", "has the Eiffel Tower."],
+    )
+    # Similarities (context entity x expected entity), rescaled from 0.7: Paris-Paris 1;
+    # Eiffel Tower-1889 at 5 degrees; every other pair is below 0.7 or worse than these. The
+    # optimal one-to-one assignment takes those two; France stays unmatched; D = 3 expected.
+    expected_value = (1.0 + _rescaled(math.cos(math.radians(5.0)))) / 3
+    assert result.value == pytest.approx(expected_value, abs=1e-9)
+    assert result.metadata["expected_entities"] == ["Paris", "France", "1889"]
+    assert result.metadata["context_entities"] == ["Paris", "Eiffel Tower"]
+    pairs = {(p["output"], p["expected"]) for p in result.metadata["list_contains"]["pairs"]}
+    assert pairs == {("Paris", "Paris"), ("Eiffel Tower", "1889")}
+
+    chats = _chat(judge_server)
+    assert [_tool(r) for r in chats] == ["extract_entities", "extract_entities"]
+    prompts = sorted(_prompt(r) for r in chats)
+    assert "CTX-ent: Paris\nhas the Eiffel Tower." in prompts[0] and "EXP-ent" not in prompts[0]
+    assert "EXP-ent: the tower" in prompts[1] and "CTX-ent" not in prompts[1]
+    # Both extractions were in flight at once.
+    a, b = chats
+    assert a.finished_at is not None and b.received_at < a.finished_at
+    assert judge_server.max_in_flight >= 2
+    # One batched embeddings request for the distinct entities; the pairwise scorings hit the cache.
+    (emb,) = judge_server.requests_to("embeddings")
+    assert sorted(emb.body["input"]) == sorted(ENTITY_ANGLES)
+    assert emb.body["model"] == "text-embedding-3-small"
+    assert result.usage is not None
+    assert result.usage.calls == 3
+    # The test server counts the words of embedded texts as their prompt tokens.
+    assert result.usage.prompt_tokens == 30 + 50 + sum(len(t.split()) for t in ENTITY_ANGLES)
+    assert result.usage.completion_tokens == 6 + 8
+
+
+def test_context_entity_recall_embedding_model_option_reaches_the_endpoint(
+    judge_server: OpenAITestServer, judge_ctx: ScoringContext
+) -> None:
+    judge_server.set_default(
+        _route(
+            {
+                "EXP-m": tool_call({"entities": ["Paris"]}),
+                "CTX-m": tool_call({"entities": ["Paris"]}),
+            }
+        )
+    )
+    result = score(
+        "context_entity_recall",
+        output=None,
+        expected="EXP-m Paris",
+        context="CTX-m Paris",
+        embedding_model="openai:my-embedder",
+    )
+    assert result.value == pytest.approx(1.0, abs=1e-9)
+    (emb,) = judge_server.requests_to("embeddings")
+    assert emb.body["model"] == "my-embedder"
+    assert emb.body["input"] == ["Paris"]
+
+
+def test_context_entity_recall_with_a_string_pairwise_scorer_uses_it(
+    judge_server: OpenAITestServer, judge_ctx: ScoringContext
+) -> None:
+    judge_server.set_default(
+        _route(
+            {
+                "EXP-lev": tool_call({"entities": ["Paris", "Lyon"]}),
+                "CTX-lev": tool_call({"entities": ["Paris"]}),
+            }
+        )
+    )
+    result = score(
+        "context_entity_recall",
+        output=None,
+        expected="EXP-lev",
+        context="CTX-lev",
+        pairwise_scorer="levenshtein",
+    )
+    # Paris-Paris = 1 (levenshtein), Lyon unmatched, D = 2 expected entities.
+    assert result.value == pytest.approx(0.5, abs=1e-12)
+    assert judge_server.requests_to("embeddings") == []
+
+
+@pytest.mark.parametrize(
+    ("expected_entities", "context_entities", "value"),
+    [([], [], 1.0), (["Paris"], [], 0.0), ([], ["Paris"], 0.0)],
+)
+def test_context_entity_recall_with_no_entities_follows_list_contains(
+    judge_server: OpenAITestServer,
+    judge_ctx: ScoringContext,
+    expected_entities: list[str],
+    context_entities: list[str],
+    value: float,
+) -> None:
+    judge_server.set_default(
+        _route(
+            {
+                "EXP-none": tool_call({"entities": expected_entities}),
+                "CTX-none": tool_call({"entities": context_entities}),
+            }
+        )
+    )
+    result = score("context_entity_recall", output=None, expected="EXP-none", context="CTX-none")
+    assert result.value == value
+    assert len(_chat(judge_server)) == 2
+    assert judge_server.requests_to("embeddings") == []
+
+
+def test_context_entity_recall_does_not_send_blank_texts(
+    judge_server: OpenAITestServer, judge_ctx: ScoringContext
+) -> None:
+    judge_server.enqueue(tool_call({"entities": ["Paris"]}))
+    result = score("context_entity_recall", output=None, expected="EXP Paris", context=[])
+    assert result.value == 0.0
+    assert result.metadata["context_entities"] == []
+    assert result.metadata["empty_context"] is True
+    (req,) = _chat(judge_server)
+    assert "EXP Paris" in _prompt(req)
+
+    judge_server.clear()
+    both_blank = score("context_entity_recall", output=None, expected=" ", context="")
+    assert both_blank.value == 1.0  # list_contains: both lists empty
+    assert judge_server.requests == []
+
+
+# -- answer_relevancy ---------------------------------------------------------------------------
+
+QUESTION = "Q-rel: what is the capital of France?"
+GENERATED = {
+    "Which city is the capital of France?": 0.95,
+    "What is France's capital?": 0.9,
+    "Where is the Eiffel Tower?": 0.8,
+}
+
+
+def _question_vectors() -> Callable[[str], Sequence[float]]:
+    table: dict[str, Sequence[float]] = {QUESTION: [1.0, 0.0]}
+    table.update({q: _unit(c) for q, c in GENERATED.items()})
+    return _vectors(table)
+
+
+def test_answer_relevancy_three_concurrent_generations_at_temperature_half(
+    judge_server: OpenAITestServer, judge_ctx: ScoringContext
+) -> None:
+    judge_server.enqueue(
+        *(
+            delay(0.4, tool_call({"question": q, "noncommittal": 0}, usage=(20, 5)))
+            for q in GENERATED
+        )
+    )
+    judge_server.set_default(embeddings(_question_vectors()), endpoint="embeddings")
+    result = score(
+        "answer_relevancy",
+        output="OUT-rel: Paris is the capital.",
+        input=QUESTION,
+        context=["CTX-rel one", "CTX-rel two"],
+    )
+    # mean of the rescaled cosines: ((0.95-0.7) + (0.9-0.7) + (0.8-0.7)) / 0.3 / 3
+    expected_value = sum(_rescaled(c) for c in GENERATED.values()) / 3
+    assert expected_value == pytest.approx(0.6111111111, abs=1e-9)
+    assert result.value == pytest.approx(expected_value, abs=1e-9)
+    questions = result.metadata["questions"]
+    assert sorted(q["question"] for q in questions) == sorted(GENERATED)
+    assert all(q["noncommittal"] == 0 for q in questions)
+    by_question = dict(
+        zip((q["question"] for q in questions), result.metadata["similarity"], strict=True)
+    )
+    for q, cos in GENERATED.items():
+        assert by_question[q] == pytest.approx(_rescaled(cos), abs=1e-9)
+    assert result.metadata["temperature"] == 0.5
+
+    chats = _chat(judge_server)
+    assert len(chats) == 3
+    for req in chats:
+        assert _tool(req) == "generate_question"
+        assert req.body["temperature"] == 0.5
+        prompt = _prompt(req)
+        assert "OUT-rel: Paris is the capital." in prompt
+        assert "CTX-rel one\nCTX-rel two" in prompt
+        assert "Q-rel" not in prompt  # the question is what the judge must reconstruct
+    assert judge_server.max_in_flight == 3
+    last_start = max(r.received_at for r in chats)
+    assert all(r.finished_at is not None and last_start < r.finished_at for r in chats)
+    (emb,) = judge_server.requests_to("embeddings")
+    assert sorted(emb.body["input"]) == sorted([*GENERATED, QUESTION])
+    assert result.usage is not None
+    assert result.usage.calls == 4
+    assert result.usage.prompt_tokens == 3 * 20 + sum(
+        len(t.split()) for t in [*GENERATED, QUESTION]
+    )
+    assert result.usage.completion_tokens == 3 * 5
+
+
+def test_answer_relevancy_any_noncommittal_question_scores_zero(
+    judge_server: OpenAITestServer, judge_ctx: ScoringContext
+) -> None:
+    judge_server.enqueue(
+        tool_call({"question": "Which city is the capital of France?", "noncommittal": 0}),
+        tool_call({"question": "What is France's capital?", "noncommittal": 1}),
+        tool_call({"question": "Where is the Eiffel Tower?", "noncommittal": 0}),
+    )
+    result = score("answer_relevancy", output="I'm not sure.", input=QUESTION, context="C")
+    assert result.value == 0.0
+    assert result.metadata["noncommittal"] is True
+    assert sum(q["noncommittal"] for q in result.metadata["questions"]) == 1
+    assert len(_chat(judge_server)) == 3
+    assert judge_server.requests_to("embeddings") == []
+
+
+def test_answer_relevancy_strictness_and_temperature_options(
+    judge_server: OpenAITestServer, judge_ctx: ScoringContext
+) -> None:
+    judge_server.enqueue(
+        tool_call({"question": "Which city is the capital of France?", "noncommittal": 0}),
+        tool_call({"question": "Which city is the capital of France?", "noncommittal": 0}),
+    )
+    judge_server.set_default(embeddings(_question_vectors()), endpoint="embeddings")
+    result = score(
+        "answer_relevancy",
+        output="Paris.",
+        input=QUESTION,
+        context="",
+        strictness=2,
+        temperature=0.1,
+        embedding_model="openai:emb-x",
+    )
+    assert result.value == pytest.approx(_rescaled(0.95), abs=1e-9)
+    chats = _chat(judge_server)
+    assert len(chats) == 2
+    assert {r.body["temperature"] for r in chats} == {0.1}
+    (emb,) = judge_server.requests_to("embeddings")
+    assert emb.body["model"] == "emb-x"
+    assert emb.body["input"] == ["Which city is the capital of France?", QUESTION]
+
+
+def test_answer_relevancy_with_a_blank_output_is_zero_without_a_call(
+    judge_server: OpenAITestServer, judge_ctx: ScoringContext
+) -> None:
+    result = score("answer_relevancy", output="  ", input=QUESTION, context="C")
+    assert result.value == 0.0
+    assert result.metadata["blank_output"] is True
+    assert judge_server.requests == []
+
+
+def test_answer_relevancy_rejects_an_empty_question(
+    judge_server: OpenAITestServer, judge_ctx: ScoringContext
+) -> None:
+    empty = tool_call({"question": "", "noncommittal": 0})
+    judge_server.enqueue(empty, empty)
+    with pytest.raises(JudgeError):
+        score("answer_relevancy", output="Paris.", input=QUESTION, context="C", strictness=1)
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("strictness", 0), ("strictness", "3"), ("strictness", True), ("strictness", 1.5),
+     ("temperature", 3), ("temperature", "hot"), ("embedding_model", ""),
+     ("embedding_model", 5)],
+)  # fmt: skip
+def test_answer_relevancy_bad_options_are_config_errors(option: str, value: Any) -> None:
+    with pytest.raises(ScorerConfigError) as info:
+        rag.AnswerRelevancy(**{option: value})
+    assert info.value.option == option
+
+
+# -- answer_correctness -------------------------------------------------------------------------
+
+FACTS = {
+    "TP": ["Paris is the capital of France.", "Paris is on the Seine."],
+    "FP": ["Paris has 30 million people."],
+    "FN": ["Paris hosted the 1900 Olympics."],
+}
+ANSWER = "OUT-corr: Paris, on the Seine, capital of France, 30 million people."
+TRUTH = "EXP-corr: Paris is the capital of France, on the Seine; it hosted the 1900 Olympics."
+
+
+def _answer_vectors(cos: float) -> Callable[[str], Sequence[float]]:
+    return _vectors({ANSWER: [1.0, 0.0], TRUTH: _unit(cos)})
+
+
+def test_answer_correctness_classification_and_similarity_run_concurrently(
+    judge_server: OpenAITestServer, judge_ctx: ScoringContext
+) -> None:
+    judge_server.enqueue(delay(0.4, tool_call(FACTS, usage=(80, 30))))
+    judge_server.set_default(embeddings(_answer_vectors(0.85)), endpoint="embeddings")
+    result = score("answer_correctness", output=ANSWER, expected=TRUTH, input="Q-corr")
+    # F1 = 2 / (2 + 0.5 * (1 + 1)) = 2/3; similarity = (0.85 - 0.7) / 0.3 = 0.5;
+    # score = 0.75 * 2/3 + 0.25 * 0.5 = 0.625
+    assert result.value == pytest.approx(0.625, abs=1e-9)
+    assert result.metadata["factuality"] == FACTS
+    assert result.metadata["factuality_score"] == pytest.approx(2 / 3, abs=1e-12)
+    assert result.metadata["answer_similarity_score"] == pytest.approx(0.5, abs=1e-9)
+    (chat,) = _chat(judge_server)
+    assert _tool(chat) == "classify_statements"
+    prompt = _prompt(chat)
+    for marker in ("Q-corr", "OUT-corr", "EXP-corr"):
+        assert marker in prompt
+    assert set(_params(chat)["required"]) == {"TP", "FP", "FN"}
+    (emb,) = judge_server.requests_to("embeddings")
+    assert emb.body["input"] == [ANSWER, TRUTH]
+    # The embeddings request was answered while the classification was still running.
+    assert chat.finished_at is not None
+    assert emb.received_at < chat.finished_at and judge_server.max_in_flight == 2
+    assert result.usage is not None
+    assert result.usage.calls == 2
+    assert result.usage.prompt_tokens == 80 + len(ANSWER.split()) + len(TRUTH.split())
+
+
+def test_answer_correctness_weights(
+    judge_server: OpenAITestServer, judge_ctx: ScoringContext
+) -> None:
+    judge_server.set_default(tool_call(FACTS))
+    judge_server.set_default(embeddings(_answer_vectors(0.85)), endpoint="embeddings")
+    result = score(
+        "answer_correctness",
+        output=ANSWER,
+        expected=TRUTH,
+        input="Q",
+        factuality_weight=1,
+        answer_similarity_weight=3,
+    )
+    assert result.value == pytest.approx((1 * (2 / 3) + 3 * 0.5) / 4, abs=1e-9)
+
+
+def test_answer_correctness_with_similarity_weight_zero_makes_no_embedding_call(
+    judge_server: OpenAITestServer, judge_ctx: ScoringContext
+) -> None:
+    judge_server.enqueue(tool_call(FACTS))
+    result = score(
+        "answer_correctness", output=ANSWER, expected=TRUTH, input="Q", answer_similarity_weight=0
+    )
+    assert result.value == pytest.approx(2 / 3, abs=1e-12)
+    assert result.metadata["answer_similarity_score"] is None
+    assert judge_server.requests_to("embeddings") == []
+
+
+def test_answer_correctness_with_factuality_weight_zero_makes_no_judge_call(
+    judge_server: OpenAITestServer, judge_ctx: ScoringContext
+) -> None:
+    judge_server.set_default(embeddings(_answer_vectors(0.94)), endpoint="embeddings")
+    result = score(
+        "answer_correctness", output=ANSWER, expected=TRUTH, input="Q", factuality_weight=0
+    )
+    assert result.value == pytest.approx((0.94 - 0.7) / 0.3, abs=1e-9)
+    assert result.metadata["factuality"] is None
+    assert _chat(judge_server) == []
+
+
+def test_answer_correctness_without_any_statement_has_f1_zero(
+    judge_server: OpenAITestServer, judge_ctx: ScoringContext
+) -> None:
+    judge_server.enqueue(tool_call({"TP": [], "FP": [], "FN": []}))
+    judge_server.set_default(embeddings(_answer_vectors(1.0)), endpoint="embeddings")
+    result = score("answer_correctness", output=ANSWER, expected=TRUTH, input="Q")
+    assert result.metadata["no_statements"] is True
+    assert result.metadata["factuality_score"] == 0.0
+    assert result.value == pytest.approx(0.25, abs=1e-9)
+
+
+def test_answer_correctness_takes_a_custom_answer_similarity_scorer(
+    judge_server: OpenAITestServer, judge_ctx: ScoringContext
+) -> None:
+    from pytest_llmeval.scorers.embedding import EmbeddingSimilarity
+
+    judge_server.enqueue(tool_call(FACTS))
+    judge_server.set_default(embeddings(_answer_vectors(0.85)), endpoint="embeddings")
+    result = score(
+        "answer_correctness",
+        output=ANSWER,
+        expected=TRUTH,
+        input="Q",
+        answer_similarity=EmbeddingSimilarity(expected_min=0.5),
+    )
+    # similarity (0.85 - 0.5) / 0.5 = 0.7
+    assert result.value == pytest.approx(0.75 * (2 / 3) + 0.25 * 0.7, abs=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("options", "option"),
+    [({"factuality_weight": -1}, "factuality_weight"),
+     ({"answer_similarity_weight": "big"}, "answer_similarity_weight"),
+     ({"answer_similarity_weight": float("nan")}, "answer_similarity_weight"),
+     ({"factuality_weight": 0, "answer_similarity_weight": 0}, "factuality_weight"),
+     ({"answer_similarity": "levenshtein"}, "answer_similarity")],
+)  # fmt: skip
+def test_answer_correctness_bad_options_are_config_errors(
+    options: dict[str, Any], option: str
+) -> None:
+    with pytest.raises(ScorerConfigError) as info:
+        rag.AnswerCorrectness(**options)
+    assert info.value.option == option
+
+
+# -- identity -------------------------------------------------------------------------------------
+
+
+def test_identity_carries_prompt_judge_and_embedder(judge_ctx: ScoringContext) -> None:
+    ident = rag.AnswerRelevancy().identity(judge_ctx)
+    extra = ident["extra"]
+    assert extra["judge"]["model"] == "test-judge"
+    assert extra["judge"]["temperature"] == 0.5
+    assert len(extra["prompt"]) == 16
+    assert extra["embedding_similarity"]["extra"]["embedder"]["model"] == "text-embedding-3-small"
+    other = rag.AnswerRelevancy(embedding_model="openai:other").identity(judge_ctx)
+    assert other != ident
+    assert "api_key" not in json.dumps(rag.Faithfulness(api_key="sk-x").identity(judge_ctx))
+    # Each scorer's prompts hash differently.
+    hashes = {
+        cls().identity(judge_ctx)["extra"]["prompt"]
+        for cls in (rag.ContextRelevancy, rag.ContextRecall, rag.ContextPrecision, rag.Faithfulness)
+    }
+    assert len(hashes) == 4

@@ -69,6 +69,7 @@ from pytest_llmeval.scoring import JUDGE_OPTIONS, Score, Scorer, Usage, canonica
 if TYPE_CHECKING:
     from pytest_llmeval.context import ScoringContext
     from pytest_llmeval.judge.client import JudgeClient
+    from pytest_llmeval.scorers.embedding import EmbeddingSimilarity
 
 __all__ = [
     "AnswerCorrectness",
@@ -504,10 +505,33 @@ class _RagScorer(Scorer):
         return JudgeError(message, scorer=self.name)
 
 
-def _embedding_similarity(model: str | None) -> Scorer:
+#: Judge options that also reach the embeddings endpoint (same endpoint and key as the judge).
+_EMBEDDING_ENDPOINT_OPTIONS = ("base_url", "api_key", "timeout", "max_tries")
+
+
+def _embedding_similarity(owner: _RagScorer, *, answer: bool = False) -> EmbeddingSimilarity:
+    """embedding_similarity (or answer_similarity) with the owner's ``embedding_model`` and its
+    endpoint options, so that embeddings go where the owner's judge calls go."""
+    from pytest_llmeval.scorers.embedding import AnswerSimilarity, EmbeddingSimilarity
+
+    cls = AnswerSimilarity if answer else EmbeddingSimilarity
+    endpoint = {
+        k: owner.options[k] for k in _EMBEDDING_ENDPOINT_OPTIONS if owner.options.get(k) is not None
+    }
+    return cls(model=owner.options["embedding_model"], **endpoint)
+
+
+async def _prewarm(sim: Scorer, texts: Sequence[str], ctx: ScoringContext) -> Usage:
+    """Embed ``texts`` in one batched request so that the pairwise scorings that follow find
+    every vector in the embedder's cache; returns the usage of that request."""
     from pytest_llmeval.scorers.embedding import EmbeddingSimilarity
 
-    return EmbeddingSimilarity(model=model)
+    if not isinstance(sim, EmbeddingSimilarity) or not texts:
+        return Usage()
+    side = sim.left
+    distinct = list(dict.fromkeys(sim.text({side: t}, side) for t in texts))
+    _, usage = await sim.embedder(ctx).aembed_with_usage(distinct)
+    return usage
 
 
 def _check_embedding_model(scorer: str, value: Any) -> None:
@@ -554,13 +578,14 @@ class ContextEntityRecall(_RagScorer):
     def pairwise(self) -> Any:
         chosen = self.options["pairwise_scorer"]
         if chosen is None:
-            return _embedding_similarity(self.options["embedding_model"])
+            return _embedding_similarity(self)
         return chosen
 
-    def contains_scorer(self) -> Scorer:
+    def contains_scorer(self, pairwise: Any = None) -> Scorer:
         from pytest_llmeval.scorers.structured import ListContains
 
-        return ListContains(pairwise_scorer=self.pairwise(), allow_extra_entities=True)
+        chosen = self.pairwise() if pairwise is None else pairwise
+        return ListContains(pairwise_scorer=chosen, allow_extra_entities=True)
 
     def sub_scorers(self) -> Mapping[str, Scorer]:
         return {"list_contains": self.contains_scorer()}
@@ -572,9 +597,15 @@ class ContextEntityRecall(_RagScorer):
         # an embedding scorer runs a coroutine on the context's background loop (``ctx.run``).
         # Doing that from this coroutine would block the loop it needs (or be refused when this
         # runs on the background loop itself), so it runs in a worker thread while we await.
-        scorer = self.contains_scorer()
+        pairwise = self.pairwise()
+        scorer = self.contains_scorer(pairwise)
         pair = {"output": ctx_entities, "expected": exp_entities}
-        return await asyncio.to_thread(scorer.compute, pair, ctx)
+        usage = Usage()
+        if ctx_entities and exp_entities and isinstance(pairwise, Scorer):
+            # One batched embeddings request for every entity instead of one per pair.
+            usage = await _prewarm(pairwise, ctx_entities + exp_entities, ctx)
+        result = await asyncio.to_thread(scorer.compute, pair, ctx)
+        return result.replace(usage=_sum_usage([usage, result.usage]))
 
     async def _entities(self, client: JudgeClient, text: str) -> tuple[list[str], Usage | None]:
         if _blank(text):
@@ -923,8 +954,8 @@ class AnswerRelevancy(_RagScorer):
             )
         _check_embedding_model(self.name, self.options["embedding_model"])
 
-    def similarity_scorer(self) -> Scorer:
-        return _embedding_similarity(self.options["embedding_model"])
+    def similarity_scorer(self) -> EmbeddingSimilarity:
+        return _embedding_similarity(self)
 
     def sub_scorers(self) -> Mapping[str, Scorer]:
         return {"embedding_similarity": self.similarity_scorer()}
@@ -976,10 +1007,13 @@ class AnswerRelevancy(_RagScorer):
                 usage=_sum_usage(usages),
             )
         sim = self.similarity_scorer()
+        texts = [str(q["question"]) for q in questions] + [question]
+        usages.append(await _prewarm(sim, texts, ctx))
         sims = await asyncio.gather(
             *(sim.acompute({"output": q["question"], "expected": question}, ctx) for q in questions)
         )
         values = [float(s.value) for s in sims]
+        cosines = [s.metadata.get("cosine") for s in sims]
         usages.extend(s.usage for s in sims)
         value = min(max(math.fsum(values) / len(values), 0.0), 1.0)
         return Score(
@@ -988,7 +1022,12 @@ class AnswerRelevancy(_RagScorer):
             rationale=(
                 f"mean similarity of {len(values)} generated question(s) to the input: {value:.4g}"
             ),
-            metadata={**base_meta, "similarity": values, "noncommittal": False},
+            metadata={
+                **base_meta,
+                "similarity": values,
+                "cosine": cosines,
+                "noncommittal": False,
+            },
             usage=_sum_usage(usages),
         )
 
@@ -998,7 +1037,7 @@ class AnswerCorrectness(_RagScorer):
 
     One judge call classifies statements into TP / FP / FN, concurrently with answer_similarity
     (embedding_similarity of output vs expected with ``embedding_model``, or the
-    ``answer_similarity`` scorer given), skipped when its weight is 0.
+    ``answer_similarity`` scorer given). A part whose weight is 0 is not computed (no call).
     ``F1 = TP / (TP + 0.5 (FP + FN))`` (0 when there are no statements at all); score =
     ``(fw * F1 + sw * similarity) / (fw + sw)``.
     Metadata: ``factuality`` (the three lists), ``factuality_score``, ``answer_similarity_score``.
@@ -1055,7 +1094,7 @@ class AnswerCorrectness(_RagScorer):
         chosen = self.options["answer_similarity"]
         if isinstance(chosen, Scorer):
             return chosen
-        return _embedding_similarity(self.options["embedding_model"])
+        return _embedding_similarity(self, answer=True)
 
     def sub_scorers(self) -> Mapping[str, Scorer]:
         if self.options["answer_similarity_weight"] == 0:
@@ -1069,45 +1108,59 @@ class AnswerCorrectness(_RagScorer):
             {"output": output, "expected": expected}, ctx
         )
 
+    async def _factuality(
+        self, question: str, output: str, expected: str, ctx: ScoringContext
+    ) -> tuple[dict[str, list[str]], Usage] | None:
+        if self.options["factuality_weight"] == 0:
+            return None
+        args, usage = await self.call(
+            self.client(ctx),
+            CORRECTNESS_PROMPT,
+            CORRECTNESS_TOOL,
+            "Report the statements classified as TP, FP and FN.",
+            CORRECTNESS_SCHEMA,
+            question=question,
+            answer=output,
+            ground_truth=expected,
+        )
+        return {k: [str(s) for s in args[k]] for k in ("TP", "FP", "FN")}, usage
+
     async def acompute(self, inputs: Mapping[str, Any], ctx: ScoringContext) -> Score:
         self.check_inputs(inputs)
         question = _as_text(self.name, "input", inputs["input"])
         expected = _as_text(self.name, "expected", inputs["expected"])
         output = _as_text(self.name, "output", inputs["output"])
-        (args, usage), sim = await asyncio.gather(
-            self.call(
-                self.client(ctx),
-                CORRECTNESS_PROMPT,
-                CORRECTNESS_TOOL,
-                "Report the statements classified as TP, FP and FN.",
-                CORRECTNESS_SCHEMA,
-                question=question,
-                answer=output,
-                ground_truth=expected,
-            ),
+        fact, sim = await asyncio.gather(
+            self._factuality(question, output, expected, ctx),
             self._similarity(output, expected, ctx),
         )
-        factuality = {k: [str(s) for s in args[k]] for k in ("TP", "FP", "FN")}
-        tp, fp, fn = (len(factuality[k]) for k in ("TP", "FP", "FN"))
-        denominator = tp + 0.5 * (fp + fn)
-        f1 = tp / denominator if denominator > 0 else 0.0
-        sim_value = 0.0 if sim is None else float(sim.value)
         fw = float(self.options["factuality_weight"])
         sw = float(self.options["answer_similarity_weight"])
+        factuality: dict[str, list[str]] | None = None
+        usage: Usage | None = None
+        f1 = 0.0
+        counts = "factuality not judged (weight 0)"
+        if fact is not None:
+            factuality, usage = fact
+            tp, fp, fn = (len(factuality[k]) for k in ("TP", "FP", "FN"))
+            denominator = tp + 0.5 * (fp + fn)
+            f1 = tp / denominator if denominator > 0 else 0.0
+            counts = f"TP={tp} FP={fp} FN={fn}: F1 {f1:.4g}"
+        sim_value = 0.0 if sim is None else float(sim.value)
         value = min(max((fw * f1 + sw * sim_value) / (fw + sw), 0.0), 1.0)
         return Score(
             value=value,
             scorer=self.name,
             rationale=(
-                f"TP={tp} FP={fp} FN={fn}: F1 {f1:.4g}; answer similarity "
-                f"{'not computed' if sim is None else f'{sim_value:.4g}'}; "
+                f"{counts}; answer similarity "
+                f"{'not computed (weight 0)' if sim is None else f'{sim_value:.4g}'}; "
                 f"weighted {fw:g}:{sw:g}"
             ),
             metadata={
                 "factuality": factuality,
-                "factuality_score": f1,
+                "factuality_score": None if fact is None else f1,
                 "answer_similarity_score": None if sim is None else sim_value,
-                "no_statements": tp + fp + fn == 0,
+                "no_statements": factuality is not None and not any(factuality.values()),
             },
             usage=_sum_usage([usage, None if sim is None else sim.usage]),
         )
