@@ -644,6 +644,8 @@ def test_answer_relevancy_three_concurrent_generations_at_temperature_half(
         assert "CTX-rel one\nCTX-rel two" in prompt
         assert "Q-rel" not in prompt  # the question is what the judge must reconstruct
     assert judge_server.max_in_flight == 3
+    # The run's seed is 0: each sample gets its own seed so that the three can differ.
+    assert sorted(r.body["seed"] for r in chats) == [0, 1, 2]
     last_start = max(r.received_at for r in chats)
     assert all(r.finished_at is not None and last_start < r.finished_at for r in chats)
     (emb,) = judge_server.requests_to("embeddings")
@@ -875,3 +877,109 @@ def test_identity_carries_prompt_judge_and_embedder(judge_ctx: ScoringContext) -
         for cls in (rag.ContextRelevancy, rag.ContextRecall, rag.ContextPrecision, rag.Faithfulness)
     }
     assert len(hashes) == 4
+
+
+def test_answer_relevancy_without_a_seed_sends_none(
+    judge_server: OpenAITestServer, judge_ctx: ScoringContext
+) -> None:
+    import dataclasses
+
+    from pytest_llmeval.context import ScoringContext as Ctx
+    from pytest_llmeval.context import set_context
+
+    settings = judge_ctx.settings
+    unseeded = Ctx(
+        dataclasses.replace(settings, judge=dataclasses.replace(settings.judge, seed=None))
+    )
+    prev = set_context(unseeded)
+    try:
+        judge_server.set_default(tool_call({"question": QUESTION, "noncommittal": 0}))
+        result = score("answer_relevancy", output="Paris.", input=QUESTION, context="C")
+    finally:
+        set_context(prev)
+        unseeded.close()
+    assert result.value == 1.0  # the generated question is the input itself: cosine 1
+    assert all("seed" not in r.body for r in _chat(judge_server))
+    assert len(_chat(judge_server)) == 3
+
+
+def test_context_entity_recall_pairwise_scorer_by_name_still_batches_embeddings(
+    judge_server: OpenAITestServer, judge_ctx: ScoringContext
+) -> None:
+    judge_server.set_default(
+        _route(
+            {
+                "EXP-n": tool_call({"entities": ["Paris", "France"]}),
+                "CTX-n": tool_call({"entities": ["Paris", "Eiffel Tower", "1889"]}),
+            }
+        )
+    )
+    judge_server.set_default(
+        embeddings(_vectors({t: _angle(a) for t, a in ENTITY_ANGLES.items()})),
+        endpoint="embeddings",
+    )
+    result = score(
+        "context_entity_recall",
+        output=None,
+        expected="EXP-n",
+        context="CTX-n",
+        pairwise_scorer="embedding_similarity",
+    )
+    # Paris-Paris 1; France's best remaining partner is 1889 (75 degrees) or Eiffel Tower (80):
+    # both below 0.7, so 0. D = 2 expected entities.
+    assert result.value == pytest.approx(0.5, abs=1e-9)
+    (emb,) = judge_server.requests_to("embeddings")
+    assert sorted(emb.body["input"]) == sorted(ENTITY_ANGLES)
+
+
+def test_the_async_path_on_a_caller_loop(
+    judge_server: OpenAITestServer, judge_ctx: ScoringContext
+) -> None:
+    import asyncio
+
+    from pytest_llmeval import ascore
+
+    judge_server.set_default(
+        _route(
+            {
+                "EXP-as": tool_call({"entities": ["Paris", "France", "1889"]}),
+                "CTX-as": tool_call({"entities": ["Paris", "Eiffel Tower"]}),
+            }
+        )
+    )
+    judge_server.set_default(
+        embeddings(_vectors({t: _angle(a) for t, a in ENTITY_ANGLES.items()})),
+        endpoint="embeddings",
+    )
+    result = asyncio.run(
+        ascore("context_entity_recall", output=None, expected="EXP-as", context="CTX-as")
+    )
+    assert result.value == pytest.approx(
+        (1.0 + _rescaled(math.cos(math.radians(5.0)))) / 3, abs=1e-9
+    )
+    assert len(_chat(judge_server)) == 2
+
+
+def test_results_round_trip_through_the_result_cache(
+    judge_server: OpenAITestServer, judge_ctx: ScoringContext
+) -> None:
+    import dataclasses
+
+    from pytest_llmeval.context import ScoringContext as Ctx
+    from pytest_llmeval.context import set_context
+
+    cached = Ctx(dataclasses.replace(judge_ctx.settings, cache_mode="use"))
+    prev = set_context(cached)
+    try:
+        stmts = ["Paris is the capital of France."]
+        verdicts = [{"statement": stmts[0], "reason": "stated", "verdict": 1}]
+        judge_server.enqueue(tool_call({"statements": stmts}), tool_call({"verdicts": verdicts}))
+        first = score("faithfulness", output="Paris.", input="Q", context="Paris is the capital.")
+        again = score("faithfulness", output="Paris.", input="Q", context="Paris is the capital.")
+    finally:
+        set_context(prev)
+        cached.close()
+    assert (first.cached, again.cached) == (False, True)
+    assert again.value == first.value == 1.0
+    assert again.metadata == first.metadata
+    assert len(_chat(judge_server)) == 2

@@ -579,6 +579,14 @@ class ContextEntityRecall(_RagScorer):
         chosen = self.options["pairwise_scorer"]
         if chosen is None:
             return _embedding_similarity(self)
+        # A name or a class becomes an instance here (list_contains would do the same), so that
+        # an embedding scorer chosen by name still gets its vectors in one batched request.
+        if isinstance(chosen, str):
+            from pytest_llmeval.registry import default_registry
+
+            return default_registry.get(chosen)()
+        if isinstance(chosen, type) and issubclass(chosen, Scorer):
+            return chosen()
         return chosen
 
     def contains_scorer(self, pairwise: Any = None) -> Scorer:
@@ -911,8 +919,9 @@ class Faithfulness(_RagScorer):
 class AnswerRelevancy(_RagScorer):
     """How well ``output`` answers ``input`` (0..1, higher is better).
 
-    ``strictness`` concurrent judge calls (at ``temperature``, default 0.5) each generate a question
-    that the answer responds to and flag the answer noncommittal or not. Any noncommittal flag
+    ``strictness`` concurrent judge calls (at ``temperature``, default 0.5; with a seed set, call
+    ``i`` uses ``seed + i`` so that the samples can differ) each generate a question that the
+    answer responds to and flag the answer noncommittal or not. Any noncommittal flag
     scores 0 (no embeddings then); otherwise the score is the mean embedding_similarity (Autoevals
     rescaling, ``embedding_model``) of each generated question with ``input``. A blank output
     scores 0 without a call. Metadata: ``questions`` (question, noncommittal), ``similarity``.
@@ -960,6 +969,17 @@ class AnswerRelevancy(_RagScorer):
     def sub_scorers(self) -> Mapping[str, Scorer]:
         return {"embedding_similarity": self.similarity_scorer()}
 
+    def generation_clients(self, ctx: ScoringContext) -> list[JudgeClient]:
+        """One judge client per generated question. With a seed set (the run's default is 0),
+        generation ``i`` uses ``seed + i``: the same seed for every sample would make an endpoint
+        that honours seeds return the same question ``strictness`` times."""
+        options = self.judge_options()
+        seed = ctx.judge_settings(options).seed
+        count = int(self.options["strictness"])
+        if seed is None:
+            return [ctx.judge(options)] * count
+        return [ctx.judge({**options, "seed": int(seed) + i}) for i in range(count)]
+
     async def acompute(self, inputs: Mapping[str, Any], ctx: ScoringContext) -> Score:
         self.check_inputs(inputs)
         question = _as_text(self.name, "input", inputs["input"])
@@ -973,12 +993,11 @@ class AnswerRelevancy(_RagScorer):
                 metadata={"questions": [], "similarity": [], "blank_output": True},
                 usage=Usage(),
             )
-        client = self.client(ctx)
         temperature = self.options["temperature"]
         generated = await asyncio.gather(
             *(
                 self.call(
-                    client,
+                    client_i,
                     QUESTION_PROMPT,
                     QUESTION_TOOL,
                     "Report a question the answer responds to and whether it is noncommittal.",
@@ -987,7 +1006,7 @@ class AnswerRelevancy(_RagScorer):
                     answer=output,
                     context=context,
                 )
-                for _ in range(self.options["strictness"])
+                for client_i in self.generation_clients(ctx)
             )
         )
         questions = [
