@@ -588,6 +588,19 @@ def test_context_entity_recall_does_not_send_blank_texts(
     assert judge_server.requests == []
 
 
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [("no_such_scorer", "unknown scorer"), (5, "must be a scorer name, class or instance")],
+)
+def test_context_entity_recall_bad_pairwise_scorer_is_a_config_error(
+    value: Any, problem: str
+) -> None:
+    with pytest.raises(ScorerConfigError) as info:
+        rag.ContextEntityRecall(pairwise_scorer=value)
+    assert info.value.option == "pairwise_scorer"
+    assert problem in str(info.value)
+
+
 # -- answer_relevancy ---------------------------------------------------------------------------
 
 QUESTION = "Q-rel: what is the capital of France?"

@@ -48,6 +48,17 @@ Edge cases (defined results, never a division by zero; each is flagged in ``meta
   length, so a judge that skips statements is re-asked, then is a JudgeError); Autoevals averages
   whatever list the judge returns.
 
+Choices beyond Autoevals (the scores are the same):
+
+- answer_relevancy: with a judge seed set (the run's default is 0), generation ``i`` uses seed
+  ``seed + i``, so that an endpoint honouring seeds does not return one question three times.
+  No embeddings are requested once a question is flagged noncommittal (the score is 0 anyway).
+- answer_correctness: a part whose weight is 0 is not computed (no judge or embeddings call).
+- Embeddings of one case go out as one batched request (the pairwise scorings then find every
+  vector in the embedder's cache); they use the scorer's ``embedding_model`` and the same
+  endpoint options (``base_url``, ``api_key``...) as its judge calls.
+- Verdicts are constrained to 0/1 by the tool schemas (Autoevals asks for any integer).
+
 Inputs that are neither text nor (for ``context``) a list of strings are a
 :class:`~pytest_llmeval.errors.ScorerInputError`; dicts and lists in text fields are sent as JSON,
 numbers as ``str``.
@@ -574,6 +585,26 @@ class ContextEntityRecall(_RagScorer):
 
     def validate_options(self) -> None:
         _check_embedding_model(self.name, self.options["embedding_model"])
+        chosen = self.options["pairwise_scorer"]
+        if isinstance(chosen, str):
+            from pytest_llmeval.errors import UnknownScorerError
+            from pytest_llmeval.registry import default_registry
+
+            try:
+                default_registry.get(chosen)
+            except UnknownScorerError as exc:
+                raise ScorerConfigError(self.name, "pairwise_scorer", str(exc)) from None
+        elif not (
+            chosen is None
+            or isinstance(chosen, Scorer)
+            or (isinstance(chosen, type) and issubclass(chosen, Scorer))
+        ):
+            raise ScorerConfigError(
+                self.name,
+                "pairwise_scorer",
+                f"must be a scorer name, class or instance, not {type(chosen).__name__}",
+                hint="Leave it unset for embedding_similarity (Autoevals' default)",
+            )
 
     def pairwise(self) -> Any:
         chosen = self.options["pairwise_scorer"]
