@@ -15,17 +15,19 @@ and error text coming back from an endpoint is scrubbed of it.
 from __future__ import annotations
 
 import asyncio
+import base64
 import email.utils
 import json
 import os
 import random
 import re
+import struct
 import threading
 import time
 import weakref
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar, final
+from typing import TYPE_CHECKING, Any, final
 
 from pytest_llmeval.errors import BudgetExceededError, JudgeError, ScorerConfigError
 from pytest_llmeval.judge.prices import cost_usd
@@ -46,7 +48,6 @@ __all__ = [
     "extract_json",
 ]
 
-T = TypeVar("T")
 
 #: Where the SDK goes when no base URL is configured.
 DEFAULT_ENDPOINT = "https://api.openai.com/v1"
@@ -182,12 +183,13 @@ class JudgeClient:
                 kwargs["top_logprobs"] = top_logprobs
         resp = await self._create_chat(kwargs, scorer)
         usage = self._account(resp)
-        message = self._first_message(resp, scorer)
+        choice = self._first_choice(resp, scorer)
+        content = choice["message"].get("content")
         return ChatResult(
-            content=message.content,
-            top_logprobs=_first_token_top_logprobs(resp.choices[0]),
+            content=content if isinstance(content, str) else None,
+            top_logprobs=_first_token_top_logprobs(choice),
             usage=usage,
-            model=str(getattr(resp, "model", None) or self.settings.model),
+            model=str(resp.get("model") or self.settings.model),
         )
 
     async def structured(
@@ -231,7 +233,7 @@ class JudgeClient:
                 kwargs["response_format"] = {"type": "json_object"}
             resp = await self._create_chat(kwargs, scorer)
             total = total + self._account(resp)
-            message = self._first_message(resp, scorer)
+            message = self._first_choice(resp, scorer)["message"]
             raw, parsed, problem = _parse_structured(message, name, mode)
             if parsed is not None:
                 problem = _validation_problem(validator, parsed)
@@ -259,23 +261,22 @@ class JudgeClient:
             return [], Usage()
         use = model or self.settings.embedding_model
 
-        def send(client: AsyncOpenAI, timeout: float) -> Awaitable[Any]:
-            return client.embeddings.create(
-                input=list(texts), model=use, encoding_format="float", timeout=timeout
+        body = {"input": list(texts), "model": use, "encoding_format": "float"}
+        resp = await self._call("embeddings", "/embeddings", body, scorer, use)
+        try:
+            data = sorted(
+                (d for d in resp.get("data") or [] if isinstance(d, dict)),
+                key=lambda d: int(d.get("index", 0)),
             )
-
-        resp = await self._call("embeddings", send, scorer, use)
-        data = sorted(resp.data or [], key=lambda d: d.index)
-        if len(data) != len(texts):
-            raise JudgeError(
-                f"the embeddings reply has {len(data)} vectors for {len(texts)} texts",
-                scorer=scorer,
-                endpoint=self.endpoint,
-                model=use,
+            vectors = [_vector(d.get("embedding")) for d in data]
+        except (TypeError, ValueError) as exc:
+            raise self._malformed("embeddings", scorer, use, str(exc)) from None
+        if len(vectors) != len(texts):
+            raise self._malformed(
+                "embeddings", scorer, use, f"{len(vectors)} vectors for {len(texts)} texts"
             )
-        vectors = [[float(x) for x in d.embedding] for d in data]
-        tokens = int(getattr(resp.usage, "prompt_tokens", 0) or 0)
-        usage = Usage(tokens, 0, 1, cost_usd((use, resp.model), tokens, 0, self.prices))
+        tokens = _int(_dig(resp, "usage", "prompt_tokens"))
+        usage = Usage(tokens, 0, 1, cost_usd((use, resp.get("model")), tokens, 0, self.prices))
         self.ledger.add(usage)
         return vectors, usage
 
@@ -284,31 +285,28 @@ class JudgeClient:
     ) -> ModerationResult:
         """One moderations-endpoint verdict for ``text`` (``model`` None: endpoint default)."""
 
-        def send(client: AsyncOpenAI, timeout: float) -> Awaitable[Any]:
-            if model is None:
-                return client.moderations.create(input=text, timeout=timeout)
-            return client.moderations.create(input=text, model=model, timeout=timeout)
-
-        resp = await self._call("moderations", send, scorer, model or "(endpoint default)")
-        results = list(resp.results or [])
-        if not results:
-            raise JudgeError(
-                "the moderations reply has no result",
-                scorer=scorer,
-                endpoint=self.endpoint,
-                model=model,
-            )
-        first = results[0]
-        usage = Usage(0, 0, 1, cost_usd((model, resp.model), 0, 0, self.prices))
+        body: dict[str, Any] = {"input": text}
+        if model is not None:
+            body["model"] = model
+        label = model or "(endpoint default)"
+        resp = await self._call("moderations", "/moderations", body, scorer, label)
+        results = resp.get("results")
+        first = results[0] if isinstance(results, list) and results else None
+        if not isinstance(first, dict):
+            raise self._malformed("moderations", scorer, label, "no result")
+        usage = Usage(0, 0, 1, cost_usd((model, resp.get("model")), 0, 0, self.prices))
         self.ledger.add(usage)
-        return ModerationResult(
-            flagged=bool(first.flagged),
-            categories={k: bool(v) for k, v in _plain(first.categories).items() if v is not None},
-            category_scores={
-                k: float(v) for k, v in _plain(first.category_scores).items() if v is not None
-            },
-            usage=usage,
-        )
+        categories = first.get("categories") or {}
+        scores = first.get("category_scores") or {}
+        try:
+            return ModerationResult(
+                flagged=bool(first.get("flagged")),
+                categories={str(k): bool(v) for k, v in categories.items() if v is not None},
+                category_scores={str(k): float(v) for k, v in scores.items() if v is not None},
+                usage=usage,
+            )
+        except (AttributeError, TypeError, ValueError) as exc:
+            raise self._malformed("moderations", scorer, label, str(exc)) from None
 
     async def close(self) -> None:
         """Close the HTTP client bound to the running loop (others are dropped)."""
@@ -346,31 +344,33 @@ class JudgeClient:
             kwargs["seed"] = s.seed
         return kwargs
 
-    async def _create_chat(self, kwargs: dict[str, Any], scorer: str | None) -> Any:
-        def send(client: AsyncOpenAI, timeout: float) -> Awaitable[Any]:
-            return client.chat.completions.create(**kwargs, timeout=timeout)
+    async def _create_chat(self, body: dict[str, Any], scorer: str | None) -> dict[str, Any]:
+        return await self._call("chat", "/chat/completions", body, scorer, self.settings.model)
 
-        return await self._call("chat", send, scorer, self.settings.model)
-
-    def _account(self, resp: Any) -> Usage:
-        u = getattr(resp, "usage", None)
-        prompt = int(getattr(u, "prompt_tokens", 0) or 0)
-        completion = int(getattr(u, "completion_tokens", 0) or 0)
-        models = (self.settings.model, getattr(resp, "model", None))
+    def _account(self, resp: dict[str, Any]) -> Usage:
+        prompt = _int(_dig(resp, "usage", "prompt_tokens"))
+        completion = _int(_dig(resp, "usage", "completion_tokens"))
+        models = (self.settings.model, resp.get("model"))
         usage = Usage(prompt, completion, 1, cost_usd(models, prompt, completion, self.prices))
         self.ledger.add(usage)
         return usage
 
-    def _first_message(self, resp: Any, scorer: str | None) -> Any:
-        choices = getattr(resp, "choices", None) or []
-        if not choices or getattr(choices[0], "message", None) is None:
-            raise JudgeError(
-                "the chat reply has no message (empty 'choices')",
-                scorer=scorer,
-                endpoint=self.endpoint,
-                model=self.settings.model,
-            )
-        return choices[0].message
+    def _first_choice(self, resp: dict[str, Any], scorer: str | None) -> dict[str, Any]:
+        choices = resp.get("choices")
+        choice = choices[0] if isinstance(choices, list) and choices else None
+        if not isinstance(choice, dict) or not isinstance(choice.get("message"), dict):
+            raise self._malformed("chat", scorer, self.settings.model, "no message in 'choices'")
+        return choice
+
+    def _malformed(
+        self, what: str, scorer: str | None, model: str | None, problem: str
+    ) -> JudgeError:
+        return JudgeError(
+            f"the {what} reply is not in the OpenAI format: {problem}",
+            scorer=scorer,
+            endpoint=self.endpoint,
+            model=model,
+        )
 
     def _check_budget(self, scorer: str | None, model: str | None) -> None:
         if self.budget_usd is None:
@@ -388,11 +388,18 @@ class JudgeClient:
     async def _call(
         self,
         what: str,
-        send: Callable[[AsyncOpenAI, float], Awaitable[T]],
+        path: str,
+        body: dict[str, Any],
         scorer: str | None,
         model: str | None,
-    ) -> T:
-        """Send one request with the concurrency limit, retries and timeouts."""
+    ) -> dict[str, Any]:
+        """POST one JSON request with the concurrency limit, retries and timeouts; the JSON reply.
+
+        The SDK's generic ``post`` sends the body as given (already in wire format) and returns
+        the raw bytes: this skips the SDK's per-call parameter transformation and response model
+        building, which cost more CPU than the whole rest of a judge call, while keeping its
+        auth, base URL, timeouts and error mapping.
+        """
         self._check_budget(scorer, model)
         s = self.settings
         state = self._state()
@@ -411,9 +418,13 @@ class JudgeClient:
                     break
                 timeout = min(float(s.timeout), remaining)
                 try:
-                    return await send(state.client, timeout)
+                    raw = await state.client.post(
+                        path, cast_to=bytes, body=body, options={"timeout": timeout}
+                    )
                 except Exception as exc:
                     failure = self._classify(exc, timeout)
+                else:
+                    return self._decode(what, raw, scorer, model)
             if not failure.retryable:
                 raise JudgeError(
                     f"the {what} request was rejected",
@@ -443,6 +454,18 @@ class JudgeClient:
             model=model,
             cause=failure.cause,
         )
+
+    def _decode(
+        self, what: str, raw: bytes, scorer: str | None, model: str | None
+    ) -> dict[str, Any]:
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            snippet = raw[:80].decode("utf-8", "replace")
+            raise self._malformed(what, scorer, model, f"not JSON ({snippet!r})") from None
+        if not isinstance(data, dict):
+            raise self._malformed(what, scorer, model, f"a JSON {type(data).__name__}")
+        return data
 
     def _delay(self, attempt: int, retry_after: float | None) -> float:
         if retry_after is not None:
@@ -529,28 +552,42 @@ def _retry_after(headers: Mapping[str, str]) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
-def _first_token_top_logprobs(choice: Any) -> list[tuple[str, float]] | None:
-    lp = getattr(choice, "logprobs", None)
-    content = getattr(lp, "content", None) if lp is not None else None
-    if not content:
+def _dig(data: Any, *keys: str) -> Any:
+    for key in keys:
+        if not isinstance(data, dict):
+            return None
+        data = data.get(key)
+    return data
+
+
+def _int(value: Any) -> int:
+    try:
+        return int(value or 0)
+    except (TypeError, ValueError):
+        return 0
+
+
+def _vector(value: Any) -> list[float]:
+    if isinstance(value, str):  # base64 float32, when an endpoint ignores encoding_format
+        raw = base64.b64decode(value)
+        return [float(x) for x in struct.unpack(f"<{len(raw) // 4}f", raw)]
+    if not isinstance(value, list):
+        raise TypeError(f"an embedding is a {type(value).__name__}, not a list of numbers")
+    return [float(x) for x in value]
+
+
+def _first_token_top_logprobs(choice: dict[str, Any]) -> list[tuple[str, float]] | None:
+    content = _dig(choice, "logprobs", "content")
+    if not isinstance(content, list) or not content or not isinstance(content[0], dict):
         return None
     first = content[0]
-    tops = getattr(first, "top_logprobs", None) or []
-    if not tops:
-        return [(str(first.token), float(first.logprob))]
-    return [(str(t.token), float(t.logprob)) for t in tops]
-
-
-def _plain(model: Any) -> dict[str, Any]:
-    if model is None:
-        return {}
-    if isinstance(model, Mapping):
-        return dict(model)
-    dump = getattr(model, "model_dump", None)
-    if callable(dump):
-        out = dump(by_alias=True)
-        return dict(out) if isinstance(out, Mapping) else {}
-    return dict(vars(model))
+    tops = first.get("top_logprobs")
+    try:
+        if not isinstance(tops, list) or not tops:
+            return [(str(first["token"]), float(first["logprob"]))]
+        return [(str(t["token"]), float(t["logprob"])) for t in tops]
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 # -- structured replies -------------------------------------------------------------------------
@@ -651,14 +688,15 @@ def _unwrap_call(value: Any, name: str) -> Any:
     return value
 
 
-def _parse_structured(message: Any, name: str, mode: str) -> tuple[str | None, Any, str]:
-    """(raw text, parsed dict or None, problem) from one reply."""
+def _parse_structured(message: dict[str, Any], name: str, mode: str) -> tuple[str | None, Any, str]:
+    """(raw text, parsed dict or None, problem) from one reply message."""
     if mode == "tool":
-        calls = getattr(message, "tool_calls", None) or []
-        if calls:
-            fn = getattr(calls[0], "function", None)
-            raw = getattr(fn, "arguments", None)
-            called = getattr(fn, "name", None)
+        calls = message.get("tool_calls") or []
+        if isinstance(calls, list) and calls:
+            raw = _dig(calls[0], "function", "arguments")
+            called = _dig(calls[0], "function", "name")
+            if isinstance(raw, dict):  # some servers send the arguments as an object
+                raw = json.dumps(raw)
             if called and called != name:
                 return raw, None, f"the reply called function {called!r} instead of {name!r}"
             if not isinstance(raw, str) or not raw.strip():
@@ -672,7 +710,7 @@ def _parse_structured(message: Any, name: str, mode: str) -> tuple[str | None, A
                 found = extract_json(parsed)
                 parsed = found if found is not None else parsed
             return _as_object(raw, parsed, name)
-    content = getattr(message, "content", None)
+    content = message.get("content")
     if not isinstance(content, str) or not content.strip():
         what = "a tool call or JSON text" if mode == "tool" else "a JSON object"
         return content, None, f"the reply has neither {what}"

@@ -25,9 +25,11 @@ No third-party web framework: the stdlib's threading HTTP server, one thread per
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import math
+import socket
 import struct
 import threading
 import time
@@ -267,6 +269,10 @@ _PATHS = {
 }
 
 
+#: Control route: request counts (GET), or counts then clear the log (POST).
+STATS_PATH = "/_test/stats"
+
+
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
@@ -393,6 +399,18 @@ class OpenAITestServer:
     def requests_to(self, endpoint: str) -> list[RecordedRequest]:
         """The requests to one endpoint (``chat``, ``embeddings``, ``moderations``, ``models``)."""
         return [r for r in self.requests if r.endpoint == endpoint]
+
+    def stats(self, *, clear: bool = False) -> dict[str, Any]:
+        """Request counts per endpoint and the in-flight maximum (what ``GET /_test/stats``
+        returns; ``POST /_test/stats`` returns them and then clears the log)."""
+        with self._lock:
+            counts: dict[str, int] = {}
+            for rec in self._log:
+                counts[rec.endpoint] = counts.get(rec.endpoint, 0) + 1
+            out = {"requests": counts, "max_in_flight": self._max_in_flight}
+        if clear:
+            self.clear()
+        return out
 
     @property
     def max_in_flight(self) -> int:
@@ -638,7 +656,15 @@ def _error_body(message: str, kind: str) -> dict[str, Any]:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive: the client reuses connections
+    # Buffer the reply so headers and body leave in one segment, and turn Nagle off: otherwise
+    # the body waits for the client's delayed ACK of the headers (~40 ms per reply).
+    wbufsize = -1
     server: _HTTPServer
+
+    def setup(self) -> None:
+        super().setup()
+        with contextlib.suppress(OSError):
+            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def log_message(self, format: str, *args: Any) -> None:
         return  # quiet: tests read the request log instead
@@ -652,6 +678,12 @@ class _Handler(BaseHTTPRequestHandler):
     def _handle(self, *, with_body: bool) -> None:
         owner = self.server.owner
         path = self.path.split("?", 1)[0].rstrip("/")
+        if path == STATS_PATH:
+            # Control route for a server in another process; not logged.
+            if with_body:
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self._send(200, {}, owner.stats(clear=with_body))
+            return
         endpoint = _PATHS.get(path, "unknown")
         body: dict[str, Any] = {}
         bad: str | None = None
@@ -705,3 +737,59 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
         self.wfile.flush()
+
+
+# -- running the server in its own process -------------------------------------------------------
+
+
+def _parse_top_logprobs(value: str) -> list[tuple[str, float]]:
+    out = []
+    for part in value.split(","):
+        token, _, lp = part.rpartition("=")
+        out.append((token, float(lp)))
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m pytest_llmeval.testing``: serve until interrupted (SIGINT or
+    SIGTERM), printing the base URL as the first line of stdout.
+
+    Every chat request gets the same default reply: a forced tool call with ``--tool-arguments``
+    when the request offers tools and those are given, else ``--reply-text`` with the first
+    token's ``--top-logprobs`` (``Yes=-0.1,No=-2.5``). Counts: ``GET /_test/stats``.
+    Useful for tests run with pytest-xdist (one server for every worker) and for benchmarks
+    (the server's own CPU time stays out of the measuring process).
+    """
+    import argparse
+    import signal
+    import sys
+
+    parser = argparse.ArgumentParser(prog="python -m pytest_llmeval.testing")
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds added per call")
+    parser.add_argument("--reply-text", default="Yes")
+    parser.add_argument("--top-logprobs", type=_parse_top_logprobs, default=None)
+    parser.add_argument("--tool-arguments", type=json.loads, default=None)
+    parser.add_argument("--model", default="test-judge")
+    args = parser.parse_args(argv)
+
+    plain = text(args.reply_text, top_logprobs=args.top_logprobs)
+    tool = None if args.tool_arguments is None else tool_call(args.tool_arguments)
+
+    def default(body: dict[str, Any]) -> Item:
+        return tool if tool is not None and body.get("tools") else plain
+
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    with OpenAITestServer(latency=args.latency, model=args.model, chat_default=default) as srv:
+        print(srv.base_url, flush=True)
+        try:
+            while not stop.wait(0.2):
+                pass
+        except KeyboardInterrupt:
+            pass
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

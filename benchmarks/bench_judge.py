@@ -1,0 +1,216 @@
+"""Judge throughput against the scripted test server (100 ms added latency per call).
+
+(a) 400 rows through ``pytest_llmeval.score_many("l3score", ...)`` at concurrency 16, cold cache:
+    the time and its ratio to the ideal 400 x 0.1 / 16 s (target: ratio <= 1.3).
+(c) the same 400 rows again with the cache warm: the number of judge calls (target: 0).
+
+The server runs in its own process by default (``--server process``), as a real endpoint would:
+its CPU time then stays out of the measured process. ``--server thread`` runs it in-process
+(same GIL as the client) for comparison.
+
+Run: ``python benchmarks/bench_judge.py [--rows 400] [--latency 0.1] [--concurrency 16]``.
+Exits non-zero when a target is missed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+
+class _Remote:
+    """The test server in a child process (``python -m pytest_llmeval.testing``)."""
+
+    def __init__(self, base_url: str) -> None:
+        self.base_url = base_url
+        self._stats = base_url.rsplit("/v1", 1)[0] + "/_test/stats"
+
+    def stats(self, *, clear: bool = False) -> dict[str, Any]:
+        req = urllib.request.Request(self._stats, data=b"{}" if clear else None)
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            data: dict[str, Any] = json.loads(resp.read())
+        return data
+
+
+@contextlib.contextmanager
+def remote_server(latency: float) -> Iterator[_Remote]:
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest_llmeval.testing",
+        "--latency",
+        str(latency),
+        "--reply-text",
+        "Yes",
+        "--top-logprobs",
+        "Yes=-0.1,No=-2.5",
+    ]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        yield _Remote(proc.stdout.readline().strip())
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+async def _raw_client(base_url: str, rows: int, concurrency: int) -> None:
+    """The same chat calls made by a bare asyncio HTTP/1.1 client over ``concurrency`` kept-alive
+    connections: what this machine allows right now, with no SDK and no scoring at all."""
+    import asyncio
+
+    host_port = base_url.split("//", 1)[1].split("/", 1)[0]
+    host, port = host_port.rsplit(":", 1)
+    body = json.dumps(
+        {
+            "model": "test-judge",
+            "messages": [{"role": "user", "content": "x" * 600}],
+            "temperature": 0.0,
+            "logprobs": True,
+            "top_logprobs": 5,
+        }
+    ).encode()
+    head = (
+        f"POST /v1/chat/completions HTTP/1.1\r\nHost: {host_port}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode()
+    per = [rows // concurrency + (1 if i < rows % concurrency else 0) for i in range(concurrency)]
+
+    async def worker(n: int) -> None:
+        reader, writer = await asyncio.open_connection(host, int(port))
+        for _ in range(n):
+            writer.write(head + body)
+            await writer.drain()
+            headers = await reader.readuntil(b"\r\n\r\n")
+            length = next(
+                int(line.split(b":", 1)[1])
+                for line in headers.split(b"\r\n")
+                if line.lower().startswith(b"content-length:")
+            )
+            await reader.readexactly(length)
+        writer.close()
+
+    await asyncio.gather(*(worker(n) for n in per if n))
+
+
+def raw_baseline(base_url: str, rows: int, concurrency: int) -> float:
+    import asyncio
+
+    t0 = time.perf_counter()
+    asyncio.run(_raw_client(base_url, rows, concurrency))
+    return time.perf_counter() - t0
+
+
+class _Local:
+    """The test server in this process."""
+
+    def __init__(self, latency: float) -> None:
+        from pytest_llmeval.testing import OpenAITestServer, text
+
+        self.server = OpenAITestServer(latency=latency).start()
+        self.server.set_default(text("Yes", top_logprobs=[("Yes", -0.1), ("No", -2.5)]))
+        self.base_url = self.server.base_url
+
+    def stats(self, *, clear: bool = False) -> dict[str, Any]:
+        return self.server.stats(clear=clear)
+
+
+@contextlib.contextmanager
+def local_server(latency: float) -> Iterator[_Local]:
+    local = _Local(latency)
+    try:
+        yield local
+    finally:
+        local.server.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--rows", type=int, default=400)
+    parser.add_argument("--latency", type=float, default=0.1)
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--max-ratio", type=float, default=1.3)
+    parser.add_argument("--server", choices=("process", "thread"), default="process")
+    args = parser.parse_args(argv)
+
+    import pytest_llmeval
+    from pytest_llmeval.settings import JudgeSettings, Secret, Settings
+
+    rows = [
+        {
+            "input": f"Question number {i}: what is {i} + {i}?",
+            "expected": str(2 * i),
+            "output": f"The answer is {2 * i}.",
+        }
+        for i in range(args.rows)
+    ]
+    ideal = args.rows * args.latency / args.concurrency
+    serve = remote_server if args.server == "process" else local_server
+
+    with tempfile.TemporaryDirectory() as tmp, serve(args.latency) as server:
+        judge = JudgeSettings(
+            base_url=server.base_url,
+            model="test-judge",
+            api_key=Secret("sk-bench"),
+            concurrency=args.concurrency,
+            timeout=30.0,
+        )
+        pytest_llmeval.configure(
+            Settings(judge=judge, cache_mode="use", cache_dir=Path(tmp) / ".llmeval")
+        )
+        # Warm-up outside the timing: SDK import, connection pool, cache file creation.
+        pytest_llmeval.score("l3score", input="warm-up", expected="a", output="a")
+        server.stats(clear=True)
+
+        baseline = raw_baseline(server.base_url, args.rows, args.concurrency)
+        server.stats(clear=True)
+
+        t0, c0 = time.perf_counter(), time.process_time()
+        cold = pytest_llmeval.score_many("l3score", rows)
+        elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
+        stats = server.stats(clear=True)
+        cold_calls = stats["requests"].get("chat", 0)
+        peak = stats["max_in_flight"]
+        ratio = elapsed / ideal
+
+        t1 = time.perf_counter()
+        warm = pytest_llmeval.score_many("l3score", rows)
+        warm_elapsed = time.perf_counter() - t1
+        warm_calls = server.stats()["requests"].get("chat", 0)
+        pytest_llmeval.get_context().close()
+
+    ok_values = all(abs(v - 0.916827) < 1e-5 for v in cold.values) and warm.values == cold.values
+    print(
+        f"rows={args.rows} latency={args.latency}s concurrency={args.concurrency} "
+        f"server={args.server}"
+    )
+    print(
+        f"(a) cold: {elapsed:.3f} s for {cold_calls} judge calls, ideal {ideal:.3f} s, "
+        f"ratio {ratio:.3f} (target <= {args.max_ratio}); peak in flight {peak}; "
+        f"CPU time of this process {cpu:.3f} s ({1000 * cpu / max(1, cold_calls):.1f} ms/call)"
+    )
+    print(
+        f"    baseline (bare asyncio HTTP client, same server, same run): {baseline:.3f} s, "
+        f"ratio to ideal {baseline / ideal:.3f}; engine / baseline {elapsed / baseline:.3f}"
+    )
+    print(
+        f"(c) warm: {warm_elapsed:.3f} s, {warm_calls} judge calls (target 0), "
+        f"{sum(s.cached for s in warm.scores)} of {len(warm.scores)} from the cache"
+    )
+    print(f"scores correct and identical cold/warm: {ok_values}")
+    failed = ratio > args.max_ratio or warm_calls != 0 or cold_calls != args.rows or not ok_values
+    print("RESULT:", "FAIL" if failed else "OK")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
