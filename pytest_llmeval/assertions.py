@@ -19,7 +19,8 @@ from pytest_llmeval.errors import (
 )
 from pytest_llmeval.records import ScoreRecord, current_recorder
 from pytest_llmeval.registry import default_registry
-from pytest_llmeval.scoring import Score, Scorer, identity_of
+from pytest_llmeval.cache_protocol import input_key
+from pytest_llmeval.scoring import Score, Scorer
 
 __all__ = [
     "BatchResult",
@@ -39,46 +40,64 @@ class LLMEvalAssertionError(AssertionError):
     """A score fell outside its bounds. Shown by pytest like any failed assert."""
 
 
+def _scorer_class(scorer: str | Scorer | type[Scorer]) -> type[Scorer]:
+    if isinstance(scorer, Scorer):
+        return type(scorer)
+    if isinstance(scorer, type) and issubclass(scorer, Scorer):
+        return scorer
+    if isinstance(scorer, str):
+        return default_registry.get(scorer)
+    raise TypeError(
+        f"scorer must be a registered name, a Scorer subclass or instance, not {scorer!r}"
+    )
+
+
+# Scorer instances are immutable once built; the same (class, options) is asked for once per
+# test in a dataset run, so instances are reused. Options that cannot be hashed (a schema dict,
+# a scorer object) simply build a new instance.
+_INSTANCES: dict[tuple[type[Scorer], tuple[tuple[str, Any], ...]], Scorer] = {}
+_MAX_INSTANCES = 512
+
+
 def resolve_scorer(scorer: str | Scorer | type[Scorer], options: Mapping[str, Any]) -> Scorer:
     """A scorer instance from a name, a class or an instance, with ``options`` applied."""
     if isinstance(scorer, Scorer):
         if not options:
             return scorer
         return type(scorer)(**{**scorer.options, **options})
-    if isinstance(scorer, type) and issubclass(scorer, Scorer):
-        return scorer(**options)
-    if isinstance(scorer, str):
-        return default_registry.get(scorer)(**options)
-    raise TypeError(
-        f"scorer must be a registered name, a Scorer subclass or instance, not {scorer!r}"
-    )
+    cls = _scorer_class(scorer)
+    try:
+        memo_key = (cls, tuple(sorted(options.items())))
+        hash(memo_key)
+    except TypeError:
+        return cls(**options)
+    inst = _INSTANCES.get(memo_key)
+    if inst is None:
+        inst = cls(**options)
+        if len(_INSTANCES) >= _MAX_INSTANCES:
+            _INSTANCES.clear()
+        _INSTANCES[memo_key] = inst
+    return inst
 
 
 def _split(
     scorer: str | Scorer | type[Scorer], fields: Mapping[str, Any], kwargs: Mapping[str, Any]
 ) -> tuple[Scorer, dict[str, Any]]:
     """Split call keywords into scorer inputs (declared input fields) and scorer options."""
-    if isinstance(scorer, Scorer):
-        cls: type[Scorer] = type(scorer)
-    elif isinstance(scorer, type) and issubclass(scorer, Scorer):
-        cls = scorer
-    elif isinstance(scorer, str):
-        cls = default_registry.get(scorer)
-    else:
-        raise TypeError(
-            f"scorer must be a registered name, a Scorer subclass or instance, not {scorer!r}"
-        )
-    declared = set(cls.input_fields())
+    cls = _scorer_class(scorer)
+    declared = cls.input_fields()
     inputs: dict[str, Any] = {}
     options: dict[str, Any] = {}
     for key, value in kwargs.items():
-        (inputs if key in declared else options)[key] = value
-    for key, value in fields.items():
         if key in declared:
+            if value is not None:
+                inputs[key] = value
+        else:
+            options[key] = value
+    for key, value in fields.items():
+        if value is not None and key in declared:
             inputs[key] = value
-    inst = resolve_scorer(scorer, options)
-    inputs = {k: v for k, v in inputs.items() if v is not None}
-    return inst, inputs
+    return resolve_scorer(scorer, options), inputs
 
 
 def _where() -> str | None:
@@ -103,15 +122,12 @@ def _prepare(
     except ScorerInputError as exc:
         raise _located(exc) from None
     key: str | None = None
-    cache = ctx.result_cache()
-    if cache is not None:
-        from pytest_llmeval.cache import cache_key
-
-        key = cache_key(inst.identity(ctx), identity_of(inputs))
+    if ctx.result_cache() is not None:
+        key = input_key(inst.identity_json(ctx), inputs)
     return inst, inputs, key
 
 
-def _lookup(inst: Scorer, key: str | None, ctx: ScoringContext) -> Score | None:
+def _lookup(inst: Scorer, key: str | None, ctx: ScoringContext, t0: float) -> Score | None:
     if key is None:
         return None
     mode = ctx.settings.cache_mode
@@ -121,7 +137,7 @@ def _lookup(inst: Scorer, key: str | None, ctx: ScoringContext) -> Score | None:
     hit = cache.get(key)
     if hit is not None:
         try:
-            return Score.from_cache(hit, inst.name)
+            return Score.from_cache(hit, inst.name, duration_s=time.perf_counter() - t0)
         except (KeyError, TypeError, ValueError):
             hit = None  # a damaged entry is a miss
     if mode == "replay":
@@ -154,9 +170,9 @@ def _score_sync(
 ) -> tuple[Scorer, Score]:
     t0 = time.perf_counter()
     inst, inputs, key = _prepare(scorer, fields, kwargs, ctx)
-    hit = _lookup(inst, key, ctx)
+    hit = _lookup(inst, key, ctx, t0)
     if hit is not None:
-        return inst, hit.replace(duration_s=time.perf_counter() - t0)
+        return inst, hit
     try:
         result = inst.compute(inputs, ctx)
     except ScorerInputError as exc:
@@ -172,9 +188,9 @@ async def _score_async(
 ) -> tuple[Scorer, Score]:
     t0 = time.perf_counter()
     inst, inputs, key = _prepare(scorer, fields, kwargs, ctx)
-    hit = _lookup(inst, key, ctx)
+    hit = _lookup(inst, key, ctx, t0)
     if hit is not None:
-        return inst, hit.replace(duration_s=time.perf_counter() - t0)
+        return inst, hit
     result = await inst.acompute(inputs, ctx)
     return inst, _finish(inst, result, key, ctx, t0)
 

@@ -8,7 +8,6 @@ for the run with a warning. It never fails a run.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sqlite3
@@ -19,6 +18,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, final
 
+from pytest_llmeval.cache_protocol import input_key
 from pytest_llmeval.scoring import canonical_json
 
 __all__ = ["CacheWarning", "ResultCache", "cache_key"]
@@ -39,9 +39,8 @@ class CacheWarning(UserWarning):
 
 
 def cache_key(identity: Mapping[str, Any], inputs: Mapping[str, Any]) -> str:
-    """sha256 of the canonical JSON of (scorer identity, inputs)."""
-    payload = canonical_json({"scorer": identity, "inputs": inputs})
-    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+    """The key of a result: sha256 over the canonical JSON of (scorer identity, inputs)."""
+    return input_key(canonical_json(identity), inputs)
 
 
 @final

@@ -2,10 +2,22 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["ResultStore"]
+from pytest_llmeval.scoring import canonical_json
+
+__all__ = ["ResultStore", "input_key"]
+
+
+def input_key(identity_json: str, inputs: Mapping[str, Any]) -> str:
+    """The result key: sha256 of the scorer's canonical identity JSON and the canonical JSON of
+    the inputs (values JSON cannot express are keyed by their repr)."""
+    h = hashlib.sha256(identity_json.encode("utf-8"))
+    h.update(b"\x00")
+    h.update(canonical_json(inputs).encode("utf-8"))
+    return h.hexdigest()
 
 
 @runtime_checkable

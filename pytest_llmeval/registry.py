@@ -81,6 +81,8 @@ class ScorerRegistry:
         self._lazy: dict[str, tuple[str, str]] = {}
         # normalized spelling -> canonical name
         self._index: dict[str, str] = {}
+        # exact spelling -> class, filled by get(); cleared by register()
+        self._resolved: dict[str, type[Scorer]] = {}
         for name, (module, cls, aliases) in (builtins or {}).items():
             self._lazy[name] = (module, cls)
             self._add_names(name, aliases)
@@ -109,6 +111,7 @@ class ScorerRegistry:
                     )
             self._classes[cls.name] = cls
             self._lazy.pop(cls.name, None)
+            self._resolved.clear()
             self._add_names(cls.name, cls.aliases)
         return cls
 
@@ -132,6 +135,14 @@ class ScorerRegistry:
 
     def get(self, name: str) -> type[Scorer]:
         """The scorer class registered under ``name`` (any spelling), importing it if built in."""
+        hit = self._resolved.get(name)
+        if hit is not None:
+            return hit
+        cls = self._get(name)
+        self._resolved[name] = cls
+        return cls
+
+    def _get(self, name: str) -> type[Scorer]:
         canonical = self.canonical(name)
         with self._lock:
             cls = self._classes.get(canonical)

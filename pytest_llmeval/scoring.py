@@ -117,7 +117,7 @@ class Score:
         }
 
     @classmethod
-    def from_cache(cls, data: Mapping[str, Any], scorer: str) -> Score:
+    def from_cache(cls, data: Mapping[str, Any], scorer: str, duration_s: float = 0.0) -> Score:
         return cls(
             value=float(data["value"]),
             scorer=scorer,
@@ -125,6 +125,7 @@ class Score:
             metadata=data.get("metadata") or {},
             usage=Usage.from_json(data.get("usage")),
             cached=True,
+            duration_s=duration_s,
         )
 
 
@@ -258,6 +259,16 @@ class Scorer:
         if extra:
             ident["extra"] = identity_of(dict(extra))
         return ident
+
+    def identity_json(self, ctx: ScoringContext) -> str:
+        """:meth:`identity` as canonical JSON, computed once per (instance, context)."""
+        memo = self.__dict__.get("_identity_memo")
+        if memo is not None and memo[0] is ctx:
+            text: str = memo[1]
+            return text
+        text = canonical_json(self.identity(ctx))
+        self.__dict__["_identity_memo"] = (ctx, text)
+        return text
 
     def __repr__(self) -> str:
         opts = ", ".join(f"{k}={v!r}" for k, v in self.public_options().items())

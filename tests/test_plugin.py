@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from pathlib import Path
 
 import pytest
 
@@ -176,8 +175,13 @@ def test_cache_dir_option_and_corrupt_cache(project: pytest.Pytester) -> None:
     alt = project.path / "alt-cache"
     alt.mkdir()
     (alt / "results.sqlite3").write_bytes(b"garbage" * 500)
-    result = project.runpytest("--llm-eval", "--llm-eval-cache-dir", str(alt), "-W",
-                               "default::pytest_llmeval.cache.CacheWarning")
+    result = project.runpytest(
+        "--llm-eval",
+        "--llm-eval-cache-dir",
+        str(alt),
+        "-W",
+        "default::pytest_llmeval.cache.CacheWarning",
+    )
     result.assert_outcomes(passed=3, failed=1)
     result.stdout.fnmatch_lines(["*unreadable*rebuilding*"])
     assert not (project.path / ".llmeval").exists()
@@ -306,11 +310,11 @@ def _report(p: pytest.Pytester, *args: str) -> dict:  # type: ignore[type-arg]
 
 
 def _comparable(report: dict) -> tuple:  # type: ignore[type-arg]
-    recs = [
-        {k: v for k, v in r.items() if k not in ("duration_s",)} for r in report["records"]
-    ]
-    aggs = {k: {kk: vv for kk, vv in v.items() if kk != "time_s"}
-            for k, v in report["aggregates"].items()}
+    recs = [{k: v for k, v in r.items() if k not in ("duration_s",)} for r in report["records"]]
+    aggs = {
+        k: {kk: vv for kk, vv in v.items() if kk != "time_s"}
+        for k, v in report["aggregates"].items()
+    }
     return recs, aggs
 
 
@@ -325,7 +329,12 @@ def test_json_report_content(project: pytest.Pytester) -> None:
     ]
     rec = report["records"][2]
     assert (rec["file"], rec["test"], rec["scorer"], rec["min"], rec["rationale"]) == (
-        "test_eval.py", "test_overlap", "overlap", 0.5, "1 of 3 words")
+        "test_eval.py",
+        "test_overlap",
+        "overlap",
+        0.5,
+        "1 of 3 words",
+    )
     assert rec["where"] == "data/cases.jsonl:2"
     agg = report["aggregates"]["overlap"]
     assert (agg["n"], agg["passed"], agg["failed"]) == (3, 2, 1)
@@ -351,8 +360,9 @@ def test_same_summary_and_report_with_and_without_xdist(project: pytest.Pytester
         start = next(i for i, line in enumerate(lines) if "llm-eval summary" in line)
         end = next(i for i, line in enumerate(lines) if "short test summary" in line)
         # the time column differs run to run
-        return [line.rsplit(None, 1)[0] if line.endswith("s") else line
-                for line in lines[start:end]]
+        return [
+            line.rsplit(None, 1)[0] if line.endswith("s") else line for line in lines[start:end]
+        ]
 
     assert section(r1.outlines) == section(r2.outlines)
     assert any(line.startswith("overlap") for line in section(r2.outlines))
@@ -379,8 +389,7 @@ def test_register_scorer_hook_from_a_subdirectory_conftest(pytester: pytest.Pyte
 
 def test_update_json_report_hook(project: pytest.Pytester) -> None:
     project.makeconftest(
-        CONFTEST
-        + "\ndef pytest_llmeval_update_json_report(config, report):\n"
+        CONFTEST + "\ndef pytest_llmeval_update_json_report(config, report):\n"
         "    report['run']['build'] = 'b-42'\n"
     )
     assert _report(project)["run"]["build"] == "b-42"
@@ -388,8 +397,7 @@ def test_update_json_report_hook(project: pytest.Pytester) -> None:
 
 def test_make_cache_hook_replaces_the_store(project: pytest.Pytester) -> None:
     project.makeconftest(
-        CONFTEST
-        + "\nclass Mem:\n"
+        CONFTEST + "\nclass Mem:\n"
         "    data = {}\n"
         "    def get(self, key): return self.data.get(key)\n"
         "    def put(self, key, scorer, value): self.data[key] = value\n"

