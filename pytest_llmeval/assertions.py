@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, final
 
+from pytest_llmeval.cache_protocol import input_key
 from pytest_llmeval.context import ScoringContext, get_context
 from pytest_llmeval.errors import (
     CacheMissError,
@@ -19,7 +20,6 @@ from pytest_llmeval.errors import (
 )
 from pytest_llmeval.records import ScoreRecord, current_recorder
 from pytest_llmeval.registry import default_registry
-from pytest_llmeval.cache_protocol import input_key
 from pytest_llmeval.scoring import Score, Scorer
 
 __all__ = [

@@ -71,7 +71,7 @@ def test_empty_missing_duplicate_and_unknown_format(tmp_path: Path) -> None:
     dup = write(tmp_path, "dup.jsonl", '{"id": "a"}\n{"id": "a"}\n')
     with pytest.raises(DatasetError, match=r"dup\.jsonl:2: duplicate case id 'a' \(first at "):
         load_dataset(dup, display="dup.jsonl")
-    with pytest.raises(DatasetError, match="unknown dataset format '.txt'"):
+    with pytest.raises(DatasetError, match=r"unknown dataset format '\.txt'"):
         load_dataset(write(tmp_path, "d.txt", "x"))
 
 

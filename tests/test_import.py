@@ -14,8 +14,8 @@ import pytest_llmeval
 import pytest_llmeval.plugin
 pytest_llmeval.default_registry.names()
 pytest_llmeval.default_registry.canonical("Factuality")
-print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in %r)))
-""" % (HEAVY,)
+print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in HEAVY)))
+""".replace("HEAVY", repr(HEAVY))
 
 
 def test_import_and_plugin_load_import_no_heavy_module() -> None:
@@ -27,12 +27,11 @@ def test_a_pytest_run_with_the_plugin_imports_no_heavy_module(pytester) -> None:
     pytester.makepyfile(
         """
         import sys
-        HEAVY = %r
+        HEAVY = HEAVY_TUPLE
 
         def test_modules():
             assert [m for m in sys.modules if m.split(".")[0] in HEAVY] == []
-        """
-        % (HEAVY,)
+        """.replace("HEAVY_TUPLE", repr(HEAVY))
     )
     pytester.runpytest_subprocess("-p", "no:cacheprovider").assert_outcomes(passed=1)
 
