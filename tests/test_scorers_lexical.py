@@ -237,3 +237,59 @@ def test_any_json_like_input_scores_in_range_or_is_an_input_error(
     assert isinstance(value, float)
     lo, hi = scorer.score_range
     assert lo <= value <= hi
+
+
+JSON_CONTAINERS = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-3, 3)
+    | st.sampled_from([0.5, 1.0])
+    | st.text("aAbÉé", max_size=2),
+    lambda children: (
+        st.lists(children, max_size=3)
+        | st.dictionaries(st.text("abcAB", max_size=2), children, max_size=3)
+    ),
+    max_leaves=8,
+).filter(lambda v: isinstance(v, (dict, list)))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    output=JSON_CONTAINERS,
+    expected=JSON_CONTAINERS | st.text('{}[]"a:1, ', max_size=8),
+    reorder=st.booleans(),
+    as_text=st.booleans(),
+    case_sensitive=st.booleans(),
+)
+def test_exact_match_json_equals_sorted_key_json_text(
+    output: Any, expected: Any, reorder: bool, as_text: bool, case_sensitive: bool
+) -> None:
+    """The encode-unsorted-first shortcut gives the same answer as comparing sorted JSON text."""
+    import json
+
+    def reversed_keys(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: reversed_keys(value[k]) for k in reversed(list(value))}
+        if isinstance(value, list):
+            return [reversed_keys(v) for v in value]
+        return value
+
+    if reorder:
+        expected = reversed_keys(output)
+    if as_text and not isinstance(expected, str):
+        expected = json.dumps(expected, separators=(",", ":"))
+
+    def canonical(value: Any) -> str:
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except ValueError:
+                return value
+        return json.dumps(value, sort_keys=True)
+
+    a, b = canonical(output), canonical(expected)
+    if not case_sensitive:
+        a, b = a.lower(), b.lower()
+    scorer = ExactMatch(case_sensitive=case_sensitive)
+    value = scorer.compute({"output": output, "expected": expected}, PLAIN_CTX).value
+    assert value == (1.0 if a == b else 0.0)

@@ -49,13 +49,14 @@ def make_score(
     metadata: Mapping[str, Any] | None = None,
 ) -> Score:
     """A :class:`Score` equal to ``Score(value=value, scorer=scorer, ...)``, built cheaply."""
-    fields = _SCORE_TEMPLATE.copy()
+    score: Score = _new_object(Score)
+    fields = score.__dict__
+    fields.update(_SCORE_TEMPLATE)
     fields["value"] = value
     fields["scorer"] = scorer
-    fields["rationale"] = rationale
+    if rationale is not None:
+        fields["rationale"] = rationale
     fields["metadata"] = {} if metadata is None else metadata
-    score: Score = _new_object(Score)
-    score.__dict__.update(fields)
     return score
 
 
@@ -107,41 +108,79 @@ class Levenshtein(Scorer):
 # -- exact_match ----------------------------------------------------------------------------------
 
 
-def _json_text(value: Any, field: str, scorer: str) -> str:
-    """The JSON text of one side of an exact_match where the other side is a dict or list."""
+#: ``json.dumps(..., sort_keys=True)`` builds a new encoder on every call; reuse one.
+_SORTED_JSON = json.JSONEncoder(sort_keys=True)
+_PLAIN_JSON = json.JSONEncoder()
+
+
+def _json_side(value: Any, field: str, scorer: str) -> tuple[Any, str | None]:
+    """One side of an exact_match where the other side is a dict or list: ``(value, None)`` for
+    a JSON value (a string side parsed), ``(None, text)`` for a string that is not JSON."""
     if isinstance(value, str):
         try:
-            value = json.loads(value)
+            return json.loads(value), None
         except (ValueError, RecursionError):
-            return str(value)  # not JSON: compared as it is
-    elif not isinstance(value, (dict, list)):
-        if value is None:
-            problem = "is missing, but the other side is a dict or list"
-        else:
-            problem = (
-                f"is {describe_value(value)}, but the other side is a dict or list; "
-                "a JSON value can only be compared with a str, dict or list"
-            )
-        raise ScorerInputError(
-            scorer,
-            field,
-            problem,
-            hint="Pass both sides as JSON values (dict/list) or JSON text (str)",
+            return None, str(value)  # not JSON: compared as it is
+    if isinstance(value, (dict, list)):
+        return value, None
+    if value is None:
+        problem = "is missing, but the other side is a dict or list"
+    else:
+        problem = (
+            f"is {describe_value(value)}, but the other side is a dict or list; "
+            "a JSON value can only be compared with a str, dict or list"
         )
+    raise ScorerInputError(
+        scorer,
+        field,
+        problem,
+        hint="Pass both sides as JSON values (dict/list) or JSON text (str)",
+    )
+
+
+def _encode(encoder: json.JSONEncoder, value: Any, field: str, scorer: str) -> str:
     try:
-        # Keys are sorted: JSON objects are unordered (docs/quirks.md, em-024).
-        return json.dumps(value, sort_keys=True)
+        return encoder.encode(value)
     except TypeError:
-        pass
-    try:
-        return json.dumps(value)  # keys of mixed types cannot be sorted
-    except (TypeError, ValueError, RecursionError) as exc:
-        raise ScorerInputError(
-            scorer,
-            field,
-            f"is not JSON-serialisable ({exc})",
-            hint="Pass dicts and lists of str, int, float, bool and None only",
-        ) from None
+        if encoder is _SORTED_JSON:  # keys of mixed types cannot be sorted
+            return _encode(_PLAIN_JSON, value, field, scorer)
+        error: Exception = TypeError("not JSON-serialisable")
+    except (ValueError, RecursionError) as exc:
+        error = exc
+    raise ScorerInputError(
+        scorer,
+        field,
+        f"is not JSON-serialisable ({error})",
+        hint="Pass dicts and lists of str, int, float, bool and None only",
+    )
+
+
+def _json_equal(output: Any, expected: Any, lower: bool, scorer: str) -> bool:
+    """Whether the JSON texts of both sides, with sorted keys, are equal (docs/quirks.md, em-024).
+
+    Sorting costs more than encoding, so the texts are first encoded in their own key order:
+    equal texts are equal sorted too, and texts of different lengths cannot become equal by
+    reordering object members. Only same-length, different texts are encoded again sorted.
+    """
+    a_value, a_raw = _json_side(output, "output", scorer)
+    b_value, b_raw = _json_side(expected, "expected", scorer)
+    a = a_raw if a_raw is not None else _encode(_PLAIN_JSON, a_value, "output", scorer)
+    b = b_raw if b_raw is not None else _encode(_PLAIN_JSON, b_value, "expected", scorer)
+    if lower:
+        a = a.lower()
+        b = b.lower()
+    if a == b:
+        return True
+    if len(a) != len(b):
+        return False
+    if a_raw is None:
+        a = _encode(_SORTED_JSON, a_value, "output", scorer)
+    if b_raw is None:
+        b = _encode(_SORTED_JSON, b_value, "expected", scorer)
+    if lower:
+        a = a.lower()
+        b = b.lower()
+    return a == b
 
 
 class ExactMatch(Scorer):
@@ -179,8 +218,8 @@ class ExactMatch(Scorer):
             a: str = output
             b: str = expected
         elif isinstance(output, (dict, list)) or isinstance(expected, (dict, list)):
-            a = _json_text(output, "output", self.name)
-            b = _json_text(expected, "expected", self.name)
+            equal = _json_equal(output, expected, self._lower, "exact_match")
+            return make_score(1.0 if equal else 0.0, "exact_match")
         else:
             a = str(output)
             b = str(expected)
@@ -246,6 +285,23 @@ class NumericDiff(Scorer):
     description = "1 - |expected - output| / (|expected| + |output|)"
 
     def compute(self, inputs: Mapping[str, Any], ctx: ScoringContext) -> Score:
-        output = _number(inputs.get("output"), "output", "numeric_diff")
-        expected = _number(inputs.get("expected"), "expected", "numeric_diff")
-        return make_score(numeric_similarity(output, expected), "numeric_diff")
+        output = inputs.get("output")
+        expected = inputs.get("expected")
+        to = type(output)
+        te = type(expected)
+        if (to is int or to is float) and (te is int or te is float):
+            # Fast path for plain finite numbers; NaN, infinities and float overflow fall through
+            # to the checked path below (``nan < inf`` and ``inf < inf`` are both false).
+            if expected == 0 and output == 0:
+                return make_score(1.0, "numeric_diff")
+            try:
+                denominator = abs(expected) + abs(output)
+                if denominator < math.inf:
+                    return make_score(
+                        float(1 - abs(expected - output) / denominator), "numeric_diff"
+                    )
+            except OverflowError:
+                pass
+        checked_output = _number(output, "output", "numeric_diff")
+        checked_expected = _number(expected, "expected", "numeric_diff")
+        return make_score(numeric_similarity(checked_output, checked_expected), "numeric_diff")

@@ -40,9 +40,14 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+# ``json.loads``/``json.dumps`` with any keyword build a new decoder/encoder per call: reuse one.
+_STRICT_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+_COMPACT_SORTED_ENCODER = json.JSONEncoder(separators=(",", ":"), sort_keys=True)
+
+
 def _strict_loads(text: str) -> Any:
     """``json.loads`` without Python's NaN/Infinity extension (RFC 8259 JSON only)."""
-    return json.loads(text, parse_constant=_reject_constant)
+    return _STRICT_DECODER.decode(text)
 
 
 def _parse_container(text: str) -> Any:
@@ -223,7 +228,7 @@ def _checked_numeric(output: Any, expected: Any) -> float:
 
 def _compact_json(value: Any, field: str) -> str:
     try:
-        return json.dumps(value, separators=(",", ":"), sort_keys=True)
+        return _COMPACT_SORTED_ENCODER.encode(value)
     except (TypeError, ValueError) as exc:
         raise ScorerInputError(
             "json_diff",

@@ -1,0 +1,358 @@
+"""Deterministic scorers vs Autoevals 0.4.1, same inputs, same process.
+
+For each of ExactMatch, Levenshtein, NumericDiff, JSONDiff, ValidJSON and ListContains this script
+generates 10,000 (output, expected) pairs from a fixed seed, scores them with Autoevals and with
+ours, asserts the numbers are identical (to 1e-9) and prints time ratios
+``autoevals_time / our_time`` (above 1.0: we are faster) for:
+
+- ``compute``: our Scorer instance's ``compute`` (what a scorer costs), which must win (>= 1.0);
+- ``score()``: ``pytest_llmeval.score(instance, ...)`` with the cache off (the public call, with
+  input splitting, checks and the range check on top);
+- ``score(name)``: the same with the scorer given by name (adds the registry lookup and a new
+  instance per call).
+
+It also breaks down the ``score()`` overhead per call. Each timing is the best of ``--repeat``
+rounds, the contenders interleaved, so that a busy machine hurts both sides alike.
+
+Run: ``pip install -e ".[bench]" && python benchmarks/bench_deterministic.py``. Exit status 1 when
+a number differs or a ``compute`` ratio is below 1.0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import string
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+N_PAIRS = 10_000
+ALPHABET = string.ascii_letters + string.digits + " _-.,éøñ中文字Ωж🙂👍"
+WORDS = [
+    "Paris",
+    "apple",
+    "banana",
+    "cherry",
+    "elderberry",
+    "workspace",
+    "team",
+    "mango",
+    "2.2 million",
+    "Eiffel Tower",
+    "München",
+    "café",
+    "naïve",
+    "🙂 smile",
+    "1889",
+    "London",
+    "grape",
+    "lemon",
+]
+KEYS = ["a", "b", "name", "age", "tags", "c", "ключ", "キー"]
+
+
+def _text(rng: random.Random, lo: int = 0, hi: int = 24) -> str:
+    return "".join(rng.choice(ALPHABET) for _ in range(rng.randint(lo, hi)))
+
+
+def _mutate(rng: random.Random, text: str) -> str:
+    chars = list(text)
+    for _ in range(rng.randint(0, 3)):
+        op = rng.randint(0, 2)
+        pos = rng.randint(0, len(chars))
+        if op == 0:
+            chars.insert(pos, rng.choice(ALPHABET))
+        elif chars and op == 1:
+            del chars[min(pos, len(chars) - 1)]
+        elif chars:
+            chars[min(pos, len(chars) - 1)] = rng.choice(ALPHABET)
+    return "".join(chars)
+
+
+def _number(rng: random.Random) -> int | float:
+    if rng.random() < 0.5:
+        return rng.randint(-1000, 1000)
+    return round(rng.uniform(-1000, 1000), rng.randint(0, 6))
+
+
+def _json_value(rng: random.Random, depth: int = 0) -> Any:
+    kind = rng.randint(0, 6 if depth < 3 else 3)
+    if kind == 0:
+        return _number(rng)
+    if kind == 1:
+        return rng.choice(WORDS) if rng.random() < 0.5 else _text(rng, 0, 8)
+    if kind == 2:
+        return rng.choice([None, True, False])
+    if kind == 3:
+        return rng.choice(WORDS)
+    if kind in (4, 5):
+        return {k: _json_value(rng, depth + 1) for k in rng.sample(KEYS, rng.randint(0, 4))}
+    return [_json_value(rng, depth + 1) for _ in range(rng.randint(0, 4))]
+
+
+def _similar_json(rng: random.Random, value: Any) -> Any:
+    """A value near ``value``: same shape mostly, some leaves and keys changed."""
+    if isinstance(value, dict):
+        out = {k: _similar_json(rng, v) for k, v in value.items() if rng.random() < 0.9}
+        if rng.random() < 0.2:
+            out[rng.choice(KEYS)] = _json_value(rng, 2)
+        return out
+    if isinstance(value, list):
+        out_list = [_similar_json(rng, v) for v in value if rng.random() < 0.9]
+        if rng.random() < 0.2:
+            out_list.append(_json_value(rng, 2))
+        return out_list
+    if isinstance(value, str):
+        return value if rng.random() < 0.4 else _mutate(rng, value)
+    if isinstance(value, bool) or value is None:
+        return value if rng.random() < 0.7 else _json_value(rng, 3)
+    if rng.random() < 0.5:
+        return value
+    return value + rng.randint(-5, 5)
+
+
+def pairs_levenshtein(rng: random.Random) -> list[tuple[Any, Any]]:
+    out: list[tuple[Any, Any]] = []
+    for _ in range(N_PAIRS):
+        a = _text(rng)
+        out.append((a, _mutate(rng, a) if rng.random() < 0.8 else _text(rng)))
+    return out
+
+
+def pairs_exact_match(rng: random.Random) -> list[tuple[Any, Any]]:
+    out: list[tuple[Any, Any]] = []
+    for _ in range(N_PAIRS):
+        kind = rng.random()
+        if kind < 0.6:
+            a = rng.choice(WORDS)
+            out.append((a, a if rng.random() < 0.5 else rng.choice(WORDS)))
+        elif kind < 0.8:
+            n = _number(rng)
+            out.append((n, n if rng.random() < 0.5 else str(n)))
+        else:
+            v = {k: _json_value(rng, 2) for k in rng.sample(KEYS, rng.randint(1, 3))}
+            other: Any = v if rng.random() < 0.5 else _similar_json(rng, v)
+            if rng.random() < 0.5:
+                other = json.dumps(other, separators=(",", ":"))
+            out.append((v, other))
+    return out
+
+
+def pairs_numeric_diff(rng: random.Random) -> list[tuple[Any, Any]]:
+    return [(_number(rng), _number(rng)) for _ in range(N_PAIRS)]
+
+
+def pairs_json_diff(rng: random.Random) -> list[tuple[Any, Any]]:
+    out: list[tuple[Any, Any]] = []
+    for _ in range(N_PAIRS):
+        a = _json_value(rng)
+        b = _similar_json(rng, a)
+        if isinstance(a, (dict, list)) and rng.random() < 0.3:
+            a = json.dumps(a)
+        out.append((a, b))
+    return out
+
+
+SCHEMAS = [
+    {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]},
+    {"type": "array", "items": {"type": "number"}},
+    {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}}},
+]
+
+
+def pairs_valid_json(rng: random.Random) -> list[tuple[Any, Any]]:
+    out: list[tuple[Any, Any]] = []
+    for _ in range(N_PAIRS):
+        value = _json_value(rng)
+        text = json.dumps(value)
+        if rng.random() < 0.2:
+            text = text[: rng.randint(0, len(text))]  # often broken
+        schema = rng.choice(SCHEMAS) if rng.random() < 0.3 else None
+        out.append((text, schema))
+    return out
+
+
+def pairs_list_contains(rng: random.Random) -> list[tuple[Any, Any]]:
+    out: list[tuple[Any, Any]] = []
+    for _ in range(N_PAIRS):
+        exp = [rng.choice(WORDS) for _ in range(rng.randint(0, 6))]
+        got = [_mutate(rng, w) for w in exp if rng.random() < 0.8]
+        got += [rng.choice(WORDS) for _ in range(rng.randint(0, 2))]
+        rng.shuffle(got)
+        out.append((got, exp))
+    return out
+
+
+# name -> (Autoevals class name, our registry name, pair generator)
+CASES: dict[str, tuple[str, str, Callable[[random.Random], list[tuple[Any, Any]]]]] = {
+    "ExactMatch": ("ExactMatch", "exact_match", pairs_exact_match),
+    "Levenshtein": ("Levenshtein", "levenshtein", pairs_levenshtein),
+    "NumericDiff": ("NumericDiff", "numeric_diff", pairs_numeric_diff),
+    "JSONDiff": ("JSONDiff", "json_diff", pairs_json_diff),
+    "ValidJSON": ("ValidJSON", "valid_json", pairs_valid_json),
+    "ListContains": ("ListContains", "list_contains", pairs_list_contains),
+}
+
+
+def _timed(fn: Callable[[], list[float]]) -> tuple[float, list[float]]:
+    t0 = time.perf_counter()
+    values = fn()
+    return time.perf_counter() - t0, values
+
+
+def _best(
+    fns: dict[str, Callable[[], list[float]]], repeat: int
+) -> tuple[dict[str, float], dict[str, list[float]]]:
+    best = {name: float("inf") for name in fns}
+    values: dict[str, list[float]] = {}
+    for _ in range(repeat):
+        for name, fn in fns.items():  # interleaved: a load spike hits every contender
+            elapsed, vals = _timed(fn)
+            best[name] = min(best[name], elapsed)
+            values[name] = vals
+    return best, values
+
+
+def _overhead_breakdown(name: str, pairs: Sequence[tuple[Any, Any]], ctx: Any) -> dict[str, float]:
+    """Per-call microseconds of each step ``score()`` performs around ``compute``."""
+    from pytest_llmeval import assertions
+    from pytest_llmeval.registry import default_registry
+
+    cls = default_registry.get(name)
+    inst = cls()
+    n = min(len(pairs), 5000)
+    sample = pairs[:n]
+
+    def per_call(fn: Callable[[Any, Any], Any]) -> float:
+        t0 = time.perf_counter()
+        for o, e in sample:
+            fn(o, e)
+        return (time.perf_counter() - t0) / n * 1e6
+
+    def fields(o: Any, e: Any) -> dict[str, Any]:
+        return {"output": o, "expected": e, "input": None, "context": None}
+
+    steps = {
+        "registry.get(name)": lambda o, e: default_registry.get(name),
+        "new instance (score by name)": lambda o, e: cls(),
+        "_split(instance)": lambda o, e: assertions._split(inst, fields(o, e), {}),
+        "check_inputs": lambda o, e: inst.check_inputs({"output": o, "expected": e}),
+        "ctx.result_cache()": lambda o, e: ctx.result_cache(),
+        "compute": lambda o, e: inst.compute({"output": o, "expected": e}, ctx),
+        "_finish (range check + Score.replace)": lambda o, e: assertions._finish(
+            inst, inst.compute({"output": o, "expected": e}, ctx), None, ctx, 0.0
+        ),
+        "score(instance) total": lambda o, e: assertions.score(inst, output=o, expected=e),
+    }
+    out = {label: per_call(fn) for label, fn in steps.items()}
+    out["_finish alone (= row above - compute)"] = (
+        out["_finish (range check + Score.replace)"] - out["compute"]
+    )
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--repeat", type=int, default=3, help="rounds per timing (best is kept)")
+    parser.add_argument("--seed", type=int, default=20240501)
+    parser.add_argument("--only", nargs="*", help="reference scorer names to run")
+    args = parser.parse_args(argv)
+
+    try:
+        import autoevals
+    except ImportError:
+        print("autoevals is not installed: pip install autoevals==0.4.1 (the 'bench' extra)")
+        return 2
+
+    from pytest_llmeval import score
+    from pytest_llmeval.context import ScoringContext, set_context
+    from pytest_llmeval.registry import default_registry
+    from pytest_llmeval.settings import Settings
+
+    ctx = ScoringContext(Settings(cache_mode="off"))
+    set_context(ctx)
+
+    print(
+        f"autoevals {getattr(autoevals, '__version__', '0.4.1')}, {N_PAIRS} pairs per scorer, "
+        f"best of {args.repeat}; ratio = autoevals time / our time (> 1: we are faster)\n"
+    )
+    header = (
+        f"{'scorer':<13}{'autoevals s':>12}{'compute s':>11}{'ratio':>8}"
+        f"{'score() s':>11}{'ratio':>8}{'score(name) s':>15}{'ratio':>8}  same numbers"
+    )
+    print(header)
+    print("-" * len(header))
+
+    failures: list[str] = []
+    slow_wrapper: list[str] = []
+    for ref_name, (ae_cls_name, our_name, gen) in CASES.items():
+        if args.only and ref_name not in args.only:
+            continue
+        pairs = gen(random.Random(f"{args.seed}-{ref_name}"))
+        ae = getattr(autoevals, ae_cls_name)()
+        ours = default_registry.get(our_name)()
+        compute = ours.compute
+        fns: dict[str, Callable[[], list[float]]] = {
+            "autoevals": lambda ae=ae, pairs=pairs: [float(ae.eval(o, e).score) for o, e in pairs],
+            "compute": lambda compute=compute, pairs=pairs: [
+                compute({"output": o, "expected": e}, ctx).value for o, e in pairs
+            ],
+            "score": lambda ours=ours, pairs=pairs: [
+                score(ours, output=o, expected=e).value for o, e in pairs
+            ],
+            "score_name": lambda our_name=our_name, pairs=pairs: [
+                score(our_name, output=o, expected=e).value for o, e in pairs
+            ],
+        }
+        # ``compute`` gets every input, None included (Autoevals sees them too); score() drops
+        # None inputs as it always does.
+        best, values = _best(fns, args.repeat)
+        ref = values["autoevals"]
+        same = True
+        for label in ("compute", "score", "score_name"):
+            for i, (a, b) in enumerate(zip(ref, values[label], strict=True)):
+                if abs(a - b) > 1e-9:
+                    same = False
+                    failures.append(
+                        f"{ref_name} [{label}] pair {i}: autoevals {a!r} vs ours {b!r} "
+                        f"for {pairs[i]!r}"[:300]
+                    )
+                    break
+        r_compute = best["autoevals"] / best["compute"]
+        r_score = best["autoevals"] / best["score"]
+        r_name = best["autoevals"] / best["score_name"]
+        print(
+            f"{ref_name:<13}{best['autoevals']:>12.4f}{best['compute']:>11.4f}{r_compute:>8.2f}"
+            f"{best['score']:>11.4f}{r_score:>8.2f}{best['score_name']:>15.4f}{r_name:>8.2f}"
+            f"  {'yes' if same else 'NO'}"
+        )
+        if r_compute < 1.0:
+            failures.append(f"{ref_name}: compute ratio {r_compute:.2f} < 1.0")
+        if r_score < 1.0 or r_name < 1.0:
+            slow_wrapper.append(ref_name)
+
+    print("\nscore() overhead per call, microseconds (levenshtein, cache off):")
+    for label, us in _overhead_breakdown(
+        "levenshtein", pairs_levenshtein(random.Random(1)), ctx
+    ).items():
+        print(f"  {label:<42}{us:>8.2f}")
+    if slow_wrapper:
+        print(f"\nscore() wrapper slower than Autoevals for: {', '.join(slow_wrapper)}")
+
+    if failures:
+        print("\nFAILED:")
+        for line in failures:
+            print("  " + line)
+        return 1
+    print("\nall numbers identical; every compute ratio >= 1.0")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
