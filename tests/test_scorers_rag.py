@@ -456,7 +456,7 @@ def test_context_entity_recall_two_concurrent_extractions_then_list_contains(
                 "EXP-ent": tool_call({"entities": ["Paris", "France", "1889"]}, usage=(30, 6)),
                 "CTX-ent": tool_call({"entities": ["Paris", "Eiffel Tower"]}, usage=(50, 8)),
             },
-            wait=0.4,
+            wait=0.6,
         )
     )
     judge_server.set_default(
@@ -622,7 +622,7 @@ def test_answer_relevancy_three_concurrent_generations_at_temperature_half(
 ) -> None:
     judge_server.enqueue(
         *(
-            delay(0.4, tool_call({"question": q, "noncommittal": 0}, usage=(20, 5)))
+            delay(0.6, tool_call({"question": q, "noncommittal": 0}, usage=(20, 5)))
             for q in GENERATED
         )
     )
@@ -761,7 +761,7 @@ def _answer_vectors(cos: float) -> Callable[[str], Sequence[float]]:
 def test_answer_correctness_classification_and_similarity_run_concurrently(
     judge_server: OpenAITestServer, judge_ctx: ScoringContext
 ) -> None:
-    judge_server.enqueue(delay(0.4, tool_call(FACTS, usage=(80, 30))))
+    judge_server.enqueue(delay(0.6, tool_call(FACTS, usage=(80, 30))))
     judge_server.set_default(embeddings(_answer_vectors(0.85)), endpoint="embeddings")
     result = score("answer_correctness", output=ANSWER, expected=TRUTH, input="Q-corr")
     # F1 = 2 / (2 + 0.5 * (1 + 1)) = 2/3; similarity = (0.85 - 0.7) / 0.3 = 0.5;
