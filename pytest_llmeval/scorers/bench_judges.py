@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pytest_llmeval.errors import JudgeError, ScorerConfigError, ScorerInputError
+from pytest_llmeval.judge import judge_options_of
 from pytest_llmeval.scorers.llm import ClassifierScorer, render_template, render_value
 from pytest_llmeval.scoring import Score, Scorer, Usage, canonical_json
 
@@ -341,7 +342,8 @@ class Hallucination(Scorer):
         return hashlib.sha256(material.encode("utf-8")).hexdigest()
 
     def extra_identity(self, ctx: ScoringContext) -> Mapping[str, Any]:
-        return {"prompt_sha256": self.prompt_hash(), "judge": ctx.judge(self.options).identity()}
+        judge = ctx.judge_settings(judge_options_of(self)).identity()
+        return {"prompt_sha256": self.prompt_hash(), "judge": judge}
 
     async def acompute(self, inputs: Mapping[str, Any], ctx: ScoringContext) -> Score:
         self.check_inputs(inputs)
@@ -354,7 +356,7 @@ class Hallucination(Scorer):
                 metadata={"claims": [], "verdicts": [], "unsupported_claims": []},
                 usage=Usage(),
             )
-        client = ctx.judge(self.options)
+        client = ctx.judge(judge_options_of(self))
         model = client.identity().get("model")
         fail: Callable[[str], JudgeError] = lambda msg: JudgeError(  # noqa: E731
             msg, scorer=self.name, model=model if isinstance(model, str) else None

@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pytest_llmeval.errors import JudgeError, ScorerConfigError, ScorerInputError
+from pytest_llmeval.judge import judge_options_of
 from pytest_llmeval.scoring import Score, Scorer, canonical_json
 
 if TYPE_CHECKING:
@@ -183,13 +184,14 @@ class ClassifierScorer(Scorer):
         return hashlib.sha256(material.encode("utf-8")).hexdigest()
 
     def extra_identity(self, ctx: ScoringContext) -> Mapping[str, Any]:
-        return {"prompt_sha256": self.prompt_hash(), "judge": ctx.judge(self.options).identity()}
+        judge = ctx.judge_settings(judge_options_of(self)).identity()
+        return {"prompt_sha256": self.prompt_hash(), "judge": judge}
 
     # -- scoring ------------------------------------------------------------------------------
 
     async def acompute(self, inputs: Mapping[str, Any], ctx: ScoringContext) -> Score:
         self.check_inputs(inputs)
-        client = ctx.judge(self.options)
+        client = ctx.judge(judge_options_of(self))
         result = await client.structured(
             [{"role": "user", "content": self.render(inputs)}],
             name=self.tool_name,
