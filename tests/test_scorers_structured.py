@@ -282,3 +282,13 @@ def test_list_contains_on_lists_of_json_like_items(output: list[Any], expected: 
         return
     assert 0.0 <= result.value <= 1.0
     assert len(result.metadata["pairs"]) == (min(len(output), len(expected)))
+
+
+def test_list_contains_large_lists_use_the_same_similarities(ctx: ScoringContext) -> None:
+    from pytest_llmeval.scorers.structured import _CDIST_MIN_PAIRS, _levenshtein_matrix
+
+    out = [f"w{i}🙂" * (i % 4) for i in range(40)]
+    exp = [f"w{i * 3}" for i in range(30)] + [""]
+    assert len(out) * len(exp) >= _CDIST_MIN_PAIRS
+    sim = _levenshtein_matrix(out, exp)
+    assert sim == [[levenshtein_similarity(o, e) for e in exp] for o in out]

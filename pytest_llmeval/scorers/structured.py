@@ -376,12 +376,13 @@ def _json_safe(value: Any) -> Any:
     return repr(value)
 
 
-def _levenshtein_matrix(outputs: list[Any], expecteds: list[Any]) -> Any:
-    """The similarity matrix of levenshtein over (output item, expected item), as numpy."""
-    import numpy as np
-    from rapidfuzz.distance import Levenshtein as _Lev
-    from rapidfuzz.process import cdist
+#: Above this many pairs the similarity matrix comes from rapidfuzz's ``cdist`` (C++, one call);
+#: below it a Python loop is faster than the numpy set-up around ``cdist``.
+_CDIST_MIN_PAIRS = 1024
 
+
+def _levenshtein_matrix(outputs: list[Any], expecteds: list[Any]) -> list[list[float]]:
+    """The similarity matrix of levenshtein over (output item, expected item)."""
     for j, item in enumerate(expecteds):
         if item is None:
             raise ScorerInputError(
@@ -392,14 +393,21 @@ def _levenshtein_matrix(outputs: list[Any], expecteds: list[Any]) -> Any:
             )
     a = [x if type(x) is str else str(x) for x in outputs]
     b = [x if type(x) is str else str(x) for x in expecteds]
-    la = np.fromiter((len(x) for x in a), dtype=np.int64, count=len(a))
-    lb = np.fromiter((len(x) for x in b), dtype=np.int64, count=len(b))
+    if len(a) * len(b) < _CDIST_MIN_PAIRS:
+        return [[levenshtein_similarity(x, y) for y in b] for x in a]
+    import numpy as np
+    from rapidfuzz.distance import Levenshtein as _Lev
+    from rapidfuzz.process import cdist
+
+    la = np.array([len(x) for x in a], dtype=np.int64)
+    lb = np.array([len(x) for x in b], dtype=np.int64)
     longest = np.maximum(la[:, None], lb[None, :])
-    dist = cdist(a, b, scorer=_Lev.distance, dtype=np.int64)
+    dist = cdist(a, b, scorer=_Lev.distance, dtype=np.int64, workers=1)
     sim = np.ones(longest.shape, dtype=np.float64)
     nonzero = longest > 0
     sim[nonzero] = 1 - dist[nonzero] / longest[nonzero]
-    return sim
+    rows: list[list[float]] = sim.tolist()
+    return rows
 
 
 class ListContains(Scorer):
@@ -439,15 +447,15 @@ class ListContains(Scorer):
         if self._fast:
             sim = _levenshtein_matrix(outputs, expecteds)
         else:
-            import numpy as np
-
             call = _sub_scorer_call(self.name, self._pairwise, ctx)
-            sim = np.array([[call(o, e) for e in expecteds] for o in outputs], dtype=np.float64)
-        rows, cols = _linear_sum_assignment()(-sim)
+            sim = [[call(o, e) for e in expecteds] for o in outputs]
+        import numpy as np
+
+        rows, cols = _linear_sum_assignment()(-np.array(sim, dtype=np.float64))
         total = 0.0
         pairs = []
         for r, c in zip(rows.tolist(), cols.tolist(), strict=True):
-            s = float(sim[r, c])
+            s = sim[r][c]
             total += s
             pairs.append(
                 {
