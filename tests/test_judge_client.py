@@ -503,3 +503,59 @@ def test_importing_the_package_does_not_import_openai() -> None:
 
 def test_secret_settings_fixture_sanity(judge_ctx: ScoringContext) -> None:
     assert judge_ctx.settings.judge.api_key == Secret(SECRET)
+
+
+# -- replies out of format -------------------------------------------------------------------
+
+
+def test_reply_that_is_not_json_is_a_judge_error(
+    judge_ctx: ScoringContext, judge_server: OpenAITestServer
+) -> None:
+    from pytest_llmeval.testing import raw
+
+    judge_server.enqueue(raw("<html>proxy error</html>"), raw('{"choices": []}'))
+    with pytest.raises(JudgeError, match=r"not in the OpenAI format: not JSON \('<html>proxy"):
+        run(judge_ctx, judge_ctx.judge().chat(MSGS))
+    with pytest.raises(JudgeError, match="no message in 'choices'"):
+        run(judge_ctx, judge_ctx.judge().chat(MSGS))
+
+
+def test_base64_embeddings_are_decoded(
+    judge_ctx: ScoringContext, judge_server: OpenAITestServer
+) -> None:
+    # An endpoint that ignores encoding_format="float" and answers in base64 anyway.
+    import base64
+    import json
+    import struct
+
+    from pytest_llmeval.testing import raw
+
+    vec = base64.b64encode(struct.pack("<2f", 0.5, -1.0)).decode()
+    body = {"data": [{"index": 0, "embedding": vec}], "model": "e", "usage": {"prompt_tokens": 1}}
+    judge_server.enqueue(raw(json.dumps(body), endpoint="embeddings"))
+    vectors, _ = run(judge_ctx, judge_ctx.judge().embed(["x"]))
+    assert vectors == [[0.5, -1.0]]
+
+
+def test_moderation_reply_without_results(
+    judge_ctx: ScoringContext, judge_server: OpenAITestServer
+) -> None:
+    from pytest_llmeval.testing import raw
+
+    judge_server.enqueue(raw('{"results": []}', endpoint="moderations"))
+    with pytest.raises(JudgeError, match="moderations reply is not in the OpenAI format"):
+        run(judge_ctx, judge_ctx.judge().moderate("x"))
+
+
+def test_retry_after_header_forms() -> None:
+    import email.utils
+    import time
+
+    from pytest_llmeval.judge.client import _retry_after
+
+    assert _retry_after({"retry-after": "2"}) == 2.0
+    assert _retry_after({"retry-after-ms": "250", "retry-after": "9"}) == 0.25
+    assert _retry_after({}) is None
+    assert _retry_after({"retry-after": "soon"}) is None
+    when = email.utils.formatdate(time.time() + 30, usegmt=True)
+    assert 25 <= (_retry_after({"retry-after": when}) or 0) <= 31

@@ -305,3 +305,76 @@ def test_through_the_openai_client(judge_server: OpenAITestServer) -> None:
         assert [m.id for m in models.data] == ["test-judge"]
     finally:
         client.close()
+
+
+def test_raw_reply_is_sent_verbatim(judge_server: OpenAITestServer) -> None:
+    from pytest_llmeval.testing import raw
+
+    judge_server.enqueue(raw("not json at all", status=200))
+    req = urllib.request.Request(
+        judge_server.base_url + "/chat/completions",
+        data=json.dumps(CHAT).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        assert resp.read() == b"not json at all"
+
+
+def test_stats_route_counts_and_clears(judge_server: OpenAITestServer) -> None:
+    judge_server.enqueue(text("a"))
+    post(judge_server, "/chat/completions", CHAT)
+    post(judge_server, "/embeddings", {"model": "e", "input": "x"})
+    stats_url = judge_server.base_url.rsplit("/v1", 1)[0] + "/_test/stats"
+    with urllib.request.urlopen(stats_url, timeout=10) as resp:
+        stats = json.loads(resp.read())
+    assert stats == {"requests": {"chat": 1, "embeddings": 1}, "max_in_flight": 1}
+    assert len(judge_server.requests) == 2  # the stats request is not logged
+    req = urllib.request.Request(stats_url, data=b"{}")
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        assert json.loads(resp.read())["requests"] == {"chat": 1, "embeddings": 1}
+    assert judge_server.stats() == {"requests": {}, "max_in_flight": 0}
+
+
+def test_command_line_server() -> None:
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pytest_llmeval.testing",
+            "--reply-text",
+            "No",
+            "--top-logprobs",
+            "No=-0.2,Yes=-1.7",
+            "--tool-arguments",
+            '{"choice": "A"}',
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        base_url = proc.stdout.readline().strip()
+        assert base_url.startswith("http://127.0.0.1:") and base_url.endswith("/v1")
+
+        def call(body: dict[str, Any]) -> Any:
+            request = urllib.request.Request(
+                base_url + "/chat/completions", data=json.dumps(body).encode()
+            )
+            with urllib.request.urlopen(request, timeout=10) as resp:
+                return json.loads(resp.read())
+
+        plain = call({**CHAT, "logprobs": True, "top_logprobs": 5})
+        choice = plain["choices"][0]
+        assert choice["message"]["content"] == "No"
+        tops = choice["logprobs"]["content"][0]["top_logprobs"]
+        assert [(t["token"], t["logprob"]) for t in tops] == [("No", -0.2), ("Yes", -1.7)]
+        tooled = call({**CHAT, "tools": [{"type": "function", "function": {"name": "f"}}]})
+        call_ = tooled["choices"][0]["message"]["tool_calls"][0]["function"]
+        assert call_ == {"name": "f", "arguments": '{"choice": "A"}'}
+    finally:
+        proc.terminate()
+        assert proc.wait(timeout=10) == 0

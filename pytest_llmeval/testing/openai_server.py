@@ -47,12 +47,14 @@ __all__ = [
     "Fault",
     "ModerationReply",
     "OpenAITestServer",
+    "RawReply",
     "RecordedRequest",
     "delay",
     "embeddings",
     "error",
     "hashed_embedding",
     "moderation",
+    "raw",
     "text",
     "tool_call",
     "tool_call_in_content",
@@ -128,6 +130,16 @@ class Fault:
 
 @final
 @dataclass(frozen=True)
+class RawReply:
+    """Exactly these bytes as the reply body (for endpoints that answer out of format)."""
+
+    body: bytes
+    status: int = 200
+    endpoint: str | None = None
+
+
+@final
+@dataclass(frozen=True)
 class Delay:
     """Wait ``seconds`` before answering with ``then`` (or the endpoint's default): a reply slower
     than the client's timeout."""
@@ -137,7 +149,7 @@ class Delay:
     endpoint: str | None = None
 
 
-Item = Union[ChatReply, EmbeddingReply, ModerationReply, Fault, Delay]  # noqa: UP007
+Item = Union[ChatReply, EmbeddingReply, ModerationReply, Fault, RawReply, Delay]  # noqa: UP007
 ChatDefault = Union[Item, Callable[[dict[str, Any]], Item]]  # noqa: UP007
 
 
@@ -184,6 +196,11 @@ def error(
 ) -> Fault:
     """An HTTP error reply for the next request to ``endpoint`` (default: chat)."""
     return Fault(status, message or f"scripted fault {status}", retry_after, endpoint)
+
+
+def raw(body: bytes | str, *, status: int = 200, endpoint: str | None = None) -> RawReply:
+    """A reply with exactly this body (e.g. not JSON, or JSON in the wrong shape)."""
+    return RawReply(body.encode() if isinstance(body, str) else body, status, endpoint)
 
 
 def delay(seconds: float, then: Item | None = None, *, endpoint: str | None = None) -> Delay:
@@ -445,7 +462,7 @@ class OpenAITestServer:
                 "(use server.enqueue(...) or server.set_default(...))",
             )
         if callable(default) and not isinstance(
-            default, (ChatReply, EmbeddingReply, ModerationReply, Fault, Delay)
+            default, (ChatReply, EmbeddingReply, ModerationReply, Fault, RawReply, Delay)
         ):
             return default(record.body)
         return default
@@ -467,7 +484,7 @@ class OpenAITestServer:
 
     def answer(
         self, record: RecordedRequest, item: Item | None
-    ) -> tuple[int, dict[str, str], dict[str, Any]]:
+    ) -> tuple[int, dict[str, str], dict[str, Any] | bytes]:
         """(status, headers, JSON body) for a request; the server's core, usable without HTTP."""
         if record.endpoint == "models":
             data = [{"id": self.model, "object": "model", "created": 0, "owned_by": "test"}]
@@ -478,6 +495,8 @@ class OpenAITestServer:
         while isinstance(item, Delay):
             self._sleep(item.seconds)
             item = item.then or self._resolve_default(self._default_of(record.endpoint), record)
+        if isinstance(item, RawReply):
+            return item.status, {}, item.body
         if isinstance(item, Fault):
             headers = {}
             if item.retry_after is not None:
@@ -708,7 +727,7 @@ class _Handler(BaseHTTPRequestHandler):
         )
         status = 500
         headers: Mapping[str, str] = {}
-        payload: Mapping[str, Any]
+        payload: Mapping[str, Any] | bytes
         ended = False
         try:
             item = owner._begin(record)
@@ -727,8 +746,10 @@ class _Handler(BaseHTTPRequestHandler):
             if not ended:
                 owner._end(record, status)
 
-    def _send(self, status: int, headers: Mapping[str, str], payload: Mapping[str, Any]) -> None:
-        data = json.dumps(payload).encode()
+    def _send(
+        self, status: int, headers: Mapping[str, str], payload: Mapping[str, Any] | bytes
+    ) -> None:
+        data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
