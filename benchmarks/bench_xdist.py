@@ -1,0 +1,133 @@
+"""Per-case judge tests with pytest-xdist (issue 5, part b).
+
+400 dataset cases, each a test calling ``assert_score("l3score", ...)`` (one judge call), against
+the scripted test server in its own process with 100 ms added latency per call, cache off.
+Whole-run wall time with ``-n 0`` against ``-n 4``, same machine, same run, best of R.
+Target: -n 4 at least 3.5x faster. Also prints the pytest-reported session time (which leaves
+out interpreter start-up) and the number of judge calls the server saw.
+
+Run: python benchmarks/bench_xdist.py [--cases 400] [--latency 0.1] [--repeats 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+TEST = """
+import pytest
+from pytest_llmeval import assert_score
+
+@pytest.mark.llm_eval
+@pytest.mark.llm_eval_dataset("cases.jsonl")
+def test_judged(case):
+    assert_score("l3score", input=case.input, expected=case.expected, output=case.output,
+                 min=0.5)
+"""
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cases", type=int, default=400)
+    ap.add_argument("--latency", type=float, default=0.1)
+    ap.add_argument("--repeats", type=int, default=1)
+    args = ap.parse_args()
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pytest_llmeval.testing",
+            "--latency",
+            str(args.latency),
+            "--reply-text",
+            "Yes",
+            "--top-logprobs",
+            "Yes=-0.1,No=-2.5",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        base_url = server.stdout.readline().strip()
+        stats_url = base_url.rsplit("/v1", 1)[0] + "/_test/stats"
+        with tempfile.TemporaryDirectory() as tmp:
+            root = Path(tmp)
+            with (root / "cases.jsonl").open("w") as fh:
+                for i in range(args.cases):
+                    fh.write(
+                        json.dumps(
+                            {
+                                "id": f"q{i}",
+                                "input": f"question {i}?",
+                                "expected": f"answer {i}",
+                                "output": f"answer {i}",
+                            }
+                        )
+                        + "\n"
+                    )
+            (root / "test_judged.py").write_text(TEST)
+            (root / "pytest.ini").write_text("[pytest]\n")
+            env = {
+                **os.environ,
+                "OPENAI_BASE_URL": base_url,
+                "OPENAI_API_KEY": "sk-bench",
+                "LLM_EVAL_JUDGE_MODEL": "test-judge",
+            }
+
+            def run(workers: int) -> tuple[float, float, int]:
+                urllib.request.urlopen(urllib.request.Request(stats_url, data=b"{}"), timeout=10)
+                t0 = time.perf_counter()
+                out = subprocess.run(
+                    [
+                        sys.executable,
+                        "-m",
+                        "pytest",
+                        "-q",
+                        "-p",
+                        "no:cacheprovider",
+                        "--llm-eval",
+                        "--llm-eval-cache=off",
+                        "-n",
+                        str(workers),
+                    ],
+                    cwd=root,
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    check=False,
+                )
+                wall = time.perf_counter() - t0
+                if out.returncode != 0:
+                    raise SystemExit(out.stdout[-3000:] + out.stderr[-3000:])
+                m = re.search(r"passed in ([0-9.]+)s", out.stdout)
+                with urllib.request.urlopen(stats_url, timeout=10) as resp:
+                    calls = int(json.loads(resp.read())["requests"].get("chat", 0))
+                return wall, float(m.group(1)) if m else float("nan"), calls
+
+            serial = min((run(0) for _ in range(args.repeats)), key=lambda r: r[0])
+            parallel = min((run(4) for _ in range(args.repeats)), key=lambda r: r[0])
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    print(f"{args.cases} per-case judge tests, {args.latency * 1000:.0f} ms per judge call")
+    print(f"  -n 0: wall {serial[0]:.2f} s (pytest says {serial[1]:.2f} s), {serial[2]} calls")
+    print(
+        f"  -n 4: wall {parallel[0]:.2f} s (pytest says {parallel[1]:.2f} s), {parallel[2]} calls"
+    )
+    print(
+        f"  speed-up: wall {serial[0] / parallel[0]:.2f}x, "
+        f"session {serial[1] / parallel[1]:.2f}x (target >= 3.5x)"
+    )
+
+
+if __name__ == "__main__":
+    main()
