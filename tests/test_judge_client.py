@@ -559,3 +559,28 @@ def test_retry_after_header_forms() -> None:
     assert _retry_after({"retry-after": "soon"}) is None
     when = email.utils.formatdate(time.time() + 30, usegmt=True)
     assert 25 <= (_retry_after({"retry-after": when}) or 0) <= 31
+
+
+def test_concurrency_limit_is_shared_by_clients_of_one_run(
+    judge_server: OpenAITestServer, judge_ctx: ScoringContext
+) -> None:
+    judge_server.set_default(text("ok"))
+    judge_server.latency = 0.3
+    clients = [judge_ctx.judge({"concurrency": 2, "seed": i}) for i in range(4)]
+    assert len({id(c) for c in clients}) == 4  # distinct settings, distinct clients
+
+    async def many() -> list[ChatResult]:
+        calls = [c.chat(MSGS) for c in clients for _ in range(2)]
+        return list(await asyncio.gather(*calls))
+
+    assert len(run(judge_ctx, many())) == 8
+    assert judge_server.max_in_flight == 2
+    assert sorted(r.body["seed"] for r in judge_server.requests) == [0, 0, 1, 1, 2, 2, 3, 3]
+
+
+def test_redaction_of_key_like_text(judge_ctx: ScoringContext) -> None:
+    client = judge_ctx.judge()
+    text_in = f"bad key {SECRET}; other sk-proj-abcd1234; disk-space fine; task-12345"
+    out = client._redact(text_in)
+    assert SECRET not in out and "sk-proj-abcd1234" not in out
+    assert "disk-space fine; task-12345" in out

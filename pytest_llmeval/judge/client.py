@@ -326,7 +326,7 @@ class JudgeClient:
             if state is None:
                 state = _LoopState(
                     client=_make_sdk_client(self.settings),
-                    semaphore=asyncio.Semaphore(max(1, int(self.settings.concurrency))),
+                    semaphore=_shared_semaphore(loop, int(self.settings.concurrency)),
                 )
                 self._states[loop] = state
             return state
@@ -505,7 +505,25 @@ class JudgeClient:
 
 
 # Anything shaped like an OpenAI key (endpoints echo masked keys in 401 messages).
-_KEYLIKE = re.compile(r"sk-[A-Za-z0-9_\-*.]{4,}")
+_KEYLIKE = re.compile(r"(?<![A-Za-z0-9])sk-[A-Za-z0-9_\-*.]{4,}")
+
+# The concurrency limit is per process, not per client: scorers with different judge options
+# (another model, a per-call seed) get different clients but must share the run's limit. One
+# semaphore per event loop and limit value; asyncio primitives cannot cross loops.
+_SEMAPHORES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[int, asyncio.Semaphore]] = (
+    weakref.WeakKeyDictionary()
+)
+_SEMAPHORES_LOCK = threading.Lock()
+
+
+def _shared_semaphore(loop: asyncio.AbstractEventLoop, limit: int) -> asyncio.Semaphore:
+    limit = max(1, limit)
+    with _SEMAPHORES_LOCK:
+        per_loop = _SEMAPHORES.setdefault(loop, {})
+        sem = per_loop.get(limit)
+        if sem is None:
+            sem = per_loop[limit] = asyncio.Semaphore(limit)
+        return sem
 
 
 def _make_sdk_client(settings: JudgeSettings) -> AsyncOpenAI:
