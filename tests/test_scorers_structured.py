@@ -292,3 +292,24 @@ def test_list_contains_large_lists_use_the_same_similarities(ctx: ScoringContext
     assert len(out) * len(exp) >= _CDIST_MIN_PAIRS
     sim = _levenshtein_matrix(out, exp)
     assert sim == [[levenshtein_similarity(o, e) for e in exp] for o in out]
+
+
+class AsyncHalves(Scorer):
+    """A custom async-only sub-scorer (like a judge): 0.5 for every pair."""
+
+    name = "async_halves_for_tests"
+    required_inputs = ("output",)
+    optional_inputs = ("expected",)
+
+    async def acompute(self, inputs: Mapping[str, Any], ctx: ScoringContext) -> Score:
+        return Score(value=0.5, scorer=self.name)
+
+
+def test_async_sub_scorers_work_in_batch_scoring(ctx: ScoringContext) -> None:
+    from pytest_llmeval import score_many
+
+    rows = [{"output": [1, 2], "expected": [3, 4]}, {"output": [5], "expected": [5, 6]}]
+    diff = score_many(JSONDiff(number_scorer=AsyncHalves()), rows)
+    assert diff.values == [0.5, 0.25]
+    lists = score_many(ListContains(pairwise_scorer=AsyncHalves), rows)
+    assert lists.values == [0.5, 0.25]

@@ -285,8 +285,8 @@ class NumericDiff(Scorer):
     description = "1 - |expected - output| / (|expected| + |output|)"
 
     def compute(self, inputs: Mapping[str, Any], ctx: ScoringContext) -> Score:
-        output = inputs.get("output")
-        expected = inputs.get("expected")
+        output: Any = inputs.get("output")
+        expected: Any = inputs.get("expected")
         to = type(output)
         te = type(expected)
         if (to is int or to is float) and (te is int or te is float):

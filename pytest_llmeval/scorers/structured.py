@@ -12,11 +12,12 @@ custom sub-scorer (a registered name, a :class:`Scorer` class or instance) is ca
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import threading
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from pytest_llmeval.errors import ScorerConfigError, ScorerInputError, describe_value
 from pytest_llmeval.scorers.lexical import (
@@ -160,6 +161,13 @@ class JSONDiff(Scorer):
         )
         self._fast_strings = _is_default(self._string_scorer, Levenshtein)
         self._fast_numbers = _is_default(self._number_scorer, NumericDiff)
+
+    async def acompute(self, inputs: Mapping[str, Any], ctx: ScoringContext) -> Score:
+        if self._fast_strings and self._fast_numbers:
+            return self.compute(inputs, ctx)
+        # A custom sub-scorer may be a judge whose sync compute waits on the context's background
+        # loop; from async code that wait must not happen on the loop itself.
+        return await asyncio.to_thread(self.compute, inputs, ctx)
 
     def compute(self, inputs: Mapping[str, Any], ctx: ScoringContext) -> Score:
         strings: Callable[[Any, Any], float] = (
@@ -403,11 +411,10 @@ def _levenshtein_matrix(outputs: list[Any], expecteds: list[Any]) -> list[list[f
     lb = np.array([len(x) for x in b], dtype=np.int64)
     longest = np.maximum(la[:, None], lb[None, :])
     dist = cdist(a, b, scorer=_Lev.distance, dtype=np.int64, workers=1)
-    sim = np.ones(longest.shape, dtype=np.float64)
+    matrix = np.ones(longest.shape, dtype=np.float64)
     nonzero = longest > 0
-    sim[nonzero] = 1 - dist[nonzero] / longest[nonzero]
-    rows: list[list[float]] = sim.tolist()
-    return rows
+    matrix[nonzero] = 1 - dist[nonzero] / longest[nonzero]
+    return cast("list[list[float]]", matrix.tolist())
 
 
 class ListContains(Scorer):
@@ -437,6 +444,11 @@ class ListContains(Scorer):
             self.name, "pairwise_scorer", self.options["pairwise_scorer"]
         )
         self._fast = _is_default(self._pairwise, Levenshtein)
+
+    async def acompute(self, inputs: Mapping[str, Any], ctx: ScoringContext) -> Score:
+        if self._fast:
+            return self.compute(inputs, ctx)
+        return await asyncio.to_thread(self.compute, inputs, ctx)  # see JSONDiff.acompute
 
     def compute(self, inputs: Mapping[str, Any], ctx: ScoringContext) -> Score:
         outputs = self._items(inputs, "output")
