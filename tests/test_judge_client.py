@@ -584,3 +584,12 @@ def test_redaction_of_key_like_text(judge_ctx: ScoringContext) -> None:
     out = client._redact(text_in)
     assert SECRET not in out and "sk-proj-abcd1234" not in out
     assert "disk-space fine; task-12345" in out
+
+
+def test_rejected_tool_call_suggests_another_mode(
+    judge_ctx: ScoringContext, judge_server: OpenAITestServer
+) -> None:
+    judge_server.enqueue(error(400, "tool_choice object is not supported"))
+    with pytest.raises(JudgeError, match="use judge mode 'json' or 'text'") as info:
+        run(judge_ctx, structured(judge_ctx.judge()))
+    assert "HTTP 400: tool_choice object is not supported" in str(info.value)

@@ -112,6 +112,7 @@ class _Failure:
     retryable: bool
     cause: str
     retry_after: float | None
+    status: int | None = None
 
 
 @final
@@ -426,8 +427,14 @@ class JudgeClient:
                 else:
                     return self._decode(what, raw, scorer, model)
             if not failure.retryable:
+                hint = ""
+                if "tools" in body and failure.status in (400, 422):
+                    hint = (
+                        "; if this endpoint cannot do forced tool calls, use judge mode 'json' "
+                        "or 'text' (scorer option mode=..., or the run's judge mode setting)"
+                    )
                 raise JudgeError(
-                    f"the {what} request was rejected",
+                    f"the {what} request was rejected{hint}",
                     scorer=scorer,
                     endpoint=self.endpoint,
                     model=model,
@@ -492,6 +499,7 @@ class JudgeClient:
                 retryable,
                 self._redact(f"HTTP {status}: {message}"),
                 _retry_after(exc.response.headers) if retryable else None,
+                status,
             )
         if isinstance(exc, openai.OpenAIError):
             return _Failure(False, self._redact(f"{type(exc).__name__}: {exc}"), None)
