@@ -79,3 +79,7 @@ def judge_ctx(judge_server, tmp_path: Path):  # type: ignore[no-untyped-def]
     yield c
     set_context(prev)
     c.close()
+
+
+# The real local judge (llama.cpp): local_judge_url, local_judge_ctx (tests/realjudge.py).
+from realjudge import local_judge_ctx, local_judge_model_path, local_judge_url  # noqa: E402, F401

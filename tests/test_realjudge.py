@@ -1,0 +1,66 @@
+"""End to end against a real judge: Qwen2.5-Coder-1.5B-Instruct served by llama.cpp on 127.0.0.1
+(fixtures in tests/realjudge.py; install with scripts/setup_local_judge.sh).
+
+The cases are deliberately easy, so that a 1.5B model separates them; they check that the whole
+path works for real (prompt, forced tool call or logprobs, parsing, score), not the model's wit.
+Few calls: about 2 s per l3score case and 6 to 10 s per factuality case on 2 cores.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_llmeval import score
+from pytest_llmeval.context import ScoringContext
+
+pytestmark = pytest.mark.realjudge
+
+L3_CASES = [
+    # (question, reference, candidate, same answer?)
+    ("What is the capital of France?", "Paris", "The capital of France is Paris.", True),
+    ("How many legs does a spider have?", "8", "A spider has eight legs.", True),
+    ("What is the capital of France?", "Paris", "The capital of France is Berlin.", False),
+    ("What is 2 + 2?", "4", "2 + 2 equals 7.", False),
+]
+
+
+@pytest.mark.parametrize(
+    ("question", "expected", "output", "same"),
+    L3_CASES,
+    ids=["paris-yes", "spider-yes", "berlin-no", "sum-no"],
+)
+def test_l3score_separates_clear_cases(
+    local_judge_ctx: ScoringContext, question: str, expected: str, output: str, same: bool
+) -> None:
+    result = score("l3score", input=question, expected=expected, output=output)
+    if same:
+        assert result.value > 0.5, result.metadata
+    else:
+        assert result.value < 0.5, result.metadata
+    assert result.usage is not None and result.usage.calls == 1
+    assert result.usage.prompt_tokens > 0
+
+
+def test_factuality_accepts_a_consistent_answer(local_judge_ctx: ScoringContext) -> None:
+    result = score(
+        "factuality",
+        input="What is the capital of France?",
+        expected="Paris is the capital of France.",
+        output="The capital of France is Paris.",
+    )
+    # Any choice but D (disagreement): consistent answers score at least 0.4.
+    assert result.metadata["choice"] in {"A", "B", "C", "E"}
+    assert result.value >= 0.4
+    assert result.rationale
+
+
+def test_factuality_rejects_a_contradicting_answer(local_judge_ctx: ScoringContext) -> None:
+    result = score(
+        "factuality",
+        input="What is the capital of France?",
+        expected="Paris is the capital of France.",
+        output="The capital of France is Berlin, not Paris.",
+    )
+    assert result.metadata["choice"] == "D"
+    assert result.value == 0.0
+    assert result.rationale
