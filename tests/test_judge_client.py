@@ -135,6 +135,22 @@ def test_structured_tool_mode_forces_the_tool_and_parses_arguments(
     assert body["tool_choice"] == {"type": "function", "function": {"name": "select_choice"}}
     assert body["messages"] == MSGS
     assert "response_format" not in body
+    assert (body["model"], body["temperature"], body["seed"]) == ("test-judge", 0.0, 0)
+
+
+def test_structured_temperature_override(
+    judge_ctx: ScoringContext, judge_server: OpenAITestServer
+) -> None:
+    judge_server.enqueue(tool_call({"reasons": "r", "choice": "A"}))
+    client = judge_ctx.judge({"seed": 42})
+    run(
+        judge_ctx,
+        client.structured(
+            MSGS, name="select_choice", description="d", schema=SCHEMA, temperature=0.5
+        ),
+    )
+    body = judge_server.requests[0].body
+    assert (body["temperature"], body["seed"]) == (0.5, 42)
 
 
 def test_structured_accepts_a_tool_call_written_as_json_content(
