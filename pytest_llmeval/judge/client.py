@@ -415,7 +415,8 @@ class JudgeClient:
                 if deadline is None:
                     deadline = now + s.overall_timeout
                 remaining = deadline - now
-                if remaining <= 0:
+                if remaining <= 0:  # the wait for a slot used up the overall timeout
+                    attempt -= 1
                     break
                 timeout = min(float(s.timeout), remaining)
                 try:
