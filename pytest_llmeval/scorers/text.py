@@ -360,10 +360,10 @@ def _resolve_method(choice: str) -> str:
 
 
 def _get_tagger(choice: str) -> _Tagger:
-    method = _resolve_method(choice)
-    tagger = _TAGGERS.get(method)
+    tagger = _TAGGERS.get(choice)  # "auto" is stored under its own key once resolved
     if tagger is not None:
         return tagger
+    method = _resolve_method(choice)
     with _TAGGERS_LOCK:
         tagger = _TAGGERS.get(method)
         if tagger is None:
@@ -378,6 +378,7 @@ def _get_tagger(choice: str) -> _Tagger:
             else:
                 tagger = _aptagger_tagger()
             _TAGGERS[method] = tagger
+        _TAGGERS[choice] = tagger
     return tagger
 
 
