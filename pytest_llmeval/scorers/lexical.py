@@ -37,8 +37,11 @@ __all__ = [
 # ``Score`` is a frozen dataclass: its generated ``__init__`` sets each of its ten fields through
 # ``object.__setattr__``, which costs more than the whole computation of a short edit distance.
 # Deterministic scorers therefore fill a copy of the field dict of a default instance. The template
-# is taken from a real ``Score``, so a field added to ``Score`` later is carried over by itself.
-_SCORE_TEMPLATE: dict[str, Any] = dict(Score(value=0.0).__dict__)
+# is taken from a real ``Score``, so a field added to ``Score`` later is carried over by itself;
+# should ``Score`` ever get ``__slots__`` (no ``__dict__``), the plain constructor is used.
+_SCORE_TEMPLATE: dict[str, Any] | None = getattr(Score(value=0.0), "__dict__", None)
+if _SCORE_TEMPLATE is not None:
+    _SCORE_TEMPLATE = dict(_SCORE_TEMPLATE)
 _new_object = object.__new__
 
 
@@ -49,6 +52,8 @@ def make_score(
     metadata: Mapping[str, Any] | None = None,
 ) -> Score:
     """A :class:`Score` equal to ``Score(value=value, scorer=scorer, ...)``, built cheaply."""
+    if _SCORE_TEMPLATE is None:
+        return Score(value=value, scorer=scorer, rationale=rationale, metadata=metadata or {})
     score: Score = _new_object(Score)
     fields = score.__dict__
     fields.update(_SCORE_TEMPLATE)
