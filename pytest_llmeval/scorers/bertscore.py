@@ -134,8 +134,6 @@ class BertScoreEngine:
     def _encode(self, sentences: Sequence[str], batch_size: int) -> dict[str, Any]:
         """Unit-normalised token embeddings ``[tokens, dim]`` and token ids of each sentence.
         Caller holds the lock."""
-        from bert_score.utils import bert_encode
-
         torch = self.torch
         out: dict[str, Any] = {}
         todo: list[tuple[str, list[int]]] = []
@@ -146,17 +144,19 @@ class BertScoreEngine:
                 out[sent] = hit
             else:
                 todo.append((sent, self._token_ids(sent)))
-        # Longest first, like bert-score, so each forward batch pads little.
+        # Longest first, cut into batches of similar lengths: on a CPU the encoder's cost is
+        # per (padded) token, so padding a short sentence to a long one costs what it saves.
         todo.sort(key=lambda item: len(item[1]), reverse=True)
-        for start in range(0, len(todo), batch_size):
-            chunk = todo[start : start + batch_size]
+        for start, stop in _length_batches([len(ids) for _, ids in todo], batch_size):
+            chunk = todo[start:stop]
             width = max(len(ids) for _, ids in chunk)
             ids_t = torch.full((len(chunk), width), self.pad_id, dtype=torch.long)
             mask = torch.zeros((len(chunk), width), dtype=torch.long)
             for row, (_, ids) in enumerate(chunk):
                 ids_t[row, : len(ids)] = torch.tensor(ids, dtype=torch.long)
                 mask[row, : len(ids)] = 1
-            emb = bert_encode(self.model, ids_t, attention_mask=mask)
+            # What bert_score.utils.bert_encode does, minus its model.eval() per batch.
+            emb = self.model(ids_t, attention_mask=mask)[0]
             for row, (sent, ids) in enumerate(chunk):
                 vecs = emb[row, : len(ids)].float()
                 vecs = vecs / vecs.norm(dim=-1, keepdim=True)
@@ -270,6 +270,30 @@ class BertScoreEngine:
         weights = {int(k): float(v) for k, v in table.items()}
         weights[-1] = math.log(len(corpus) + 1)
         return weights
+
+
+#: The fixed cost of one forward pass, in tokens: what a batch boundary costs against padding.
+_BATCH_OVERHEAD_TOKENS = 24
+
+
+def _length_batches(lengths: Sequence[int], batch_size: int) -> list[tuple[int, int]]:
+    """Cut ``lengths`` (sorted longest first) into runs of at most ``batch_size`` minimising
+    padded tokens plus a fixed overhead per batch (dynamic programming, O(n * batch_size))."""
+    n = len(lengths)
+    best = [0.0] + [math.inf] * n
+    cut = [0] * (n + 1)
+    for stop in range(1, n + 1):
+        for start in range(max(0, stop - batch_size), stop):
+            cost = best[start] + (stop - start) * lengths[start] + _BATCH_OVERHEAD_TOKENS
+            if cost < best[stop]:
+                best[stop] = cost
+                cut[stop] = start
+    spans: list[tuple[int, int]] = []
+    stop = n
+    while stop > 0:
+        spans.append((cut[stop], stop))
+        stop = cut[stop]
+    return spans[::-1]
 
 
 def _finite(x: float) -> float:
