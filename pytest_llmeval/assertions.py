@@ -41,12 +41,12 @@ class LLMEvalAssertionError(AssertionError):
 
 
 def _scorer_class(scorer: str | Scorer | type[Scorer]) -> type[Scorer]:
+    if isinstance(scorer, str):
+        return default_registry.get(scorer)
     if isinstance(scorer, Scorer):
         return type(scorer)
     if isinstance(scorer, type) and issubclass(scorer, Scorer):
         return scorer
-    if isinstance(scorer, str):
-        return default_registry.get(scorer)
     raise TypeError(
         f"scorer must be a registered name, a Scorer subclass or instance, not {scorer!r}"
     )
@@ -65,7 +65,14 @@ def resolve_scorer(scorer: str | Scorer | type[Scorer], options: Mapping[str, An
         if not options:
             return scorer
         return type(scorer)(**{**scorer.options, **options})
-    cls = _scorer_class(scorer)
+    return _instance(_scorer_class(scorer), options)
+
+
+def _instance(cls: type[Scorer], options: Mapping[str, Any]) -> Scorer:
+    if not options:
+        inst = _INSTANCES.get((cls, ()))
+        if inst is not None:
+            return inst
     try:
         memo_key = (cls, tuple(sorted(options.items())))
         hash(memo_key)
@@ -97,7 +104,9 @@ def _split(
     for key, value in fields.items():
         if value is not None and key in declared:
             inputs[key] = value
-    return resolve_scorer(scorer, options), inputs
+    if isinstance(scorer, Scorer):
+        return resolve_scorer(scorer, options), inputs
+    return _instance(cls, options), inputs
 
 
 def _where() -> str | None:

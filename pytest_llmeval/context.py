@@ -65,6 +65,9 @@ class ScoringContext:
         """The process's handle on the result store, or None when the cache is off."""
         if self.settings.cache_mode == "off":
             return None
+        cache = self._cache
+        if cache is not None:  # the common case, without taking the lock
+            return cache
         with self._lock:
             if self._cache is None:
                 from pytest_llmeval.cache import ResultCache

@@ -105,7 +105,34 @@ class Score:
         return float(self.value)
 
     def replace(self, **changes: Any) -> Score:
-        return dataclasses.replace(self, **changes)
+        """A copy with ``changes`` applied (a cheap stand-in for ``dataclasses.replace``, which
+        costs more than a cheap scorer's whole computation)."""
+        if not changes.keys() <= _SCORE_FIELDS:
+            raise TypeError(f"unknown Score fields: {sorted(changes.keys() - _SCORE_FIELDS)}")
+        new: Score = object.__new__(Score)
+        fields = new.__dict__
+        fields.update(self.__dict__)
+        fields.update(changes)
+        return new
+
+    @classmethod
+    def make(
+        cls,
+        value: float,
+        scorer: str = "",
+        rationale: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Score:
+        """``Score(value=..., scorer=..., rationale=..., metadata=...)``, built cheaply (the
+        frozen dataclass constructor sets each field through ``object.__setattr__``)."""
+        new: Score = object.__new__(Score)
+        fields = new.__dict__
+        fields.update(_SCORE_DEFAULTS)
+        fields["value"] = value
+        fields["scorer"] = scorer
+        fields["rationale"] = rationale
+        fields["metadata"] = {} if metadata is None else metadata
+        return new
 
     def to_cache(self) -> dict[str, Any]:
         """The JSON-safe part of a score that the cache stores (no bounds, no timing)."""
@@ -127,6 +154,12 @@ class Score:
             cached=True,
             duration_s=duration_s,
         )
+
+
+_SCORE_FIELDS = frozenset(f.name for f in dataclasses.fields(Score))
+_SCORE_DEFAULTS: dict[str, Any] = {
+    f.name: f.default for f in dataclasses.fields(Score) if f.default is not dataclasses.MISSING
+}
 
 
 def identity_of(value: Any) -> Any:
@@ -219,8 +252,17 @@ class Scorer:
     # -- machinery ------------------------------------------------------------------------
 
     @classmethod
-    def input_fields(cls) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(cls.required_inputs + cls.optional_inputs))
+    def input_fields(cls) -> frozenset[str]:
+        """The names this scorer takes as inputs (required and optional), computed once."""
+        cached = cls.__dict__.get("_input_fields")
+        if cached is None or cached[0] != (cls.required_inputs, cls.optional_inputs):
+            cached = (
+                (cls.required_inputs, cls.optional_inputs),
+                frozenset(cls.required_inputs + cls.optional_inputs),
+            )
+            cls._input_fields = cached  # type: ignore[attr-defined]
+        fields: frozenset[str] = cached[1]
+        return fields
 
     def check_inputs(self, inputs: Mapping[str, Any]) -> None:
         """Raise :class:`ScorerInputError` for the first required input that is missing or None."""

@@ -762,7 +762,8 @@ def test_answer_correctness_classification_and_similarity_run_concurrently(
     judge_server: OpenAITestServer, judge_ctx: ScoringContext
 ) -> None:
     judge_server.enqueue(delay(0.6, tool_call(FACTS, usage=(80, 30))))
-    judge_server.set_default(embeddings(_answer_vectors(0.85)), endpoint="embeddings")
+    # Both replies are slow, so that run one after the other they could not overlap.
+    judge_server.set_default(delay(0.6, embeddings(_answer_vectors(0.85))), endpoint="embeddings")
     result = score("answer_correctness", output=ANSWER, expected=TRUTH, input="Q-corr")
     # F1 = 2 / (2 + 0.5 * (1 + 1)) = 2/3; similarity = (0.85 - 0.7) / 0.3 = 0.5;
     # score = 0.75 * 2/3 + 0.25 * 0.5 = 0.625
@@ -779,8 +780,9 @@ def test_answer_correctness_classification_and_similarity_run_concurrently(
     (emb,) = judge_server.requests_to("embeddings")
     assert emb.body["input"] == [ANSWER, TRUTH]
     # The embeddings request was answered while the classification was still running.
-    assert chat.finished_at is not None
-    assert emb.received_at < chat.finished_at and judge_server.max_in_flight == 2
+    assert chat.finished_at is not None and emb.finished_at is not None
+    assert emb.received_at < chat.finished_at and chat.received_at < emb.finished_at
+    assert judge_server.max_in_flight == 2
     assert result.usage is not None
     assert result.usage.calls == 2
     assert result.usage.prompt_tokens == 80 + len(ANSWER.split()) + len(TRUTH.split())

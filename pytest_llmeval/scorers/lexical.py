@@ -34,35 +34,9 @@ __all__ = [
     "numeric_similarity",
 ]
 
-# ``Score`` is a frozen dataclass: its generated ``__init__`` sets each of its ten fields through
-# ``object.__setattr__``, which costs more than the whole computation of a short edit distance.
-# Deterministic scorers therefore fill a copy of the field dict of a default instance. The template
-# is taken from a real ``Score``, so a field added to ``Score`` later is carried over by itself;
-# should ``Score`` ever get ``__slots__`` (no ``__dict__``), the plain constructor is used.
-_SCORE_TEMPLATE: dict[str, Any] | None = getattr(Score(value=0.0), "__dict__", None)
-if _SCORE_TEMPLATE is not None:
-    _SCORE_TEMPLATE = dict(_SCORE_TEMPLATE)
-_new_object = object.__new__
-
-
-def make_score(
-    value: float,
-    scorer: str,
-    rationale: str | None = None,
-    metadata: Mapping[str, Any] | None = None,
-) -> Score:
-    """A :class:`Score` equal to ``Score(value=value, scorer=scorer, ...)``, built cheaply."""
-    if _SCORE_TEMPLATE is None:
-        return Score(value=value, scorer=scorer, rationale=rationale, metadata=metadata or {})
-    score: Score = _new_object(Score)
-    fields = score.__dict__
-    fields.update(_SCORE_TEMPLATE)
-    fields["value"] = value
-    fields["scorer"] = scorer
-    if rationale is not None:
-        fields["rationale"] = rationale
-    fields["metadata"] = {} if metadata is None else metadata
-    return score
+# A frozen dataclass constructor costs more than a short edit distance: build scores with
+# Score.make, which fills the instance dict directly.
+make_score = Score.make
 
 
 # -- levenshtein ----------------------------------------------------------------------------------
