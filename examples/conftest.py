@@ -51,8 +51,10 @@ class MentionsKeyword(Scorer):
 
     def compute(self, inputs, ctx):  # type: ignore[no-untyped-def]
         hit = inputs["keyword"].lower() in inputs["output"].lower()
-        return Score(value=float(hit), rationale=f"keyword {inputs['keyword']!r} "
-                     + ("found" if hit else "missing"))
+        return Score(
+            value=float(hit),
+            rationale=f"keyword {inputs['keyword']!r} " + ("found" if hit else "missing"),
+        )
 
 
 def pytest_llmeval_register_scorers(registry, config):  # type: ignore[no-untyped-def]
