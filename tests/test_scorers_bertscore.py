@@ -309,3 +309,41 @@ print(json.dumps(sorted(m for m in ("torch", "transformers", "bert_score") if m 
         env={**os.environ, "HF_HUB_OFFLINE": "1"},
     )
     assert json.loads(out.stdout) == []
+
+
+def test_score_many_scores_concurrent_rows_in_one_batch(
+    ctx: Any, model_path: str, bert: BERTScore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pytest_llmeval import score_many
+
+    engine = bert.engine()
+    calls: list[int] = []
+    original = engine.score_pairs
+
+    def counting(cands: Any, refs: Any, **kw: Any) -> Any:
+        calls.append(len(cands))
+        return original(cands, refs, **kw)
+
+    monkeypatch.setattr(engine, "score_pairs", counting)
+    rows = [{"output": c, "expected": r} for c, r in PAIRS]
+    result = score_many("bertscore", rows, model=model_path, num_layers=6)
+    assert calls == [len(PAIRS)]  # one batched call for all rows
+    expected = [s.value for s in bert.score_pairs([c for c, _ in PAIRS], [r for _, r in PAIRS])]
+    assert result.values == pytest.approx(expected, abs=1e-9)
+
+    calls.clear()
+    hedges = score_many(
+        "hedging_language",
+        [{"output": "As an AI, I have no opinions."}, {"output": "It is 42."}],
+        model=model_path,
+        num_layers=6,
+    )
+    assert calls == [2]
+    assert hedges.values[0] > hedges.values[1]
+
+
+def test_score_many_hands_a_config_error_to_every_row(ctx: Any) -> None:
+    from pytest_llmeval import score_many
+
+    with pytest.raises(ScorerConfigError, match="no tuned layer"):
+        score_many("bertscore", [{"output": "a", "expected": "b"}] * 3, model="someone/unknown")

@@ -26,6 +26,7 @@ import json
 import math
 import os
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -321,6 +322,70 @@ def loaded_engines() -> list[tuple[str, int]]:
         return list(_engines)
 
 
+class _PairBatcher:
+    """Scores together the pairs that concurrent ``acompute`` calls submit in one turn of the
+    event loop (``score_many`` gathers one coroutine per row): one batched call, off the loop.
+    Safe because a pair's score does not depend on its batch mates. Used from one loop only."""
+
+    def __init__(self) -> None:
+        self._pending: dict[tuple[str, int | None, int], list[_Submitted]] = {}
+
+    async def submit(self, scorer: _BertScorerBase, cand: str, ref: str) -> PRF:
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[PRF] = loop.create_future()
+        key = (scorer.model_type(), scorer.options["num_layers"], scorer.options["batch_size"])
+        queue = self._pending.get(key)
+        if queue is None:
+            queue = self._pending[key] = []
+            # call_soon runs after the steps already queued: the other rows' first steps.
+            loop.call_soon(self._start, loop, key, scorer)
+        queue.append((cand, ref, fut))
+        return await fut
+
+    def _start(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        key: tuple[str, int | None, int],
+        scorer: _BertScorerBase,
+    ) -> None:
+        queue = self._pending.pop(key, [])
+        task = loop.create_task(self._flush(queue, scorer))
+        _background_tasks.add(task)
+        task.add_done_callback(_background_tasks.discard)
+
+    @staticmethod
+    async def _flush(queue: list[_Submitted], scorer: _BertScorerBase) -> None:
+        cands = [c for c, _, _ in queue]
+        refs = [r for _, r, _ in queue]
+        try:
+            # Model resolution and loading happen in the worker thread too.
+            prfs = await asyncio.to_thread(scorer.pairs, cands, refs)
+        except Exception as exc:  # handed to every waiting row, whatever it is
+            for _, _, fut in queue:
+                if not fut.done():
+                    fut.set_exception(exc)
+            return
+        for (_, _, fut), prf in zip(queue, prfs, strict=True):
+            if not fut.done():
+                fut.set_result(prf)
+
+
+_Submitted = tuple[str, str, "asyncio.Future[PRF]"]
+_background_tasks: set[asyncio.Task[None]] = set()
+_batchers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _PairBatcher] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _batcher() -> _PairBatcher:
+    loop = asyncio.get_running_loop()
+    with _engines_lock:
+        batcher = _batchers.get(loop)
+        if batcher is None:
+            batcher = _batchers[loop] = _PairBatcher()
+        return batcher
+
+
 def _known_layers(model_type: str) -> int | None:
     from bert_score.utils import model2layers
 
@@ -403,6 +468,9 @@ class _BertScorerBase(Scorer):
     def idf_table(self, engine: BertScoreEngine) -> Mapping[int, float] | None:
         return None
 
+    def to_score(self, prf: PRF) -> Score:
+        raise NotImplementedError
+
     def extra_identity(self, ctx: ScoringContext) -> Mapping[str, Any]:
         model = self.model_type()
         ident: dict[str, Any] = {
@@ -435,6 +503,13 @@ class _BertScorerBase(Scorer):
                 hint="Decode it first",
             )
         return _text_of(value)
+
+    async def apair(self, cand: str, ref: str) -> PRF:
+        """One pair's P/R/F1 from async code: rows scored concurrently share one batch (idf
+        off), and the forward pass runs off the event loop so judge calls keep flowing."""
+        if self.options.get("idf") in (False, None):
+            return await _batcher().submit(self, cand, ref)
+        return (await asyncio.to_thread(self.pairs, [cand], [ref]))[0]
 
     def pairs(self, cands: Sequence[str], refs: Sequence[str]) -> list[PRF]:
         """P/R/F1 of each (candidate, reference) pair through the batched engine."""
@@ -570,8 +645,7 @@ class BERTScore(_BertScorerBase):
     async def acompute(self, inputs: Mapping[str, Any], ctx: ScoringContext) -> Score:
         self.check_inputs(inputs)
         out, exp = self.text(inputs, "output"), self.text(inputs, "expected")
-        # A forward pass off the event loop, so judge calls beside it keep flowing.
-        return (await asyncio.to_thread(self.score_pairs, [out], [exp]))[0]
+        return self.to_score(await self.apair(out, exp))
 
 
 class HedgingLanguage(_BertScorerBase):
@@ -606,18 +680,18 @@ class HedgingLanguage(_BertScorerBase):
                 self.name, "hedge", f"must be a non-empty phrase, not {hedge!r}"
             )
 
+    def to_score(self, prf: PRF) -> Score:
+        return Score(
+            value=prf.f1,
+            scorer=self.name,
+            metadata={"precision": prf.precision, "recall": prf.recall, "f1": prf.f1},
+        )
+
     def score_pairs(self, outputs: Sequence[Any]) -> list[Score]:
         """Scores of many outputs in batches; each equals its one-output score."""
         cands = [_text_of(o) for o in outputs]
         refs = [self.options["hedge"]] * len(cands)
-        return [
-            Score(
-                value=prf.f1,
-                scorer=self.name,
-                metadata={"precision": prf.precision, "recall": prf.recall, "f1": prf.f1},
-            )
-            for prf in self.pairs(cands, refs)
-        ]
+        return [self.to_score(prf) for prf in self.pairs(cands, refs)]
 
     def compute(self, inputs: Mapping[str, Any], ctx: ScoringContext) -> Score:
         self.check_inputs(inputs)
@@ -625,5 +699,5 @@ class HedgingLanguage(_BertScorerBase):
 
     async def acompute(self, inputs: Mapping[str, Any], ctx: ScoringContext) -> Score:
         self.check_inputs(inputs)
-        text = self.text(inputs, "output")
-        return (await asyncio.to_thread(self.score_pairs, [text]))[0]
+        prf = await self.apair(self.text(inputs, "output"), self.options["hedge"])
+        return self.to_score(prf)
