@@ -344,6 +344,7 @@ class LocalEmbedder(Embedder):
             )
         self.source = source
         self.batch_size = batch_size
+        self._pending: dict[asyncio.AbstractEventLoop, _PendingTexts] = {}
 
     def identity(self) -> dict[str, Any]:
         if os.path.isdir(self.source):
@@ -363,14 +364,49 @@ class LocalEmbedder(Embedder):
         return model.encode(texts, self.batch_size), Usage()
 
     async def _compute(self, texts: list[str]) -> tuple[list[list[float]], Usage]:
-        # Off the event loop: a forward pass must not stall judge calls running beside it.
-        return await asyncio.to_thread(self._encode, texts)
+        # Texts asked for in one turn of the loop (concurrent scorings, e.g. score_many's rows)
+        # are encoded together, off the loop so judge calls beside it keep flowing.
+        loop = asyncio.get_running_loop()
+        batch = self._pending.get(loop)
+        if batch is None:
+            batch = self._pending[loop] = _PendingTexts(loop.create_future())
+            loop.call_soon(self._launch, loop)
+        batch.texts.update(dict.fromkeys(texts))
+        # shield: one caller's cancellation must not cancel the batch the others wait for.
+        table = await asyncio.shield(batch.result)
+        return [table[t] for t in texts], Usage()
+
+    def _launch(self, loop: asyncio.AbstractEventLoop) -> None:
+        batch = self._pending.pop(loop)
+        task = loop.create_task(self._run_batch(batch))
+        _background_tasks.add(task)
+        task.add_done_callback(_background_tasks.discard)
+
+    async def _run_batch(self, batch: _PendingTexts) -> None:
+        texts = list(batch.texts)
+        try:
+            vectors, _ = await asyncio.to_thread(self._encode, texts)
+        except Exception as exc:  # every waiting caller gets it, whatever it is
+            batch.result.set_exception(exc)
+        else:
+            batch.result.set_result(dict(zip(texts, vectors, strict=True)))
 
     def _compute_sync(self, texts: list[str]) -> tuple[list[list[float]], Usage]:
         return self._encode(texts)
 
     def __repr__(self) -> str:
         return f"LocalEmbedder({self.source!r})"
+
+
+class _PendingTexts:
+    """Texts collected in one loop turn and the future of their vectors."""
+
+    def __init__(self, result: asyncio.Future[dict[str, list[float]]]) -> None:
+        self.texts: dict[str, None] = {}
+        self.result = result
+
+
+_background_tasks: set[asyncio.Task[None]] = set()
 
 
 # -- choosing a backend ---------------------------------------------------------------------------

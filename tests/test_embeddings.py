@@ -266,3 +266,51 @@ def test_a_result_cache_hit_never_loads_the_model(minilm: str, tmp_path: Path) -
         "transformers": False,
     }
     assert 0.5 < first["value"] <= 1.0
+
+
+def test_concurrent_local_requests_are_encoded_together(
+    minilm: str, ctx: ScoringContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import asyncio
+
+    emb = LocalEmbedder(minilm)
+    calls: list[list[str]] = []
+    original = emb._encode
+
+    def counting(texts: list[str]) -> Any:
+        calls.append(list(texts))
+        return original(texts)
+
+    monkeypatch.setattr(emb, "_encode", counting)
+
+    async def many() -> list[list[list[float]]]:
+        return list(
+            await asyncio.gather(
+                emb.aembed(["one", "two"]), emb.aembed(["two", "three"]), emb.aembed(["four"])
+            )
+        )
+
+    first, second, third = ctx.run(many())
+    assert calls == [["one", "two", "three", "four"]]  # one forward pass, distinct texts
+    assert first[1] == second[0]
+    alone = LocalEmbedder(minilm).embed(["three"])[0]
+    assert max(abs(a - b) for a, b in zip(second[1], alone, strict=True)) < 1e-6
+    assert len(third) == 1
+
+
+def test_score_many_embedding_similarity_locally(minilm: str, ctx: ScoringContext) -> None:
+    from pytest_llmeval import score, score_many
+
+    rows = [
+        {"output": "The cat sat on the mat.", "expected": "A cat was on the mat."},
+        {"output": "Paris is in France.", "expected": "Paris is the French capital."},
+        {"output": "Stocks fell.", "expected": "The weather was sunny."},
+    ]
+    model = "local:" + minilm
+    batch = score_many("embedding_similarity", rows, model=model)
+    for row, value in zip(rows, batch.values, strict=True):
+        single = score(
+            "embedding_similarity", output=row["output"], expected=row["expected"], model=model
+        )
+        assert value == pytest.approx(single.value, abs=1e-6)
+    assert batch.values[0] > batch.values[2]
