@@ -114,6 +114,10 @@ class BertScoreEngine:
                 "local directory (with num_layers=...) or make the hub id available offline "
                 "(HF_HUB_OFFLINE=1 needs it in the local hub cache)"
             ) from exc
+        except ImportError as exc:  # e.g. a SentencePiece tokenizer without sentencepiece
+            raise ScorerNotAvailableError(
+                f"could not load the BERTScore model {model_type!r}: {exc}. {INSTALL_HINT}"
+            ) from exc
         except AssertionError as exc:  # bert-score's own check of num_layers
             raise ScorerConfigError("bertscore", "num_layers", str(exc)) from exc
         self.model.eval()
