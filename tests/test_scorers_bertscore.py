@@ -347,3 +347,13 @@ def test_score_many_hands_a_config_error_to_every_row(ctx: Any) -> None:
 
     with pytest.raises(ScorerConfigError, match="no tuned layer"):
         score_many("bertscore", [{"output": "a", "expected": "b"}] * 3, model="someone/unknown")
+
+
+def test_identical_texts_pass_the_range_check_of_score(ctx: Any, model_path: str) -> None:
+    text = "Water boils at 100 degrees Celsius at sea level, as every cook knows."
+    s = score("bertscore", output=text, expected=text, model=model_path, num_layers=6)
+    assert 1.0 - 1e-5 <= s.value <= 1.0
+    h = score("hedging_language", output=DEFAULT_HEDGE, model=model_path, num_layers=6)
+    assert 1.0 - 1e-5 <= h.value <= 1.0
+    assert BERTScore.score_range == (-1.0, 1.0)
+    assert HedgingLanguage.score_range == (0.0, 1.0)

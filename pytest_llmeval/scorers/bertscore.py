@@ -528,9 +528,9 @@ class _BertScorerBase(Scorer):
 
 class BERTScore(_BertScorerBase):
     """BERTScore of ``output`` (candidate) against ``expected`` (reference), reported as
-    ``precision_weight * P + (1 - precision_weight) * R`` (Bench: 0.1 P + 0.9 R). Range 0..1 in
-    practice (a cosine-based score can dip below 0 for unrelated text with some models), higher is
-    better.
+    ``precision_weight * P + (1 - precision_weight) * R`` (Bench: 0.1 P + 0.9 R). Declared range
+    -1..1 (averages of cosines; 0..1 in practice, below 0 only for unrelated text with some
+    models), higher is better.
 
     Options: ``model`` (hub id or directory; default ``microsoft/deberta-v3-base``),
     ``num_layers`` (default: bert-score's tuned layer for a known hub model, 9 for the default;
@@ -543,6 +543,9 @@ class BERTScore(_BertScorerBase):
     """
 
     name: ClassVar[str] = "bertscore"
+    # P and R average cosines: -1..1 (in practice 0..1; negative only for unrelated texts
+    # with some models). Bench reports the raw value, so no clamping to 0.
+    score_range: ClassVar[tuple[float, float]] = (-1.0, 1.0)
     aliases: ClassVar[tuple[str, ...]] = ("BERTScore", "bert_score")
     required_inputs: ClassVar[tuple[str, ...]] = ("output", "expected")
     version: ClassVar[str] = "1"
@@ -629,7 +632,8 @@ class BERTScore(_BertScorerBase):
         w = float(self.options["precision_weight"])
         value = w * prf.precision + (1.0 - w) * prf.recall
         return Score(
-            value=value,
+            # Clamped only against float32 rounding (1.0000001 for identical texts).
+            value=min(max(value, -1.0), 1.0),
             scorer=self.name,
             metadata={"precision": prf.precision, "recall": prf.recall, "f1": prf.f1},
         )
@@ -686,7 +690,9 @@ class HedgingLanguage(_BertScorerBase):
 
     def to_score(self, prf: PRF) -> Score:
         return Score(
-            value=prf.f1,
+            # F1 of P and R in [0, 1] lies in [0, 1]; the clamp removes float32 overshoot and
+            # the meaningless F1 of a negative P or R (its raw value stays in the metadata).
+            value=min(max(prf.f1, 0.0), 1.0),
             scorer=self.name,
             metadata={"precision": prf.precision, "recall": prf.recall, "f1": prf.f1},
         )
