@@ -6,6 +6,11 @@ Whole-run wall time with ``-n 0`` against ``-n 4``, same machine, same run, best
 Target: -n 4 at least 3.5x faster. Also prints the pytest-reported session time (which leaves
 out interpreter start-up) and the number of judge calls the server saw.
 
+Two configurations: the plugins installed in this environment (each xdist worker imports all
+of them: hypothesis, anyio, pytest-benchmark ... cost about 1.5 s of CPU per worker here), and
+only pytest-llmeval + xdist (PYTEST_DISABLE_PLUGIN_AUTOLOAD=1), which isolates what this plugin
+itself costs.
+
 Run: python benchmarks/bench_xdist.py [--cases 400] [--latency 0.1] [--repeats 1]
 """
 
@@ -83,7 +88,9 @@ def main() -> None:
                 "LLM_EVAL_JUDGE_MODEL": "test-judge",
             }
 
-            def run(workers: int) -> tuple[float, float, int]:
+            def run(workers: int, isolated: bool) -> tuple[float, float, int]:
+                extra = ["-p", "xdist.plugin", "-p", "pytest_llmeval.plugin"] if isolated else []
+                run_env = {**env, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"} if isolated else env
                 urllib.request.urlopen(urllib.request.Request(stats_url, data=b"{}"), timeout=10)
                 t0 = time.perf_counter()
                 out = subprocess.run(
@@ -94,13 +101,14 @@ def main() -> None:
                         "-q",
                         "-p",
                         "no:cacheprovider",
+                        *extra,
                         "--llm-eval",
                         "--llm-eval-cache=off",
                         "-n",
                         str(workers),
                     ],
                     cwd=root,
-                    env=env,
+                    env=run_env,
                     capture_output=True,
                     text=True,
                     check=False,
@@ -113,20 +121,27 @@ def main() -> None:
                     calls = int(json.loads(resp.read())["requests"].get("chat", 0))
                 return wall, float(m.group(1)) if m else float("nan"), calls
 
-            serial = min((run(0) for _ in range(args.repeats)), key=lambda r: r[0])
-            parallel = min((run(4) for _ in range(args.repeats)), key=lambda r: r[0])
+            results = {}
+            for isolated in (False, True):
+                serial = min((run(0, isolated) for _ in range(args.repeats)), key=lambda r: r[0])
+                parallel = min((run(4, isolated) for _ in range(args.repeats)), key=lambda r: r[0])
+                results[isolated] = (serial, parallel)
     finally:
         server.terminate()
         server.wait(timeout=10)
     print(f"{args.cases} per-case judge tests, {args.latency * 1000:.0f} ms per judge call")
-    print(f"  -n 0: wall {serial[0]:.2f} s (pytest says {serial[1]:.2f} s), {serial[2]} calls")
-    print(
-        f"  -n 4: wall {parallel[0]:.2f} s (pytest says {parallel[1]:.2f} s), {parallel[2]} calls"
-    )
-    print(
-        f"  speed-up: wall {serial[0] / parallel[0]:.2f}x, "
-        f"session {serial[1] / parallel[1]:.2f}x (target >= 3.5x)"
-    )
+    for isolated, (serial, parallel) in results.items():
+        label = "only pytest-llmeval + xdist" if isolated else "all installed plugins"
+        print(f" {label}:")
+        print(f"  -n 0: wall {serial[0]:.2f} s (pytest says {serial[1]:.2f} s), {serial[2]} calls")
+        print(
+            f"  -n 4: wall {parallel[0]:.2f} s (pytest says {parallel[1]:.2f} s), "
+            f"{parallel[2]} calls"
+        )
+        print(
+            f"  speed-up: wall {serial[0] / parallel[0]:.2f}x, "
+            f"session {serial[1] / parallel[1]:.2f}x (target >= 3.5x)"
+        )
 
 
 if __name__ == "__main__":
