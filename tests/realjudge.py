@@ -157,8 +157,10 @@ def local_judge_ctx(local_judge_url: str, tmp_path: Path) -> Iterator[ScoringCon
         model=MODEL_ALIAS,
         temperature=0.0,
         seed=0,
-        timeout=120.0,
+        # Generous: on 2 idle cores a call takes 2 to 10 s, but a loaded machine is far slower.
+        timeout=300.0,
         max_tries=2,
+        overall_timeout=900.0,
         concurrency=1,  # one llama.cpp server serves one request at a time
         mode="tool",
     )

@@ -3,7 +3,8 @@
 
 The cases are deliberately easy, so that a 1.5B model separates them; they check that the whole
 path works for real (prompt, forced tool call or logprobs, parsing, score), not the model's wit.
-Few calls: about 2 s per l3score case and 6 to 10 s per factuality case on 2 cores.
+Few calls: about 2 s per l3score case and 6 to 10 s per factuality case on 2 idle cores
+(server start about 3 s; about 30 s in all).
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ import pytest
 from pytest_llmeval import score
 from pytest_llmeval.context import ScoringContext
 
-pytestmark = pytest.mark.realjudge
+# One llama.cpp server per process: under xdist, `--dist loadgroup` keeps these on one worker.
+pytestmark = [pytest.mark.realjudge, pytest.mark.xdist_group("realjudge")]
 
 L3_CASES = [
     # (question, reference, candidate, same answer?)
