@@ -357,3 +357,9 @@ def test_identical_texts_pass_the_range_check_of_score(ctx: Any, model_path: str
     assert 1.0 - 1e-5 <= h.value <= 1.0
     assert BERTScore.score_range == (-1.0, 1.0)
     assert HedgingLanguage.score_range == (0.0, 1.0)
+
+
+def test_more_layers_than_the_model_has_is_a_config_error(model_path: str) -> None:
+    with pytest.raises(ScorerConfigError, match="num_layers") as info:
+        BERTScore(model=model_path, num_layers=99).score_pairs(["a"], ["b"])
+    assert "between 0 and 6" in str(info.value)
