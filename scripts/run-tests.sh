@@ -17,4 +17,6 @@ ruff format --check .
 mypy --strict pytest_llmeval
 
 # pytest exits 5 when it collects nothing; that must not pass silently, so no special-casing.
-python -m pytest -p no:cacheprovider -ra "$@"
+# Two workers (2 cores); the real-judge tests share one xdist group, so one worker starts the
+# local llama.cpp server once.
+python -m pytest -p no:cacheprovider -ra -n 2 --dist loadgroup "$@"
