@@ -259,7 +259,8 @@ def _record(
     rec = current_recorder.get()
     if rec is None:
         return
-    usage = result.usage if result is not None else None
+    # A cached result cost nothing in this run: its stored usage is not spent again.
+    usage = result.usage if result is not None and not result.cached else None
     rec.add(
         ScoreRecord(
             file=rec.file,

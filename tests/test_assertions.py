@@ -176,3 +176,27 @@ def test_score_many_keeps_row_order_and_assert_scores_aggregates(ctx: ScoringCon
         assert_scores("ratio_test", rows, min=0.5, min_pass_rate=0.9)
     with pytest.raises(ScorerInputError, match=r"^row 1: scorer 'ratio_test'"):
         score_many("ratio_test", [{"output": "a", "expected": "a"}, {"output": "a"}])
+
+
+class Judged(Scorer):
+    """Reports judge usage like a judge scorer does."""
+
+    name = "judged_test"
+
+    def compute(self, inputs: Any, ctx: ScoringContext) -> Score:
+        return Score(value=1.0, usage=pytest_llmeval.Usage(100, 20, 1, 0.002))
+
+
+def test_cached_result_spends_no_tokens_in_its_record(cached_ctx: ScoringContext) -> None:
+    rec = TestRecorder("f.py", "test_x", None, None)
+    token = current_recorder.set(rec)
+    try:
+        assert_score(Judged, output="x")
+        again = assert_score(Judged, output="x")
+    finally:
+        current_recorder.reset(token)
+    assert again.cached and again.usage == pytest_llmeval.Usage(100, 20, 1, 0.002)
+    first, second = rec.records
+    assert (first.judge_calls, first.prompt_tokens, first.cost_usd) == (1, 100, 0.002)
+    assert (second.judge_calls, second.prompt_tokens, second.cost_usd) == (0, 0, None)
+    assert second.cached is True
