@@ -1,0 +1,122 @@
+"""The plugin with a real judge endpoint (the scripted test server): budget, judge failures as
+ERRORs, usage in the summary and report, cache replay without a key, the key never printed."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from pytest_llmeval.testing import OpenAITestServer, error, text
+
+TESTS = """
+import pytest
+from pytest_llmeval import assert_score
+
+@pytest.mark.parametrize("i", range(3))
+def test_judged(i):
+    assert_score("l3score", input=f"q{i}?", expected=f"a{i}", output=f"a{i}", min=0.5)
+"""
+
+YES = text("Yes", top_logprobs=[("Yes", -0.1), ("No", -2.5)], usage=(1000, 1))
+
+
+@pytest.fixture
+def judged(pytester: pytest.Pytester, judge_server: OpenAITestServer) -> pytest.Pytester:
+    pytester.makepyfile(test_judged=TESTS)
+    pytester.makeini(
+        "[pytest]\n"
+        "llm_eval_judge_model = test-judge\n"
+        "llm_eval_max_tries = 1\n"
+        # 1000 prompt tokens at $1000 per million: $1.00 a call
+        "llm_eval_prices =\n    test-judge 1000 0\n"
+    )
+    pytester._monkeypatch.setenv("OPENAI_BASE_URL", judge_server.base_url)
+    pytester._monkeypatch.setenv("OPENAI_API_KEY", "sk-plugin-SECRET")
+    return pytester
+
+
+def _db_rows(p: pytest.Pytester) -> int:
+    db = p.path / ".llmeval" / "results.sqlite3"
+    if not db.exists():
+        return 0
+    return int(sqlite3.connect(db).execute("SELECT count(*) FROM results").fetchone()[0])
+
+
+def test_usage_and_cost_reach_summary_and_report(
+    judged: pytest.Pytester, judge_server: OpenAITestServer
+) -> None:
+    judge_server.set_default(YES)
+    out = judged.path / "r.json"
+    result = judged.runpytest(f"--llm-eval-report={out}")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(
+        [
+            "l3score * 3 * 0.917 * 3 * 0 * 0 * 0 * 3 * 3003 * $3.0000 *",
+            "3 scores, 0 from cache, 3 judge calls, $3.0000",
+        ]
+    )
+    report = json.loads(out.read_text())
+    agg = report["aggregates"]["l3score"]
+    assert (agg["judge_calls"], agg["prompt_tokens"], agg["cost_usd"]) == (3, 3000, 3.0)
+    assert report["run"]["judge"]["model"] == "test-judge"
+    # the second run is free: every score from the cache, no request reaches the judge
+    judge_server.clear()
+    result = judged.runpytest()
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(["3 scores, 3 from cache, 0 judge calls"])
+    assert judge_server.requests == []
+    # and CI without a key replays it
+    judged._monkeypatch.delenv("OPENAI_API_KEY")
+    judged._monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    judged.runpytest("--llm-eval-cache=replay").assert_outcomes(passed=3)
+    text_out = out.read_text() + (judged.path / ".llmeval" / "results.sqlite3").read_text(
+        errors="replace"
+    )
+    assert "SECRET" not in text_out
+
+
+def test_budget_stops_new_judge_calls_and_says_so(
+    judged: pytest.Pytester, judge_server: OpenAITestServer
+) -> None:
+    judge_server.set_default(YES)
+    result = judged.runpytest("--llm-eval-budget=1.5")
+    result.assert_outcomes(passed=2, errors=1)  # $1 spent, $2 spent (>= 1.5), then stop
+    assert len(judge_server.requests) == 2
+    result.stdout.fnmatch_lines(
+        ["*BudgetExceededError*", "budget spent: 1 scoring(s) not started (--llm-eval-budget)"]
+    )
+
+
+def test_judge_failure_is_an_error_not_cached_and_hides_the_key(
+    judged: pytest.Pytester, judge_server: OpenAITestServer
+) -> None:
+    judge_server.enqueue(error(500, "upstream exploded"))
+    judge_server.set_default(YES)
+    result = judged.runpytest("-p", "no:randomly")
+    result.assert_outcomes(passed=2, errors=1)
+    result.stdout.fnmatch_lines(["*JudgeError*test-judge*500*"])
+    assert "sk-plugin-SECRET" not in result.stdout.str() + result.stderr.str()
+    assert _db_rows(judged) == 2  # the failure was not stored
+    judge_server.clear()
+    judged.runpytest().assert_outcomes(passed=3)
+    assert len(judge_server.requests) == 1  # only the failed case is asked again
+
+
+def test_parallel_run_merges_judge_usage(
+    judged: pytest.Pytester, judge_server: OpenAITestServer
+) -> None:
+    pytest.importorskip("xdist")
+    judge_server.set_default(YES)
+    result = judged.runpytest_subprocess("-n", "2")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(["3 scores, 0 from cache, 3 judge calls, $3.0000"])
+
+
+def test_examples_directory_is_valid(pytester: pytest.Pytester) -> None:
+    """The examples collect (their judge tests are skipped without --llm-eval)."""
+    root = Path(__file__).resolve().parent.parent / "examples"
+    result = pytester.runpytest(str(root), "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, skipped=14)
