@@ -473,7 +473,8 @@ class _BertScorerBase(Scorer):
         return None
 
     def to_score(self, prf: PRF) -> Score:
-        raise NotImplementedError
+        """Turn (P, R, F1) into this scorer's score; each concrete scorer defines it."""
+        raise TypeError(f"{type(self).__name__} must define to_score()")
 
     def extra_identity(self, ctx: ScoringContext) -> Mapping[str, Any]:
         model = self.model_type()
