@@ -21,6 +21,7 @@ from pytest_llmeval.errors import (
 from pytest_llmeval.records import ScoreRecord, current_recorder
 from pytest_llmeval.registry import default_registry
 from pytest_llmeval.scoring import Score, Scorer
+from pytest_llmeval.settings import Secret
 
 __all__ = [
     "BatchResult",
@@ -109,6 +110,15 @@ def _split(
     return _instance(cls, options), inputs
 
 
+def _protect(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Wrap a per-call ``api_key`` in :class:`Secret` at once, so no frame, repr or
+    ``--showlocals`` output below the public entry points can show it."""
+    key = kwargs.get("api_key")
+    if key is not None and not isinstance(key, Secret):
+        kwargs["api_key"] = Secret(str(key))
+    return kwargs
+
+
 def _where() -> str | None:
     rec = current_recorder.get()
     return rec.where if rec is not None else None
@@ -125,6 +135,7 @@ def _prepare(
     kwargs: Mapping[str, Any],
     ctx: ScoringContext,
 ) -> tuple[Scorer, dict[str, Any], str | None]:
+    __tracebackhide__ = True
     try:
         inst, inputs = _split(scorer, fields, kwargs)
         inst.check_inputs(inputs)
@@ -177,6 +188,7 @@ def _score_sync(
     kwargs: Mapping[str, Any],
     ctx: ScoringContext,
 ) -> tuple[Scorer, Score]:
+    __tracebackhide__ = True
     t0 = time.perf_counter()
     inst, inputs, key = _prepare(scorer, fields, kwargs, ctx)
     hit = _lookup(inst, key, ctx, t0)
@@ -221,8 +233,9 @@ def score(
     input, :class:`JudgeError` when a judge cannot give a verdict, :class:`CacheMissError` in
     replay mode on a miss.
     """
+    __tracebackhide__ = True
     fields = {"output": output, "expected": expected, "input": input, "context": context}
-    return _score_sync(scorer, fields, kwargs, get_context())[1]
+    return _score_sync(scorer, fields, _protect(kwargs), get_context())[1]
 
 
 async def ascore(
@@ -236,7 +249,7 @@ async def ascore(
 ) -> Score:
     """The async form of :func:`score`."""
     fields = {"output": output, "expected": expected, "input": input, "context": context}
-    return (await _score_async(scorer, fields, kwargs, get_context()))[1]
+    return (await _score_async(scorer, fields, _protect(kwargs), get_context()))[1]
 
 
 def _check(inst: Scorer, result: Score, min: float | None, max: float | None) -> Score:
@@ -351,6 +364,7 @@ def assert_score(
     :class:`LLMEvalAssertionError`) when out of bounds; errors as :func:`score`.
     """
     __tracebackhide__ = True
+    _protect(kwargs)
     fields = {"output": output, "expected": expected, "input": input, "context": context}
     ctx = get_context()
     t0 = time.perf_counter()
@@ -433,6 +447,7 @@ def score_many(
     """Score many rows (mappings with ``output``, ``expected``, ... or Cases) concurrently, judge
     calls running up to the run's concurrency limit. Results come back in row order."""
     ctx = get_context()
+    _protect(options)
     materialized = [_row_fields(r) for r in rows]
     scores = ctx.run(_score_rows(scorer, materialized, options, ctx))
     name = scores[0].scorer if scores else str(scorer)

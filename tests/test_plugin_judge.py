@@ -120,3 +120,32 @@ def test_examples_directory_is_valid(pytester: pytest.Pytester) -> None:
     root = Path(__file__).resolve().parent.parent / "examples"
     result = pytester.runpytest(str(root), "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1, skipped=14)
+
+
+def test_per_call_api_key_is_used_and_never_shown(
+    judge_server: OpenAITestServer, judge_ctx: object, pytester: pytest.Pytester
+) -> None:
+    from pytest_llmeval import score
+
+    judge_server.set_default(YES)
+    s = score("l3score", input="q?", expected="a", output="a", api_key="sk-per-call-SECRET")
+    assert s.value == pytest.approx(0.91683, abs=1e-5)
+    (req,) = judge_server.requests
+    auth = {k.lower(): v for k, v in req.headers.items()}["authorization"]
+    assert auth == "Bearer sk-per-call-SECRET"
+    # a judge error travels up through pytest-llmeval's frames: with --showlocals, still no key
+    judge_server.enqueue(error(401, "Incorrect API key provided"))
+    pytester.makepyfile(
+        f"""
+        from pytest_llmeval import assert_score
+
+        def test_x():
+            assert_score("l3score", input="q?", expected="a", output="a", min=0.99,
+                         api_key="sk-" + "per-call-" + "SECRET", base_url="{judge_server.base_url}",
+                         model="test-judge")
+        """
+    )
+    result = pytester.runpytest("--showlocals", "--fulltrace", "--llm-eval-cache=off")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*JudgeError*401*"])
+    assert "sk-per-call-SECRET" not in result.stdout.str() + result.stderr.str()
