@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scorer_properties import PLAIN_CTX, assert_in_range_or_input_error
 
 from pytest_llmeval import Score, ScorerConfigError, ScorerInputError, score
 from pytest_llmeval.context import ScoringContext
@@ -22,11 +23,6 @@ from pytest_llmeval.scorers.lexical import (
     make_score,
     numeric_similarity,
 )
-from pytest_llmeval.settings import Settings
-
-#: Deterministic scorers ignore their context; property tests share this one (no fixture, since
-#: hypothesis runs many examples per test function).
-PLAIN_CTX = ScoringContext(Settings(cache_mode="off"))
 
 JSON_LIKE = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
@@ -224,19 +220,7 @@ def test_numeric_diff_errors(output: Any, expected: Any, field: str, ctx: Scorin
 def test_any_json_like_input_scores_in_range_or_is_an_input_error(
     name: str, output: Any, expected: Any
 ) -> None:
-    scorer = default_registry.get(name)()
-    ctx = PLAIN_CTX
-    inputs = {k: v for k, v in (("output", output), ("expected", expected)) if v is not None}
-    try:
-        scorer.check_inputs(inputs)
-        value = scorer.compute(inputs, ctx).value
-    except ScorerInputError as exc:
-        assert exc.scorer == name
-        assert exc.field in ("output", "expected")
-        return
-    assert isinstance(value, float)
-    lo, hi = scorer.score_range
-    assert lo <= value <= hi
+    assert_in_range_or_input_error(name, output, expected)
 
 
 JSON_CONTAINERS = st.recursive(

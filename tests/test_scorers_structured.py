@@ -10,16 +10,12 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scorer_properties import PLAIN_CTX, assert_in_range_or_input_error
 
 from pytest_llmeval import Score, Scorer, ScorerConfigError, ScorerInputError, score
 from pytest_llmeval.context import ScoringContext
-from pytest_llmeval.registry import default_registry
 from pytest_llmeval.scorers.lexical import ExactMatch, levenshtein_similarity
 from pytest_llmeval.scorers.structured import JSONDiff, ListContains, ValidJSON
-from pytest_llmeval.settings import Settings
-
-#: Deterministic scorers ignore their context; property tests share this one.
-PLAIN_CTX = ScoringContext(Settings(cache_mode="off"))
 
 JSON_LIKE = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
@@ -256,18 +252,7 @@ def test_list_contains_matches_python_loop_on_larger_lists(ctx: ScoringContext) 
 def test_any_json_like_input_scores_in_range_or_is_an_input_error(
     name: str, output: Any, expected: Any
 ) -> None:
-    scorer = default_registry.get(name)()
-    inputs = {k: v for k, v in (("output", output), ("expected", expected)) if v is not None}
-    try:
-        scorer.check_inputs(inputs)
-        value = scorer.compute(inputs, PLAIN_CTX).value
-    except ScorerInputError as exc:
-        assert exc.scorer == name
-        assert exc.field in ("output", "expected")
-        return
-    assert isinstance(value, float)
-    lo, hi = scorer.score_range
-    assert lo <= value <= hi
+    assert_in_range_or_input_error(name, output, expected)
 
 
 @settings(max_examples=100, deadline=None)

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scorer_properties import assert_in_range_or_input_error
 
 from pytest_llmeval import ScorerConfigError, ScorerInputError, ScorerNotAvailableError, score
 from pytest_llmeval.context import ScoringContext
-from pytest_llmeval.registry import default_registry
 from pytest_llmeval.scorers import text as text_module
 from pytest_llmeval.scorers.text import (
     READABILITY_MAX,
@@ -21,10 +21,6 @@ from pytest_llmeval.scorers.text import (
     flesch_reading_ease,
     word_count,
 )
-from pytest_llmeval.settings import Settings
-
-#: Deterministic scorers ignore their context; property tests share this one.
-PLAIN_CTX = ScoringContext(Settings(cache_mode="off"))
 
 JSON_LIKE = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
@@ -199,15 +195,4 @@ def test_tagger_model_loader_refuses_code() -> None:
 def test_any_json_like_input_scores_in_range_or_is_an_input_error(
     name: str, output: Any, expected: Any
 ) -> None:
-    scorer = default_registry.get(name)()
-    inputs = {k: v for k, v in (("output", output), ("expected", expected)) if v is not None}
-    try:
-        scorer.check_inputs(inputs)
-        value = scorer.compute(inputs, PLAIN_CTX).value
-    except ScorerInputError as exc:
-        assert exc.scorer == name
-        assert exc.field in ("output", "expected")
-        return
-    assert isinstance(value, float)
-    lo, hi = scorer.score_range
-    assert lo <= value <= hi + 1e-9
+    assert_in_range_or_input_error(name, output, expected, slack=1e-9)
