@@ -19,6 +19,7 @@ from pytest_llmeval.settings import JudgeSettings, Settings
 if TYPE_CHECKING:
     from pytest_llmeval.embeddings import Embedder
     from pytest_llmeval.judge.client import JudgeClient
+    from pytest_llmeval.spend import SharedSpend
 
 __all__ = ["ScoringContext", "UsageLedger", "configure", "get_context", "set_context"]
 
@@ -27,15 +28,22 @@ T = TypeVar("T")
 
 @final
 class UsageLedger:
-    """Run-wide (per process) totals of judge usage; the budget is checked against it."""
+    """This process's totals of judge usage; the budget is checked against :attr:`spent_usd`.
 
-    def __init__(self) -> None:
+    With ``shared`` (a pytest run, xdist workers included) the dollars also go to the run's
+    shared spend file and :attr:`spent_usd` is the whole run's spend.
+    """
+
+    def __init__(self, shared: SharedSpend | None = None) -> None:
         self._lock = threading.Lock()
         self._total = Usage()
+        self.shared = shared
 
     def add(self, usage: Usage) -> None:
         with self._lock:
             self._total = self._total + usage
+        if self.shared is not None and usage.cost_usd:
+            self.shared.add(usage.cost_usd)
 
     @property
     def total(self) -> Usage:
@@ -44,6 +52,8 @@ class UsageLedger:
 
     @property
     def spent_usd(self) -> float:
+        if self.shared is not None:
+            return self.shared.total()
         return self.total.cost_usd or 0.0
 
 
@@ -52,10 +62,14 @@ class ScoringContext:
     """What scorers get besides their inputs."""
 
     def __init__(
-        self, settings: Settings | None = None, *, cache: ResultStore | None = None
+        self,
+        settings: Settings | None = None,
+        *,
+        cache: ResultStore | None = None,
+        spend: SharedSpend | None = None,
     ) -> None:
         self.settings = settings if settings is not None else Settings.from_env()
-        self.ledger = UsageLedger()
+        self.ledger = UsageLedger(spend)
         self._lock = threading.Lock()
         self._judges: dict[Any, JudgeClient] = {}
         self._embedders: dict[Any, Embedder] = {}

@@ -14,7 +14,7 @@ import json
 import os
 from collections.abc import Generator, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -26,6 +26,9 @@ from pytest_llmeval.records import ScoreRecord, TestRecorder, current_recorder
 from pytest_llmeval.registry import default_registry
 from pytest_llmeval.settings import CACHE_MODES, JUDGE_MODES, JudgeSettings, Secret, Settings
 
+if TYPE_CHECKING:
+    from pytest_llmeval.spend import SharedSpend
+
 RECORDS_ATTR = "llm_eval_records"
 ERROR_ATTR = "llm_eval_error"
 
@@ -33,6 +36,9 @@ recorder_key = pytest.StashKey[TestRecorder]()
 context_key = pytest.StashKey[ScoringContext]()
 previous_context_key = pytest.StashKey["ScoringContext | None"]()
 session_key = pytest.StashKey["LLMEvalSession"]()
+spend_key = pytest.StashKey["SharedSpend"]()
+#: ``workerinput`` key: the path of the run's shared spend file (see :mod:`pytest_llmeval.spend`)
+SPEND_FILE_KEY = "llm_eval_spend_file"
 
 _SKIP_REASON = (
     "llm_eval test: LLM evaluations run only with `pytest --llm-eval` "
@@ -106,7 +112,8 @@ _OPTIONS: list[tuple[str, str, str, str, Any]] = [
     (
         "budget",
         "llm_eval_budget",
-        "USD: stop starting judge calls once this much is spent (per process)",
+        "USD: stop starting judge calls once the whole run (xdist workers included) has spent this "
+        "much",
         "float",
         None,
     ),
@@ -303,7 +310,7 @@ def pytest_configure(config: pytest.Config) -> None:
         cache = config.hook.pytest_llmeval_make_cache(
             config=config, directory=settings.cache_dir, mode=settings.cache_mode
         )
-    ctx = ScoringContext(settings, cache=cache)
+    ctx = ScoringContext(settings, cache=cache, spend=_run_spend(config, settings))
     config.stash[context_key] = ctx
     config.stash[previous_context_key] = set_context(ctx)
     config.hook.pytest_llmeval_register_scorers.call_historic(
@@ -315,11 +322,30 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(session, "llm-eval-session")
 
 
+def _run_spend(config: pytest.Config, settings: Settings) -> SharedSpend | None:
+    """With a budget: the run's shared spend (created by the controller, whose path reaches
+    each xdist worker in ``workerinput``), so the budget holds for the whole run."""
+    from pytest_llmeval.spend import SharedSpend, shared_spend_supported
+
+    if settings.budget_usd is None or not shared_spend_supported():
+        return None
+    if _is_worker(config):
+        path = config.workerinput.get(SPEND_FILE_KEY)  # type: ignore[attr-defined]
+        return SharedSpend(path) if path else None
+    spend = SharedSpend.create()
+    config.stash[spend_key] = spend
+    return spend
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     ctx = config.stash.get(context_key, None)
     if ctx is None:
         return
     ctx.close()
+    spend = config.stash.get(spend_key, None)
+    if spend is not None:
+        spend.remove()
+        del config.stash[spend_key]
     set_context(config.stash.get(previous_context_key, None))
     del config.stash[context_key]
     session = config.stash.get(session_key, None)
@@ -482,6 +508,13 @@ class LLMEvalSession:
         except ValueError:
             return
         self.records.extend(ScoreRecord.from_json(d) for d in data)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        """xdist controller: give each worker the path of the run's spend file."""
+        spend = self.config.stash.get(spend_key, None)
+        if spend is not None:
+            node.workerinput[SPEND_FILE_KEY] = str(spend.path)
 
     def sorted_records(self) -> list[ScoreRecord]:
         # Reports arrive in completion order under xdist; sort for a stable output.

@@ -609,3 +609,27 @@ def test_rejected_tool_call_suggests_another_mode(
     with pytest.raises(JudgeError, match="use judge mode 'json' or 'text'") as info:
         run(judge_ctx, structured(judge_ctx.judge()))
     assert "HTTP 400: tool_choice object is not supported" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("url", "plain"),
+    [
+        ("http://127.0.0.1:8080/v1", True),
+        ("http://localhost/v1", True),
+        ("http://[::1]:9000/v1", True),
+        ("http://127.0.0.53/v1", True),
+        ("https://127.0.0.1/v1", False),
+        ("http://judge.internal/v1", False),
+        ("http://10.0.0.5/v1", False),
+        ("https://api.openai.com/v1", False),
+        (None, False),
+    ],
+)
+def test_plain_loopback_endpoints_skip_tls_setup(url: str | None, plain: bool) -> None:
+    from pytest_llmeval.judge.client import _make_sdk_client, _plain_loopback
+
+    assert _plain_loopback(url) is plain
+    sdk = _make_sdk_client(JudgeSettings(base_url=url or "https://api.openai.com/v1"))
+    # A local plain-HTTP judge gets a client that follows no redirect (so it can never reach
+    # an unverified https:// host); every other endpoint keeps the SDK's verified default.
+    assert sdk._client.follow_redirects is (not plain)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -88,6 +89,26 @@ def test_budget_stops_new_judge_calls_and_says_so(
     result.stdout.fnmatch_lines(
         ["*BudgetExceededError*", "budget spent: 1 scoring(s) not started (--llm-eval-budget)"]
     )
+
+
+def test_budget_holds_for_the_whole_parallel_run(
+    judged: pytest.Pytester, judge_server: OpenAITestServer
+) -> None:
+    """Two xdist workers share one budget: $2.5 allows three $1 calls, plus at most one that
+    the other worker started at the same moment. Separate budgets would allow six."""
+    pytest.importorskip("xdist")
+    judged.makepyfile(test_judged=TESTS.replace("range(3)", "range(10)"))
+    judge_server.set_default(YES)
+    spend_files = Path(tempfile.gettempdir()).glob
+    before = set(spend_files("llmeval-spend-*"))
+    result = judged.runpytest_subprocess("-n", "2", "--llm-eval-budget=2.5", "-p", "no:randomly")
+    calls = len(judge_server.requests)
+    assert 3 <= calls <= 4, result.stdout.str()
+    result.assert_outcomes(passed=calls, errors=10 - calls)
+    result.stdout.fnmatch_lines(
+        [f"budget spent: {10 - calls} scoring(s) not started (--llm-eval-budget)"]
+    )
+    assert set(spend_files("llmeval-spend-*")) == before  # the controller removed its file
 
 
 def test_judge_failure_is_an_error_not_cached_and_hides_the_key(

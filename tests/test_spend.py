@@ -1,0 +1,73 @@
+"""The run's shared judge spend: one locked file, exact under concurrent writers."""
+
+from __future__ import annotations
+
+import multiprocessing
+import struct
+from pathlib import Path
+
+import pytest
+
+from pytest_llmeval.context import UsageLedger
+from pytest_llmeval.scoring import Usage
+from pytest_llmeval.spend import SharedSpend, shared_spend_supported
+
+pytestmark = pytest.mark.skipif(not shared_spend_supported(), reason="needs fcntl (POSIX)")
+
+
+def _add_many(path: str, times: int) -> None:
+    spend = SharedSpend(path)
+    for _ in range(times):
+        spend.add(0.25)
+
+
+def test_starts_at_zero_adds_and_is_removed() -> None:
+    spend = SharedSpend.create()
+    try:
+        assert spend.total() == 0.0
+        assert spend.add(1.5) == 1.5
+        assert spend.add(0.25) == 1.75
+        assert SharedSpend(spend.path).total() == 1.75  # another handle reads the same total
+    finally:
+        spend.remove()
+    assert not spend.path.exists()
+    assert spend.total() == 0.0  # the run is over: nothing spent any more
+
+
+def test_concurrent_processes_lose_no_addition() -> None:
+    spend = SharedSpend.create()
+    try:
+        ctx = multiprocessing.get_context("spawn")
+        procs = [ctx.Process(target=_add_many, args=(str(spend.path), 200)) for _ in range(4)]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join(60)
+            assert p.exitcode == 0
+        assert spend.total() == 4 * 200 * 0.25
+    finally:
+        spend.remove()
+
+
+def test_damaged_file_is_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "spend.bin"
+    path.write_bytes(b"\x00\x01")
+    with pytest.raises(OSError, match="spend file is damaged"):
+        SharedSpend(path).total()
+    path.write_bytes(struct.pack("<d", 2.0))
+    assert SharedSpend(path).total() == 2.0
+
+
+def test_ledger_reports_the_shared_total() -> None:
+    spend = SharedSpend.create()
+    try:
+        spend.add(3.0)  # another process's calls
+        ledger = UsageLedger(spend)
+        ledger.add(Usage(prompt_tokens=10, completion_tokens=1, calls=1, cost_usd=0.5))
+        ledger.add(Usage(prompt_tokens=10, completion_tokens=1, calls=1))  # unpriced model
+        assert ledger.spent_usd == 3.5
+        assert ledger.total.cost_usd == 0.5  # this process's own usage stays its own
+        assert ledger.total.calls == 2
+        assert UsageLedger().spent_usd == 0.0
+    finally:
+        spend.remove()
