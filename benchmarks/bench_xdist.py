@@ -11,6 +11,11 @@ of them: hypothesis, anyio, pytest-benchmark ... cost about 1.5 s of CPU per wor
 only pytest-llmeval + xdist (PYTEST_DISABLE_PLUGIN_AUTOLOAD=1), which isolates what this plugin
 itself costs.
 
+Then two floors without this plugin (only pytest + xdist, ``--no-floors`` skips them): tests
+that just sleep as long as a judge call, and the same with each worker importing the official
+openai SDK and making one client, as any judge run must. On a 2-core machine these bound what
+the plugin can reach.
+
 ``--workers`` and ``--cases`` show where the time goes: with -n 2 (one worker per core here) or
 with more cases the fixed start-up of each worker weighs less.
 
@@ -42,6 +47,54 @@ def test_judged(case):
                  min=0.5)
 """
 
+# The floors: the same number of tests and the same wait, without this plugin (only pytest +
+# xdist), first bare, then with each worker importing the official openai SDK and making one
+# client, as any judge run must. What these reach bounds what any plugin can reach here.
+FLOOR_TEST = """
+import os, time
+import pytest
+
+@pytest.mark.parametrize("i", range({cases}))
+def test_wait(i):
+    if os.environ.get("FLOOR_WITH_OPENAI"):
+        import openai
+        if not hasattr(test_wait, "client"):
+            test_wait.client = openai.AsyncOpenAI(api_key="x", base_url="{base_url}")
+    time.sleep({latency})
+"""
+
+
+PYTEST = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+
+
+def floor_runs(
+    cases: int, latency: float, workers: int, base_url: str
+) -> dict[str, tuple[float, float]]:
+    """Wall seconds of -n 0 and -n ``workers`` for the two floor suites."""
+    out: dict[str, tuple[float, float]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        (root / "pytest.ini").write_text("[pytest]\n")
+        (root / "test_wait.py").write_text(
+            FLOOR_TEST.format(cases=cases, latency=latency, base_url=base_url)
+        )
+        for label, with_openai in (("bare", ""), ("openai", "1")):
+            env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+            env["FLOOR_WITH_OPENAI"] = with_openai
+            walls = []
+            for n in (0, workers):
+                t0 = time.perf_counter()
+                subprocess.run(
+                    [*PYTEST, "-p", "xdist.plugin", "-n", str(n)],
+                    cwd=root,
+                    env=env,
+                    capture_output=True,
+                    check=True,
+                )
+                walls.append(time.perf_counter() - t0)
+            out[label] = (walls[0], walls[1])
+    return out
+
 
 def main() -> None:
     ap = argparse.ArgumentParser()
@@ -55,6 +108,7 @@ def main() -> None:
         default="both",
         help="installed plugins, only pytest-llmeval + xdist, or both",
     )
+    ap.add_argument("--no-floors", action="store_true", help="skip the runs without this plugin")
     args = ap.parse_args()
     server = subprocess.Popen(
         [
@@ -140,6 +194,11 @@ def main() -> None:
                     (run(args.workers, isolated) for _ in range(args.repeats)), key=lambda r: r[0]
                 )
                 results[isolated] = (serial, parallel)
+            floors = (
+                {}
+                if args.no_floors
+                else floor_runs(args.cases, args.latency, args.workers, base_url)
+            )
     finally:
         server.terminate()
         server.wait(timeout=10)
@@ -155,6 +214,16 @@ def main() -> None:
         print(
             f"  speed-up: wall {serial[0] / parallel[0]:.2f}x, "
             f"session {serial[1] / parallel[1]:.2f}x (target for -n 4, 400 cases: >= 3.5x)"
+        )
+    labels = {
+        "bare": "pytest + xdist alone, each test sleeping as long as a judge call",
+        "openai": "the same, each worker importing openai and making one AsyncOpenAI client",
+    }
+    for key, (serial_wall, parallel_wall) in floors.items():
+        print(f" floor, {labels[key]}:")
+        print(
+            f"  -n 0: wall {serial_wall:.2f} s, -n {args.workers}: wall {parallel_wall:.2f} s, "
+            f"speed-up {serial_wall / parallel_wall:.2f}x"
         )
 
 
