@@ -143,7 +143,7 @@ def _prepare(
         raise _located(exc) from None
     key: str | None = None
     if ctx.result_cache() is not None:
-        key = input_key(inst.identity_json(ctx), inputs)
+        key = input_key(inst.identity_json(ctx), inst.key_inputs(inputs))
     return inst, inputs, key
 
 

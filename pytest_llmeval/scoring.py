@@ -249,6 +249,11 @@ class Scorer:
         the method used (e.g. which tagger ran). Judge scorers add the judge identity here."""
         return {}
 
+    def key_inputs(self, inputs: Mapping[str, Any]) -> Mapping[str, Any]:
+        """The inputs as the cache key sees them (default: as given). Override when an input
+        names something whose contents can change under the same name, e.g. a directory."""
+        return inputs
+
     # -- machinery ------------------------------------------------------------------------
 
     @classmethod

@@ -132,6 +132,32 @@ def test_unit_tests_option_paired_by_index(enabled: ScoringContext) -> None:
     assert scorer.compute({"output": GOOD, "test_index": 1}, enabled).value == 0.0
 
 
+def test_a_tests_directory_is_cached_by_contents_not_path(tmp_path: Path) -> None:
+    """Editing a test file under the same directory must not replay the old result."""
+    from pytest_llmeval import score as score_fn
+    from pytest_llmeval.context import configure, set_context
+
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    (tests / "t0.py").write_text(TEST)
+    prev = set_context(None)
+    ctx = configure(sandbox_enabled=True, cache_dir=tmp_path / "cache")
+    try:
+        first = score_fn("python_unit_testing", output=GOOD, tests=str(tests))
+        assert (first.value, first.cached) == (1.0, False)
+        again = score_fn("python_unit_testing", output=GOOD, tests=str(tests))
+        assert (again.value, again.cached) == (1.0, True)  # same files: from the cache
+        (tests / "t0.py").write_text("assert add(1, 1) == 3\n")
+        edited = score_fn("python_unit_testing", output=GOOD, tests=str(tests))
+        assert (edited.value, edited.cached) == (0.0, False)  # new contents: run again
+        (tests / "t0.py").write_text(TEST)
+        back = score_fn("python_unit_testing", output=GOOD, tests=tests)  # a Path, same key
+        assert (back.value, back.cached) == (1.0, True)
+    finally:
+        ctx.close()
+        set_context(prev)
+
+
 def test_unit_test_dir_option(enabled: ScoringContext, tmp_path: Path) -> None:
     (tmp_path / "t0.py").write_text(TEST)
     scorer = PythonUnitTesting(unit_test_dir=str(tmp_path))

@@ -7,8 +7,8 @@ Inputs:
   scored as unbiased pass@k.
 - ``tests`` (optional input): one test program (a string), a list of them, or a directory whose
   files are read in sorted name order (a ``Path``, or a string without a newline naming an
-  existing directory). Each test runs in its own process as ``output + "\\n" + test``; a program
-  passes when every test passes.
+  existing directory; the cache key holds the files' contents, not the path). Each test runs in
+  its own process as ``output + "\\n" + test``; a program passes when every test passes.
 - ``test_index`` (optional input): pick one test of the list, as Bench pairs the i-th case of a
   suite with the i-th unit test.
 
@@ -236,6 +236,16 @@ class PythonUnitTesting(Scorer):
             joined = "\0".join(self._option_tests).encode("utf-8")
             ident["unit_tests_sha256"] = hashlib.sha256(joined).hexdigest()
         return ident
+
+    def key_inputs(self, inputs: Mapping[str, Any]) -> Mapping[str, Any]:
+        """A ``tests`` directory is keyed by its files' contents, not its path: editing a test
+        must not replay the result cached for the old one."""
+        tests = inputs.get("tests")
+        if tests is None or not _is_dir_name(tests):
+            return inputs
+        files = _read_test_dir(Path(os.fspath(tests)), self.name, "tests")
+        digest = hashlib.sha256("\0".join(files).encode("utf-8")).hexdigest()
+        return {**inputs, "tests": {"test_dir_sha256": digest, "files": len(files)}}
 
     # -- inputs -------------------------------------------------------------------------------
 
