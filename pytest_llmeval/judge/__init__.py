@@ -12,12 +12,23 @@ from typing import TYPE_CHECKING, Any
 from pytest_llmeval.scoring import JUDGE_OPTIONS
 
 if TYPE_CHECKING:
+    from pytest_llmeval.context import ScoringContext
     from pytest_llmeval.scoring import Scorer
 
-__all__ = ["judge_options_of"]
+__all__ = ["judge_identity", "judge_options_of"]
 
 
 def judge_options_of(scorer: Scorer) -> dict[str, Any]:
     """The judge options (model, base_url, api_key, ...) a scorer instance was given, for
     ``ctx.judge(...)``; unset ones are left out so the run's settings apply."""
     return {k: scorer.options[k] for k in JUDGE_OPTIONS if scorer.options.get(k) is not None}
+
+
+def judge_identity(
+    scorer: Scorer, ctx: ScoringContext, prompt_sha256: str, **sent: Any
+) -> dict[str, Any]:
+    """A judge scorer's cache-key material: its prompt's hash and the judge it would ask (model,
+    endpoint, sampling; ``sent`` overrides what the scorer always sends, e.g. temperature 0)."""
+    judge = ctx.judge_settings(judge_options_of(scorer)).identity()
+    judge.update(sent)
+    return {"prompt_sha256": prompt_sha256, "judge": judge}

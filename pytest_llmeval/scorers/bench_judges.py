@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pytest_llmeval.errors import JudgeError, ScorerConfigError, ScorerInputError
-from pytest_llmeval.judge import judge_options_of
+from pytest_llmeval.judge import judge_identity, judge_options_of
 from pytest_llmeval.scorers.llm import ClassifierScorer, render_template, render_value
 from pytest_llmeval.scoring import Score, Scorer, Usage, canonical_json
 
@@ -342,8 +342,7 @@ class Hallucination(Scorer):
         return hashlib.sha256(material.encode("utf-8")).hexdigest()
 
     def extra_identity(self, ctx: ScoringContext) -> Mapping[str, Any]:
-        judge = ctx.judge_settings(judge_options_of(self)).identity()
-        return {"prompt_sha256": self.prompt_hash(), "judge": judge}
+        return judge_identity(self, ctx, self.prompt_hash())
 
     async def acompute(self, inputs: Mapping[str, Any], ctx: ScoringContext) -> Score:
         self.check_inputs(inputs)

@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pytest_llmeval.errors import JudgeError, ScorerInputError
-from pytest_llmeval.judge import judge_options_of
+from pytest_llmeval.judge import judge_identity, judge_options_of
 from pytest_llmeval.scoring import Score, Scorer
 
 if TYPE_CHECKING:
@@ -125,9 +125,8 @@ class L3Score(Scorer):
         super().check_inputs(inputs)
 
     def extra_identity(self, ctx: ScoringContext) -> Mapping[str, Any]:
-        judge = ctx.judge_settings(judge_options_of(self)).identity()
-        judge["temperature"] = 0.0  # always sent as 0, whatever the run's setting
-        return {"prompt_sha256": PROMPT_SHA256, "judge": judge}
+        # temperature: always sent as 0, whatever the run's setting
+        return judge_identity(self, ctx, PROMPT_SHA256, temperature=0.0)
 
     async def acompute(self, inputs: Mapping[str, Any], ctx: ScoringContext) -> Score:
         self.check_inputs(inputs)

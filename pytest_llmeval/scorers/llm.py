@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pytest_llmeval.errors import JudgeError, ScorerConfigError, ScorerInputError
-from pytest_llmeval.judge import judge_options_of
+from pytest_llmeval.judge import judge_identity, judge_options_of
 from pytest_llmeval.scoring import Score, Scorer, canonical_json
 
 if TYPE_CHECKING:
@@ -184,8 +184,7 @@ class ClassifierScorer(Scorer):
         return hashlib.sha256(material.encode("utf-8")).hexdigest()
 
     def extra_identity(self, ctx: ScoringContext) -> Mapping[str, Any]:
-        judge = ctx.judge_settings(judge_options_of(self)).identity()
-        return {"prompt_sha256": self.prompt_hash(), "judge": judge}
+        return judge_identity(self, ctx, self.prompt_hash())
 
     # -- scoring ------------------------------------------------------------------------------
 
