@@ -59,7 +59,12 @@ def test_wait(i):
     if os.environ.get("FLOOR_WITH_OPENAI"):
         import openai
         if not hasattr(test_wait, "client"):
-            test_wait.client = openai.AsyncOpenAI(api_key="x", base_url="{base_url}")
+            # built as the plugin builds it for a local plain-HTTP judge (no CA bundle)
+            test_wait.client = openai.AsyncOpenAI(
+                api_key="x",
+                base_url="{base_url}",
+                http_client=openai.DefaultAsyncHttpxClient(verify=False, follow_redirects=False),
+            )
     time.sleep({latency})
 """
 

@@ -38,12 +38,18 @@ class UsageLedger:
         self._lock = threading.Lock()
         self._total = Usage()
         self.shared = shared
+        #: why the shared spend could not be used (then only this process's spend counts)
+        self.shared_error: str | None = None
 
     def add(self, usage: Usage) -> None:
         with self._lock:
             self._total = self._total + usage
         if self.shared is not None and usage.cost_usd:
-            self.shared.add(usage.cost_usd)
+            try:
+                self.shared.add(usage.cost_usd)
+            except OSError as exc:
+                # The call is paid and its result stands; only the run-wide sum is lost.
+                self._shared_failed(exc)
 
     @property
     def total(self) -> Usage:
@@ -52,9 +58,29 @@ class UsageLedger:
 
     @property
     def spent_usd(self) -> float:
-        if self.shared is not None:
-            return self.shared.total()
-        return self.total.cost_usd or 0.0
+        """The run's spend when shared (never less than this process's own), else this
+        process's."""
+        own = self.total.cost_usd or 0.0
+        if self.shared is None:
+            return own
+        try:
+            return max(self.shared.total(), own)
+        except OSError as exc:
+            self._shared_failed(exc)
+            return own
+
+    def _shared_failed(self, exc: OSError) -> None:
+        first = self.shared_error is None
+        self.shared_error = f"{self.shared.path if self.shared else '?'}: {exc}"
+        if first:
+            import warnings
+
+            warnings.warn(
+                f"llm-eval: the run's spend file could not be used ({self.shared_error}); "
+                "--llm-eval-budget now counts this process's judge calls only",
+                RuntimeWarning,
+                stacklevel=3,
+            )
 
 
 @final

@@ -112,8 +112,8 @@ _OPTIONS: list[tuple[str, str, str, str, Any]] = [
     (
         "budget",
         "llm_eval_budget",
-        "USD: stop starting judge calls once the whole run (xdist workers included) has spent this "
-        "much",
+        "USD: stop starting judge calls once the whole run (xdist workers included; on "
+        "non-POSIX systems each process) has spent this much",
         "float",
         None,
     ),
@@ -331,7 +331,18 @@ def _run_spend(config: pytest.Config, settings: Settings) -> SharedSpend | None:
         return None
     if _is_worker(config):
         path = config.workerinput.get(SPEND_FILE_KEY)  # type: ignore[attr-defined]
-        return SharedSpend(path) if path else None
+        if not path:
+            return None
+        if not os.path.exists(path):  # e.g. a remote worker (--tx ssh=...)
+            config.issue_config_time_warning(
+                pytest.PytestConfigWarning(
+                    f"llm-eval: this xdist worker cannot reach the run's spend file {path}; "
+                    "--llm-eval-budget applies to this worker's own calls only"
+                ),
+                stacklevel=2,
+            )
+            return None
+        return SharedSpend(path)
     spend = SharedSpend.create()
     config.stash[spend_key] = spend
     return spend
@@ -341,11 +352,13 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     ctx = config.stash.get(context_key, None)
     if ctx is None:
         return
-    ctx.close()
-    spend = config.stash.get(spend_key, None)
-    if spend is not None:
-        spend.remove()
-        del config.stash[spend_key]
+    try:
+        ctx.close()
+    finally:
+        spend = config.stash.get(spend_key, None)
+        if spend is not None:
+            spend.remove()
+            del config.stash[spend_key]
     set_context(config.stash.get(previous_context_key, None))
     del config.stash[context_key]
     session = config.stash.get(session_key, None)

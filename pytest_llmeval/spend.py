@@ -21,6 +21,7 @@ __all__ = ["SharedSpend", "shared_spend_supported"]
 
 _FORMAT = "<d"
 _SIZE = struct.calcsize(_FORMAT)
+_PREFIX = "llmeval-spend-"
 
 
 def shared_spend_supported() -> bool:
@@ -41,8 +42,13 @@ class SharedSpend:
 
     @classmethod
     def create(cls) -> SharedSpend:
-        """A new, zeroed spend file in the temporary directory (the caller removes it)."""
-        fd, name = tempfile.mkstemp(prefix="llmeval-spend-", suffix=".bin")
+        """A new, zeroed spend file in the temporary directory (the caller removes it).
+
+        Its name carries the creating process's pid: files left by runs that died (killed by a
+        CI timeout, say) are removed here once their process is gone.
+        """
+        _remove_stale(Path(tempfile.gettempdir()))
+        fd, name = tempfile.mkstemp(prefix=f"{_PREFIX}{os.getpid()}-", suffix=".bin")
         try:
             os.write(fd, struct.pack(_FORMAT, 0.0))
         finally:
@@ -92,3 +98,29 @@ def _unpack(data: bytes) -> float:
         raise OSError(f"the run's spend file is damaged ({len(data)} bytes, expected {_SIZE})")
     (value,) = struct.unpack(_FORMAT, data)
     return float(value)
+
+
+def _remove_stale(directory: Path) -> None:
+    """Delete spend files whose creating process no longer exists."""
+    try:
+        candidates = list(directory.glob(f"{_PREFIX}*.bin"))
+    except OSError:
+        return
+    for path in candidates:
+        pid_text = path.name[len(_PREFIX) :].split("-", 1)[0]
+        if not pid_text.isdigit() or _alive(int(pid_text)):
+            continue
+        try:
+            path.unlink()
+        except OSError:
+            pass
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # e.g. EPERM: it exists, owned by someone else
+        return True
+    return True

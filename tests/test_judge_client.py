@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import ssl
 import subprocess
 import sys
 from collections.abc import Coroutine
@@ -618,7 +619,11 @@ def test_rejected_tool_call_suggests_another_mode(
         ("http://localhost/v1", True),
         ("http://[::1]:9000/v1", True),
         ("http://127.0.0.53/v1", True),
+        ("http://localhost./v1", True),
+        ("http://[0:0:0:0:0:0:0:1]/v1", True),
         ("https://127.0.0.1/v1", False),
+        ("http://127.evil.example/v1", False),
+        ("http://127.0.0.1.nip.io/v1", False),
         ("http://judge.internal/v1", False),
         ("http://10.0.0.5/v1", False),
         ("https://api.openai.com/v1", False),
@@ -633,3 +638,6 @@ def test_plain_loopback_endpoints_skip_tls_setup(url: str | None, plain: bool) -
     # A local plain-HTTP judge gets a client that follows no redirect (so it can never reach
     # an unverified https:// host); every other endpoint keeps the SDK's verified default.
     assert sdk._client.follow_redirects is (not plain)
+    ssl_context = sdk._client._transport._pool._ssl_context
+    if not plain:
+        assert ssl_context.verify_mode == ssl.CERT_REQUIRED

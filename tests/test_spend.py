@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import multiprocessing
+import os
 import struct
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -71,3 +75,35 @@ def test_ledger_reports_the_shared_total() -> None:
         assert UsageLedger().spent_usd == 0.0
     finally:
         spend.remove()
+
+
+def test_a_spend_file_that_is_gone_never_loses_a_paid_result(tmp_path: Path) -> None:
+    """A worker that cannot reach the file keeps its own count; the call's result stands."""
+    ledger = UsageLedger(SharedSpend(tmp_path / "gone.bin"))
+    with pytest.warns(RuntimeWarning, match="counts this process's judge calls only"):
+        ledger.add(Usage(prompt_tokens=10, completion_tokens=1, calls=1, cost_usd=1.0))
+    ledger.add(Usage(prompt_tokens=10, completion_tokens=1, calls=1, cost_usd=1.0))
+    assert ledger.spent_usd == 2.0  # its own calls still count against the budget
+    assert ledger.shared_error is not None and "gone.bin" in ledger.shared_error
+
+
+def test_files_of_runs_that_died_are_removed() -> None:
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    tmp = Path(tempfile.gettempdir())
+    stale = tmp / f"llmeval-spend-{int(dead.stdout)}-abc.bin"
+    stale.write_bytes(struct.pack("<d", 1.0))
+    mine = tmp / f"llmeval-spend-{os.getpid()}-xyz.bin"  # a live run's file stays
+    mine.write_bytes(struct.pack("<d", 1.0))
+    spend = SharedSpend.create()
+    try:
+        assert not stale.exists()
+        assert mine.exists()
+        assert spend.path.name.startswith(f"llmeval-spend-{os.getpid()}-")
+    finally:
+        spend.remove()
+        mine.unlink()

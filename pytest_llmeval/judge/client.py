@@ -560,10 +560,17 @@ def _plain_loopback(base_url: str | None) -> bool:
     from urllib.parse import urlsplit
 
     parts = urlsplit(base_url)
-    host = (parts.hostname or "").lower()
-    return parts.scheme == "http" and (
-        host == "localhost" or host == "::1" or host.startswith("127.")
-    )
+    if parts.scheme != "http":
+        return False
+    host = (parts.hostname or "").lower().rstrip(".")
+    if host == "localhost":
+        return True
+    import ipaddress
+
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a DNS name: it could resolve anywhere
+        return False
 
 
 def _status_message(exc: Any) -> str:
