@@ -17,6 +17,7 @@ from pytest_llmeval.errors import (
     LLMEvalError,
     ScorerConfigError,
     ScorerInputError,
+    describe_value,
 )
 from pytest_llmeval.records import ScoreRecord, current_recorder
 from pytest_llmeval.registry import default_registry
@@ -331,15 +332,77 @@ def _format_failure(result: Score, inst: Scorer) -> str:
     return "\n".join(lines)
 
 
+def _scorer_name(scorer: str | Scorer | type[Scorer]) -> str:
+    """The canonical name of ``scorer`` for messages (as given when it is not registered)."""
+    if not isinstance(scorer, str):
+        return str(getattr(scorer, "name", repr(scorer)))
+    try:
+        return default_registry.canonical(scorer)
+    except LLMEvalError:
+        return scorer
+
+
+def _check_bound_values(name: str, bounds: Mapping[str, Any]) -> None:
+    """Each given bound is a finite real number; min <= max. Raises ScorerConfigError."""
+    for option, value in bounds.items():
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ScorerConfigError(
+                name,
+                option,
+                f"is {describe_value(value)}, not a number",
+                hint=f"Give {option}= a number such as 0.5",
+            )
+        if not math.isfinite(value):
+            raise ScorerConfigError(
+                name, option, f"is {value!r}", hint=f"Give {option}= a finite number"
+            )
+    lo, hi = bounds.get("min"), bounds.get("max")
+    if lo is not None and hi is not None and lo > hi:
+        raise ScorerConfigError(
+            name,
+            "min",
+            f"({lo:g}) is above max ({hi:g}): no score can pass",
+            hint="Swap them, or drop one",
+        )
+
+
+def _check_bound_range(
+    inst: Scorer | type[Scorer],
+    lo: float | None,
+    hi: float | None,
+    names: tuple[str, str] = ("min", "max"),
+) -> None:
+    """A bound outside the scorer's range makes the assertion fail whatever the output."""
+    r_lo, r_hi = inst.score_range
+    direction = "higher is better" if inst.higher_is_better else "lower is better"
+    if lo is not None and lo > r_hi:
+        raise ScorerConfigError(
+            inst.name,
+            names[0],
+            f"is {lo:g}, above the highest score {r_hi:g}: it can never pass",
+            hint=f"{inst.name} scores lie in [{r_lo:g}, {r_hi:g}] ({direction})",
+        )
+    if hi is not None and hi < r_lo:
+        raise ScorerConfigError(
+            inst.name,
+            names[1],
+            f"is {hi:g}, below the lowest score {r_lo:g}: it can never pass",
+            hint=f"{inst.name} scores lie in [{r_lo:g}, {r_hi:g}] ({direction})",
+        )
+
+
 def _resolve_bounds(
     inst: Scorer, min: float | None, max: float | None, threshold: float | None
 ) -> tuple[float | None, float | None]:
     if threshold is not None:
         if min is not None or max is not None:
             raise ScorerConfigError(inst.name, "threshold", "cannot be combined with min/max")
-        if inst.higher_is_better:
-            return threshold, None
-        return None, threshold
+        lo, hi = (threshold, None) if inst.higher_is_better else (None, threshold)
+        _check_bound_range(inst, lo, hi, ("threshold", "threshold"))
+        return lo, hi
+    _check_bound_range(inst, min, max)
     return min, max
 
 
@@ -368,20 +431,22 @@ def assert_score(
     fields = {"output": output, "expected": expected, "input": input, "context": context}
     ctx = get_context()
     t0 = time.perf_counter()
-    name = scorer if isinstance(scorer, str) else getattr(scorer, "name", repr(scorer))
+    try:
+        _check_bound_values(_scorer_name(scorer), {"min": min, "max": max, "threshold": threshold})
+    except ScorerConfigError as exc:
+        # Bounds that are not numbers stay out of the record (it is JSON).
+        _record(_scorer_name(scorer), None, None, None, error=exc)
+        raise
     try:
         inst, result = _score_sync(scorer, fields, kwargs, ctx)
+        lo, hi = _resolve_bounds(inst, min, max, threshold)
     except Exception as exc:
         # Record the error (the summary lists it), then let it propagate: the plugin turns
         # LLMEvalErrors other than assertion failures into test ERRORs.
-        if isinstance(name, str):
-            try:
-                name = default_registry.canonical(name)
-            except LLMEvalError:
-                pass
-        _record(str(name), None, min, max, error=exc, duration_s=time.perf_counter() - t0)
+        _record(
+            _scorer_name(scorer), None, min, max, error=exc, duration_s=time.perf_counter() - t0
+        )
         raise
-    lo, hi = _resolve_bounds(inst, min, max, threshold)
     checked = _check(inst, result, lo, hi)
     _record(inst.name, checked, lo, hi)
     if checked.passed is False:
@@ -473,6 +538,42 @@ def assert_scores(
     """
     __tracebackhide__ = True
     t0 = time.perf_counter()
+    if "threshold" in options:
+        raise ScorerConfigError(
+            _scorer_name(scorer),
+            "threshold",
+            "is not taken by assert_scores",
+            hint="Give the per-row bound as min= (higher-is-better scorers) or max= "
+            "(lower-is-better), plus min_pass_rate= / min_mean= for the aggregate",
+        )
+    _check_bound_values(
+        _scorer_name(scorer),
+        {
+            "min": min,
+            "max": max,
+            "min_mean": min_mean,
+            "max_mean": max_mean,
+            "min_pass_rate": min_pass_rate,
+        },
+    )
+    if min_pass_rate is not None and not 0 <= min_pass_rate <= 1:
+        raise ScorerConfigError(
+            _scorer_name(scorer),
+            "min_pass_rate",
+            f"is {min_pass_rate:g}, not a fraction between 0 and 1",
+            hint="75% is min_pass_rate=0.75",
+        )
+    kind: Scorer | type[Scorer] | None = None
+    if isinstance(scorer, str):
+        try:
+            kind = default_registry.get(scorer)
+        except LLMEvalError:
+            kind = None  # score_many raises the unknown-name error with its suggestions
+    elif isinstance(scorer, Scorer) or (isinstance(scorer, type) and issubclass(scorer, Scorer)):
+        kind = scorer
+    if kind is not None:
+        _check_bound_range(kind, min, max)
+        _check_bound_range(kind, min_mean, max_mean, ("min_mean", "max_mean"))
     try:
         result = score_many(scorer, rows, **options)
     except BaseException as exc:

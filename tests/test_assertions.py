@@ -200,3 +200,63 @@ def test_cached_result_spends_no_tokens_in_its_record(cached_ctx: ScoringContext
     assert (first.judge_calls, first.prompt_tokens, first.cost_usd) == (1, 100, 0.002)
     assert (second.judge_calls, second.prompt_tokens, second.cost_usd) == (0, 0, None)
     assert second.cached is True
+
+
+@pytest.mark.parametrize(
+    ("bounds", "option", "problem"),
+    [
+        ({"min": float("nan")}, "min", "is nan"),
+        ({"max": float("inf")}, "max", "is inf"),
+        ({"min": "0.5"}, "min", "is str '0.5', not a number"),
+        ({"threshold": True}, "threshold", "is bool True, not a number"),
+        ({"min": 0.9, "max": 0.1}, "min", "(0.9) is above max (0.1): no score can pass"),
+        ({"min": 1.5}, "min", "is 1.5, above the highest score 1: it can never pass"),
+        ({"max": -0.1}, "max", "is -0.1, below the lowest score 0: it can never pass"),
+    ],
+)
+def test_bad_bounds_are_config_errors_before_any_scoring(
+    ctx: ScoringContext, bounds: dict[str, Any], option: str, problem: str
+) -> None:
+    import json
+
+    CALLS.clear()
+    rec = TestRecorder("f.py", "test_x", None, None)
+    token = current_recorder.set(rec)
+    try:
+        with pytest.raises(ScorerConfigError) as info:
+            assert_score("ratio_test", output="ab", expected="ab", **bounds)
+    finally:
+        current_recorder.reset(token)
+    assert str(info.value).startswith(f"scorer 'ratio_test': option '{option}' {problem}")
+    if "never pass" not in problem:
+        assert CALLS == []  # rejected before the scorer ran
+    [record] = rec.records
+    assert record.error is not None and "ScorerConfigError" in record.error
+    json.dumps(record.to_json(), allow_nan=False)  # the record stays valid JSON
+
+
+def test_bounds_at_the_edges_of_the_range_are_fine(ctx: ScoringContext) -> None:
+    assert assert_score("ratio_test", output="ab", expected="ab", min=1).passed is True
+    assert assert_score("ratio_test", output="", expected="ab", min=0, max=0).passed is True
+    with pytest.raises(ScorerConfigError, match=r"option 'threshold' is -0.5, below the lowest"):
+        assert_score("lower_test", output="x", threshold=-0.5)
+    with pytest.raises(ScorerConfigError, match=r"scores lie in \[0, 1\] \(lower is better\)"):
+        assert_score("lower_test", output="x", threshold=-0.5)
+
+
+def test_assert_scores_checks_its_bounds_and_points_threshold_to_min(
+    ctx: ScoringContext,
+) -> None:
+    rows = [{"output": "ab", "expected": "ab"}]
+    with pytest.raises(
+        ScorerConfigError,
+        match=r"'threshold' is not taken by assert_scores\. "
+        r"Give the per-row bound as min=",
+    ):
+        assert_scores("ratio_test", rows, threshold=0.5)
+    with pytest.raises(ScorerConfigError, match=r"'min_pass_rate' is 75, not a fraction.*0\.75"):
+        assert_scores("ratio_test", rows, min=0.5, min_pass_rate=75)
+    with pytest.raises(ScorerConfigError, match=r"'min_mean' is 2, above the highest score 1"):
+        assert_scores("ratio_test", rows, min_mean=2)
+    with pytest.raises(ScorerConfigError, match=r"'max' is nan"):
+        assert_scores("ratio_test", rows, max=float("nan"))

@@ -230,6 +230,25 @@ def test_unknown_scorer_lists_close_matches(pytester: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(["*unknown scorer 'levenstein'; did you mean 'levenshtein'*"])
 
 
+def test_a_nan_bound_is_a_test_error_not_an_internal_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        from pytest_llmeval import assert_score
+
+        def test_nan():
+            assert_score("levenshtein", output="a", expected="a", min=float("nan"))
+
+        def test_fine():
+            assert_score("levenshtein", output="a", expected="a", min=1)
+        """
+    )
+    result = pytester.runpytest("--llm-eval-report", str(pytester.path / "r.json"))
+    result.assert_outcomes(passed=1, errors=1)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*scorer 'levenshtein': option 'min' is nan*finite number*"])
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+
+
 def test_missing_input_names_scorer_field_and_dataset_row(project: pytest.Pytester) -> None:
     (project.path / "data" / "holes.jsonl").write_text('{"output": "x"}\n')
     project.makepyfile(
