@@ -15,9 +15,21 @@ from typing import Any, final
 
 from pytest_llmeval.errors import DatasetError
 
-__all__ = ["Case", "load_dataset"]
+__all__ = ["Case", "MissingFieldError", "load_dataset"]
 
 _FORMATS = (".jsonl", ".csv", ".json")
+
+
+@final
+class MissingFieldError(KeyError):
+    """``case["field"]`` for a field the row lacks: a KeyError whose message says where."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(key)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
 
 
 @final
@@ -50,7 +62,14 @@ class Case(Mapping[str, Any]):
         raise AttributeError("Case is read-only")
 
     def __getitem__(self, key: str) -> Any:
-        return self._fields[key]
+        try:
+            return self._fields[key]
+        except KeyError:
+            raise MissingFieldError(
+                key,
+                f"dataset case {self.id!r} ({self.location}) has no field {key!r}; "
+                f"its fields are: {', '.join(self._fields) or 'none'}",
+            ) from None
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._fields)

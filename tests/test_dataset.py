@@ -30,6 +30,19 @@ def test_unknown_attribute_names_the_fields(tmp_path: Path) -> None:
         _ = case.nope
 
 
+def test_missing_item_is_a_key_error_that_says_where(tmp_path: Path) -> None:
+    f = tmp_path / "d.jsonl"
+    f.write_text('{"id": "a", "output": "x"}\n')
+    (case,) = load_dataset(f, display="d.jsonl")
+    with pytest.raises(KeyError) as info:
+        case["expected"]
+    assert str(info.value) == (
+        "dataset case 'a' (d.jsonl:1) has no field 'expected'; its fields are: id, output"
+    )
+    assert case.get("expected") is None  # the Mapping protocol still works
+    assert case.get("output") == "x" and "expected" not in case
+
+
 def test_csv_with_quoted_multiline_field_reports_start_line(tmp_path: Path) -> None:
     p = write(tmp_path, "d.csv", 'id,input,expected\nr1,"line one\nline two",x\nr2,b,y\n')
     cases = load_dataset(p, display="d.csv")
