@@ -5,6 +5,7 @@ the whole run. Works whether or not the caller already runs an event loop (async
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
@@ -31,12 +32,29 @@ def background_loop() -> asyncio.AbstractEventLoop:
 
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
-    """Run ``coro`` on the background loop and wait for its result (re-raising its error)."""
+    """Run ``coro`` on the background loop and wait for its result (re-raising its error).
+
+    The coroutine sees the caller's values of the variables in :data:`PROPAGATED` (e.g. the
+    scoring's usage collector); no other context variable crosses (an async library's own
+    markers must not)."""
     loop = background_loop()
     if threading.current_thread() is _thread:
         raise RuntimeError("run_sync called from the background loop itself; await instead")
-    future = asyncio.run_coroutine_threadsafe(coro, loop)
+    values = [(var, var.get()) for var in PROPAGATED]
+    future = asyncio.run_coroutine_threadsafe(_with_values(values, coro), loop)
     return future.result()
+
+
+#: Context variables whose caller's value a coroutine run by :func:`run_sync` sees.
+PROPAGATED: list[contextvars.ContextVar[Any]] = []
+
+
+async def _with_values(
+    values: list[tuple[contextvars.ContextVar[Any], Any]], coro: Coroutine[Any, Any, T]
+) -> T:
+    for var, value in values:  # the task runs in its own context copy: these stay local
+        var.set(value)
+    return await coro
 
 
 def shutdown() -> None:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, final
 
 from pytest_llmeval.cache_protocol import input_key
-from pytest_llmeval.context import ScoringContext, get_context
+from pytest_llmeval.context import ScoringContext, UsageCollector, current_usage, get_context
 from pytest_llmeval.errors import (
     CacheMissError,
     LLMEvalError,
@@ -195,11 +195,27 @@ def _score_sync(
     hit = _lookup(inst, key, ctx, t0)
     if hit is not None:
         return inst, hit
+    collector = UsageCollector()
+    token = current_usage.set(collector)
     try:
         result = inst.compute(inputs, ctx)
     except ScorerInputError as exc:
         raise _located(exc) from None
+    except Exception as exc:
+        _attach_usage(exc, collector)
+        raise
+    finally:
+        current_usage.reset(token)
     return inst, _finish(inst, result, key, ctx, t0)
+
+
+def _attach_usage(exc: BaseException, collector: UsageCollector) -> None:
+    """A failed scoring's judge calls were paid: the error carries them to its record."""
+    if collector.total.calls:
+        try:
+            exc.llm_eval_usage = collector.total  # type: ignore[attr-defined]
+        except AttributeError:
+            pass
 
 
 async def _score_async(
@@ -213,7 +229,15 @@ async def _score_async(
     hit = _lookup(inst, key, ctx, t0)
     if hit is not None:
         return inst, hit
-    result = await inst.acompute(inputs, ctx)
+    collector = UsageCollector()
+    token = current_usage.set(collector)
+    try:
+        result = await inst.acompute(inputs, ctx)
+    except Exception as exc:
+        _attach_usage(exc, collector)
+        raise
+    finally:
+        current_usage.reset(token)
     return inst, _finish(inst, result, key, ctx, t0)
 
 
@@ -273,8 +297,11 @@ def _record(
     rec = current_recorder.get()
     if rec is None:
         return
-    # A cached result cost nothing in this run: its stored usage is not spent again.
+    # A cached result cost nothing in this run: its stored usage is not spent again. A failed
+    # scoring's calls were paid all the same.
     usage = result.usage if result is not None and not result.cached else None
+    if result is None and error is not None:
+        usage = getattr(error, "llm_eval_usage", None)
     rec.add(
         ScoreRecord(
             file=rec.file,

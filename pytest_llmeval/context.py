@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Coroutine, Mapping
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, TypeVar, final
 
 from pytest_llmeval import _aio
@@ -21,9 +22,35 @@ if TYPE_CHECKING:
     from pytest_llmeval.judge.client import JudgeClient
     from pytest_llmeval.spend import SharedSpend
 
-__all__ = ["ScoringContext", "UsageLedger", "configure", "get_context", "set_context"]
+__all__ = [
+    "ScoringContext",
+    "UsageCollector",
+    "UsageLedger",
+    "configure",
+    "current_usage",
+    "get_context",
+    "set_context",
+]
 
 T = TypeVar("T")
+
+
+@final
+class UsageCollector:
+    """The judge usage of one scoring (all its calls, also when it ends in an error)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.total = Usage()
+
+    def add(self, usage: Usage) -> None:
+        with self._lock:
+            self.total = self.total + usage
+
+
+#: The collector of the scoring running in this context (set by the assertion functions).
+current_usage: ContextVar[UsageCollector | None] = ContextVar("llm_eval_usage", default=None)
+_aio.PROPAGATED.append(current_usage)
 
 
 @final
@@ -44,6 +71,9 @@ class UsageLedger:
     def add(self, usage: Usage) -> None:
         with self._lock:
             self._total = self._total + usage
+        collector = current_usage.get()
+        if collector is not None:
+            collector.add(usage)
         if self.shared is not None and usage.cost_usd:
             try:
                 self.shared.add(usage.cost_usd)

@@ -127,6 +127,12 @@ class ScorerAggregate:
     def add(self, rec: ScoreRecord) -> None:
         self.n += 1
         self.time_s += rec.duration_s
+        # Judge calls are paid whether or not the scoring succeeded.
+        self.judge_calls += rec.judge_calls
+        self.prompt_tokens += rec.prompt_tokens
+        self.completion_tokens += rec.completion_tokens
+        if rec.cost_usd is not None:
+            self.cost_usd = (self.cost_usd or 0.0) + rec.cost_usd
         if rec.error is not None:
             self.errors += 1
             return
@@ -141,11 +147,6 @@ class ScorerAggregate:
             self.failed += 1
         if rec.cached:
             self.cache_hits += 1
-        self.judge_calls += rec.judge_calls
-        self.prompt_tokens += rec.prompt_tokens
-        self.completion_tokens += rec.completion_tokens
-        if rec.cost_usd is not None:
-            self.cost_usd = (self.cost_usd or 0.0) + rec.cost_usd
 
     def to_json(self) -> dict[str, Any]:
         return {

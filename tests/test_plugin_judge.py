@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_llmeval.testing import OpenAITestServer, error, text
+from pytest_llmeval.testing import OpenAITestServer, error, text, tool_call
 
 TESTS = """
 import pytest
@@ -109,6 +109,41 @@ def test_budget_holds_for_the_whole_parallel_run(
         [f"budget spent: {10 - calls} scoring(s) not started (--llm-eval-budget)"]
     )
     assert not list(run_tmp.glob("llmeval-spend-*"))  # the controller removed its file
+
+
+def test_calls_of_a_failed_judge_scoring_are_counted(
+    pytester: pytest.Pytester, judge_server: OpenAITestServer
+) -> None:
+    """A reply that is invalid twice (one try, one re-ask) is an ERROR, and both paid calls
+    reach the record, the summary and the report."""
+    pytester.makepyfile(
+        """
+        from pytest_llmeval import assert_score
+
+        def test_judged():
+            assert_score("factuality", input="q", expected="a", output="a", min=0.5)
+        """
+    )
+    pytester.makeini(
+        "[pytest]\nllm_eval_judge_model = test-judge\nllm_eval_max_tries = 1\n"
+        "llm_eval_prices =\n    test-judge 1000 0\n"
+    )
+    pytester._monkeypatch.setenv("OPENAI_BASE_URL", judge_server.base_url)
+    pytester._monkeypatch.setenv("OPENAI_API_KEY", "sk-x")
+    judge_server.set_default(tool_call('{"choice": ', name="select_choice", usage=(1000, 5)))
+    report = pytester.path / "r.json"
+    result = pytester.runpytest("--llm-eval-report", str(report))
+    result.assert_outcomes(errors=1)
+    assert len(judge_server.requests) == 2
+    result.stdout.fnmatch_lines(["*0 from cache, 2 judge calls, $2.0000*"])
+    [record] = json.loads(report.read_text())["records"]
+    assert record["error"].startswith("JudgeError")
+    assert (record["judge_calls"], record["prompt_tokens"], record["completion_tokens"]) == (
+        2,
+        2000,
+        10,
+    )
+    assert record["cost_usd"] == 2.0
 
 
 def test_judge_failure_is_an_error_not_cached_and_hides_the_key(
