@@ -9,6 +9,7 @@ out judge clients and embedders lazily, and returns a :class:`Score`.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import inspect
 import json
 import math
@@ -293,11 +294,15 @@ class Scorer:
         return out
 
     def identity_without_context(self) -> dict[str, Any]:
-        return {
+        ident = {
             "name": self.name,
             "version": self.version,
             "options": identity_of(self.public_options()),
         }
+        code = code_fingerprint(type(self))
+        if code is not None:
+            ident["code"] = code
+        return ident
 
     def identity(self, ctx: ScoringContext) -> dict[str, Any]:
         """Everything that decides this scorer's result apart from the inputs (cache key part)."""
@@ -320,6 +325,53 @@ class Scorer:
     def __repr__(self) -> str:
         opts = ", ".join(f"{k}={v!r}" for k, v in self.public_options().items())
         return f"{type(self).__name__}({opts})"
+
+
+def code_fingerprint(cls: type[Scorer]) -> str | None:
+    """A hash of a user-defined scorer's own code (the function of an ``@scorer``, the methods a
+    ``Scorer`` subclass defines outside this package), so that editing it does not replay results
+    cached for the old code. Line numbers are left out: moving code does not change it. Helpers
+    the scorer calls elsewhere are not covered (bump ``version`` when they change). ``None`` for
+    the built-in scorers, whose ``version`` says when their results change."""
+    memo = cls.__dict__.get("_code_fingerprint")
+    if memo is not None:
+        return memo[0]  # type: ignore[no-any-return]
+    digest = hashlib.sha256()
+    found = False
+    for klass in cls.__mro__:
+        module = getattr(klass, "__module__", "") or ""
+        if module == "pytest_llmeval" or module.startswith("pytest_llmeval."):
+            continue
+        members = dict(vars(klass))
+        func = members.pop("_func", None)
+        if func is not None:
+            members["_func"] = func
+        for name in sorted(members):
+            code = _code_of(members[name])
+            if code is not None:
+                found = True
+                digest.update(name.encode("utf-8") + b"\0")
+                _hash_code(digest, code)
+    result = digest.hexdigest()[:16] if found else None
+    cls._code_fingerprint = (result,)  # type: ignore[attr-defined]
+    return result
+
+
+def _code_of(member: Any) -> Any:
+    if isinstance(member, (staticmethod, classmethod)):
+        member = member.__func__
+    func = getattr(member, "__func__", member)  # bound methods
+    return getattr(func, "__code__", None)
+
+
+def _hash_code(digest: Any, code: Any) -> None:
+    digest.update(code.co_code)
+    digest.update(repr(code.co_names).encode("utf-8"))
+    for const in code.co_consts:
+        if hasattr(const, "co_code"):
+            _hash_code(digest, const)
+        else:
+            digest.update(repr(const).encode("utf-8", "backslashreplace"))
 
 
 ScoreFunctionResult = float | int | bool | Score | tuple[float, str]

@@ -447,3 +447,28 @@ def test_bad_option_values_are_usage_errors(project: pytest.Pytester) -> None:
     result = project.runpytest()
     result.stderr.fnmatch_lines(["*'sometimes' is not a cache mode; use one of use, replay*"])
     assert result.ret == pytest.ExitCode.USAGE_ERROR
+
+
+def test_editing_a_custom_scorer_reruns_it_instead_of_replaying(pytester: pytest.Pytester) -> None:
+    """The cache key holds the custom scorer's code: an edited scorer is not served the result
+    cached for its old code; an unchanged one is."""
+    body = """
+        import pytest_llmeval
+        from pytest_llmeval import assert_score
+
+        @pytest_llmeval.scorer(required=("output",))
+        def short_answer(output, max_words=5):
+            return float(len(output.split()) <= {limit})
+
+        def test_short():
+            assert_score("short_answer", output="one two three", min=1)
+        """
+    pytester.makepyfile(test_custom=body.replace("{limit}", "max_words"))
+    pytester.runpytest().assert_outcomes(passed=1)
+    again = pytester.runpytest()
+    again.assert_outcomes(passed=1)
+    again.stdout.fnmatch_lines(["1 scores, 1 from cache*"])
+    pytester.makepyfile(test_custom=body.replace("{limit}", "2"))  # the user tightens it
+    edited = pytester.runpytest()
+    edited.assert_outcomes(failed=1)
+    edited.stdout.fnmatch_lines(["1 scores, 0 from cache*"])

@@ -4,6 +4,8 @@ from typing import Any
 
 import pytest
 
+import pytest_llmeval
+
 from pytest_llmeval import Score, Scorer, ScorerConfigError, ScorerInputError, scorer
 from pytest_llmeval.context import ScoringContext
 from pytest_llmeval.scoring import Usage, identity_of
@@ -90,3 +92,20 @@ def test_score_cache_round_trip() -> None:
     back = Score.from_cache(s.to_cache(), "x")
     assert back.cached and back.value == 0.5 and back.usage == Usage(1, 2, 1, 0.1)
     assert float(back) == 0.5
+
+
+def test_code_fingerprint_follows_the_code_not_its_position() -> None:
+    from pytest_llmeval.registry import default_registry
+    from pytest_llmeval.scoring import code_fingerprint
+
+    def make(src: str) -> type[Scorer]:
+        namespace: dict[str, Any] = {"pytest_llmeval": pytest_llmeval}
+        exec(compile(src, "<user scorers>", "exec"), namespace)
+        return namespace["s"]  # type: ignore[no-any-return]
+
+    one = "@pytest_llmeval.scorer(register=False)\ndef s(output):\n    return 1.0\n"
+    moved = "\n\n\n" + one  # same code, other lines
+    other = one.replace("1.0", "0.5")
+    assert code_fingerprint(make(one)) == code_fingerprint(make(moved))
+    assert code_fingerprint(make(one)) != code_fingerprint(make(other))
+    assert code_fingerprint(default_registry.get("exact_match")) is None  # built-ins: version
