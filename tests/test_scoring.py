@@ -5,7 +5,6 @@ from typing import Any
 import pytest
 
 import pytest_llmeval
-
 from pytest_llmeval import Score, Scorer, ScorerConfigError, ScorerInputError, scorer
 from pytest_llmeval.context import ScoringContext
 from pytest_llmeval.scoring import Usage, identity_of
