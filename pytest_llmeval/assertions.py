@@ -161,7 +161,8 @@ def _lookup(inst: Scorer, key: str | None, ctx: ScoringContext, t0: float) -> Sc
             return Score.from_cache(hit, inst.name, duration_s=time.perf_counter() - t0)
         except (KeyError, TypeError, ValueError):
             hit = None  # a damaged entry is a miss
-    if mode == "replay":
+    if mode == "replay" and inst.uses_judge:
+        # Replay stands in for the judge; a scorer that needs none just computes.
         raise CacheMissError(inst.name, key)
     return None
 
@@ -178,7 +179,7 @@ def _finish(inst: Scorer, result: Score, key: str | None, ctx: ScoringContext, t
         scorer=inst.name, value=value, cached=False, duration_s=time.perf_counter() - t0
     )
     cache = ctx.result_cache()
-    if key is not None and cache is not None:
+    if key is not None and cache is not None and ctx.settings.cache_mode != "replay":
         cache.put(key, inst.name, out.to_cache())
     return out
 

@@ -133,12 +133,31 @@ def test_cache_hit_skips_compute_and_refresh_recomputes(cached_ctx: ScoringConte
     assert len(CALLS) == 2
 
 
-def test_replay_miss_is_an_error_that_says_how_to_record(tmp_path: Path) -> None:
+class JudgedTest(Scorer):
+    """Stands for a judge scorer (no call is made: replay must refuse before computing)."""
+
+    name = "judged_test"
+    uses_judge = True
+
+    def compute(self, inputs: Any, ctx: ScoringContext) -> Score:
+        CALLS.append(dict(inputs))
+        return Score(value=1.0)
+
+
+def test_replay_miss_of_a_judge_scorer_is_an_error_that_says_how_to_record(
+    tmp_path: Path,
+) -> None:
+    CALLS.clear()
     c = ScoringContext(Settings(cache_dir=tmp_path / "c", cache_mode="replay"))
     prev = set_context(c)
     try:
         with pytest.raises(CacheMissError, match="--llm-eval-cache=use"):
-            score("ratio_test", output="zz", expected="zz")
+            score(JudgedTest, output="zz")
+        assert CALLS == []
+        # A scorer that needs no judge computes (and replay writes nothing).
+        assert score("ratio_test", output="zz", expected="zz").value == 1.0
+        assert score("ratio_test", output="zz", expected="zz").cached is False
+        assert len(CALLS) == 2
     finally:
         set_context(prev)
         c.close()

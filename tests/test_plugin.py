@@ -164,11 +164,24 @@ def test_subset_run_never_removes_entries(project: pytest.Pytester) -> None:
     assert count() == 3
 
 
-def test_replay_miss_is_an_error_not_a_failure(project: pytest.Pytester) -> None:
+def test_replay_miss_of_a_judge_scorer_is_an_error_not_a_failure(
+    project: pytest.Pytester,
+) -> None:
+    project.makepyfile(
+        test_judged="""
+        from pytest_llmeval import assert_score
+
+        def test_judged():
+            assert_score("broken_judge", output="x", min=0.5)
+        """
+    )
     result = project.runpytest("--llm-eval", "--llm-eval-cache=replay")
-    result.assert_outcomes(passed=1, errors=3)
-    result.stdout.fnmatch_lines(["*CacheMissError*--llm-eval-cache=use*"])
-    assert calls(project) == 0
+    # The judge scorer's miss is an ERROR (no call attempted, not the JudgeError of a call);
+    # the judge-free scorer computes as usual: 2 pass, 1 fails, the plain test passes.
+    result.assert_outcomes(passed=3, failed=1, errors=1)
+    result.stdout.fnmatch_lines(["*CacheMissError*broken_judge*--llm-eval-cache=use*"])
+    assert "server said 500" not in result.stdout.str()
+    assert calls(project) == 3
 
 
 def test_cache_dir_option_and_corrupt_cache(project: pytest.Pytester) -> None:
