@@ -48,8 +48,12 @@ def test_identity_excludes_api_key_and_unset_judge_options() -> None:
 
 def test_identity_of_callables_and_scorers() -> None:
     assert identity_of(len) == {"callable": "builtins.len"}
+    from pytest_llmeval.scoring import code_fingerprint
+
+    code = code_fingerprint(Upper)
+    assert code is not None and len(code) == 16  # a scorer defined outside the package
     assert identity_of(Upper(strict=True)) == {
-        "scorer": {"name": "upper_test", "version": "1", "options": {"strict": True}}
+        "scorer": {"name": "upper_test", "version": "1", "options": {"strict": True}, "code": code}
     }
 
 
