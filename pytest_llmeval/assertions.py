@@ -614,11 +614,7 @@ def assert_scores(
             duration_s=time.perf_counter() - t0,
         )
         raise
-    inst_higher = True
-    if isinstance(scorer, str):
-        inst_higher = default_registry.get(scorer).higher_is_better
-    elif isinstance(scorer, (Scorer, type)):
-        inst_higher = scorer.higher_is_better
+    inst_higher = kind.higher_is_better if kind is not None else True
     for s in result.scores:
         passed = None
         if min is not None or max is not None:
