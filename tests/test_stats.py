@@ -6,13 +6,19 @@ from __future__ import annotations
 
 import json
 import math
+import random as _random
+import statistics as _statistics
 
+import numpy as np
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 from scipy import stats as sps
 
 from pytest_llmeval.stats import (
     REDUCERS,
     VERDICTS,
+    CaseResult,
     CaseSamples,
     GateSpec,
     Sample,
@@ -30,7 +36,7 @@ from pytest_llmeval.stats import (
 )
 
 
-def case(key: str, *scores: float | None, min: float | None = None, errors: int = 0) -> CaseSamples:
+def case(key: str, *scores: float | None, min: float | None = None) -> CaseSamples:
     """A case whose samples pass when score >= min (no verdict without min)."""
     samples = []
     for i, s in enumerate(scores):
@@ -471,3 +477,274 @@ def test_scorer_stats() -> None:
     assert st.pass_rate == wilson_interval(2, 3)
     data = json.loads(json.dumps(st.to_json(), allow_nan=False))
     assert data["flaky"] == ["b"] and data["pass_rate"]["n"] == 3
+
+
+# ------------------------------------------------------------------------------ properties
+
+
+confidences = st.sampled_from([0.5, 0.8, 0.9, 0.95, 0.975, 0.99, 0.999]) | st.floats(0.5, 0.999)
+unit = st.floats(0.0, 1.0, allow_nan=False)
+
+
+@settings(max_examples=300, deadline=None)
+@given(n=st.integers(1, 5000), frac=unit, confidence=confidences)
+def test_prop_wilson_matches_scipy(n: int, frac: float, confidence: float) -> None:
+    k = round(frac * n)  # includes 0% and 100%
+    iv = wilson_interval(k, n, confidence)
+    ref = sps.binomtest(k, n).proportion_ci(confidence_level=confidence, method="wilson")
+    assert iv.low == pytest.approx(ref.low, abs=1e-10)
+    assert iv.high == pytest.approx(ref.high, abs=1e-10)
+    assert 0.0 <= iv.low <= iv.estimate <= iv.high <= 1.0
+
+
+@settings(max_examples=300, deadline=None)
+@given(df=st.integers(1, 200) | st.floats(0.5, 2000.0), p=st.floats(1e-5, 1 - 1e-5))
+def test_prop_t_ppf_matches_scipy(df: float, p: float) -> None:
+    ref = float(sps.t.ppf(p, df))
+    assert abs(t_ppf(p, df) - ref) <= 1e-6 * max(1.0, abs(ref))
+
+
+@settings(max_examples=200, deadline=None)
+@given(values=st.lists(st.floats(-1e3, 1e3), min_size=2, max_size=60), confidence=confidences)
+def test_prop_t_interval_matches_scipy(values: list[float], confidence: float) -> None:
+    sem = float(sps.sem(values))
+    assume(sem > 1e-9)
+    iv = t_interval(values, confidence)
+    mean = float(np.mean(values))
+    low, high = sps.t.interval(confidence, len(values) - 1, loc=mean, scale=sem)
+    tol = 1e-7 * max(1.0, abs(high - low))
+    assert iv.low == pytest.approx(low, abs=tol) and iv.high == pytest.approx(high, abs=tol)
+
+
+groups_strategy = st.lists(st.lists(unit, min_size=1, max_size=6), min_size=2, max_size=40)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    groups=groups_strategy, confidence=confidences, shift=st.floats(-5, 5), scale=st.floats(0.1, 10)
+)
+def test_prop_cluster_interval_is_shift_scale_equivariant_and_order_free(
+    groups: list[list[float]], confidence: float, shift: float, scale: float
+) -> None:
+    iv = cluster_mean_interval(groups, confidence)
+    moved = cluster_mean_interval([[shift + scale * v for v in g] for g in groups], confidence)
+    tol = 1e-9 * scale * max(1.0, abs(iv.low), abs(iv.high)) + 1e-9 * abs(shift)
+    assert moved.low == pytest.approx(shift + scale * iv.low, abs=tol)
+    assert moved.high == pytest.approx(shift + scale * iv.high, abs=tol)
+    assert cluster_mean_interval(list(reversed(groups)), confidence).low == pytest.approx(iv.low)
+    assert iv.low <= iv.estimate <= iv.high
+
+
+@settings(max_examples=100, deadline=None)
+@given(groups=groups_strategy, size=st.integers(1, 5), confidence=confidences)
+def test_prop_cluster_interval_equal_sizes_equals_t_over_case_means(
+    groups: list[list[float]], size: int, confidence: float
+) -> None:
+    groups = [(g * size)[:size] for g in groups]
+    iv = cluster_mean_interval(groups, confidence)
+    ref = t_interval([sum(g) / size for g in groups], confidence)
+    assert iv.low == pytest.approx(ref.low, abs=1e-9) and iv.high == pytest.approx(
+        ref.high, abs=1e-9
+    )
+
+
+def numpy_cluster_bootstrap(
+    groups: list[list[float]], confidence: float, seed: int
+) -> tuple[float, float]:
+    """Reference: a plain seeded numpy percentile bootstrap over whole groups."""
+    rng = np.random.default_rng(seed)
+    sums = np.array([sum(g) for g in groups])
+    sizes = np.array([len(g) for g in groups])
+    idx = rng.integers(0, len(groups), size=(20000, len(groups)))
+    means = sums[idx].sum(axis=1) / sizes[idx].sum(axis=1)
+    alpha = 1 - confidence
+    return float(np.quantile(means, alpha / 2)), float(np.quantile(means, 1 - alpha / 2))
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    seed=st.integers(0, 10_000),
+    n_groups=st.integers(30, 80),
+    confidence=st.sampled_from([0.9, 0.95]),
+)
+def test_prop_cluster_bootstrap_agrees_with_a_numpy_bootstrap(
+    seed: int, n_groups: int, confidence: float
+) -> None:
+    rng = _random.Random(seed)
+    groups = []
+    for _ in range(n_groups):
+        base = rng.betavariate(2, 1)
+        groups.append(
+            [rng.betavariate(1 + 8 * base, 1 + 8 * (1 - base)) for _ in range(rng.randint(1, 5))]
+        )
+    iv = cluster_bootstrap_interval(groups, confidence, resamples=4000, seed=seed)
+    low, high = numpy_cluster_bootstrap(groups, confidence, seed)
+    width = high - low
+    # Monte Carlo error of a 4000-resample percentile is a few percent of the width
+    assert abs(iv.low - low) <= 0.12 * width and abs(iv.high - high) <= 0.12 * width
+    assert iv == cluster_bootstrap_interval(groups, confidence, resamples=4000, seed=seed)
+
+
+samples_strategy = st.lists(
+    st.tuples(unit, st.sampled_from([True, False, None]), st.booleans()), min_size=1, max_size=9
+)
+
+
+def reference_reduce(
+    rows: list[tuple[float, bool | None, bool]], reducer: str, lo: float | None
+) -> tuple[float | None, bool | None]:
+    if any(err for _, _, err in rows):
+        return None, None
+    scores = [s for s, _, _ in rows]
+    verdicts = [p for _, p, _ in rows if p is not None]
+    stat = {
+        "mean": _statistics.fmean,
+        "median": _statistics.median,
+        "min": min,
+        "max": max,
+    }
+    if reducer in stat:
+        score = float(stat[reducer](scores))
+        if lo is not None:
+            return score, score >= lo
+        return score, (all(verdicts) if verdicts else None)
+    score = _statistics.fmean(scores)
+    if not verdicts:
+        return score, None
+    if reducer == "majority":
+        return score, verdicts.count(True) > verdicts.count(False)
+    if reducer == "pass_at_k":
+        return score, True in verdicts
+    return score, False not in verdicts
+
+
+@settings(max_examples=400, deadline=None)
+@given(rows=samples_strategy, reducer=st.sampled_from(REDUCERS), lo=st.none() | unit)
+def test_prop_reducers_match_a_reference(
+    rows: list[tuple[float, bool | None, bool]], reducer: str, lo: float | None
+) -> None:
+    samples = tuple(
+        Sample(None if err else s, None if err else p, "boom" if err else None, i)
+        for i, (s, p, err) in enumerate(rows)
+    )
+    r = reduce_case(CaseSamples("k", samples, min=lo), reducer)
+    score, passed = reference_reduce(rows, reducer, lo)
+    assert r.passed is passed
+    assert (r.score is None) == (score is None)
+    if score is not None and r.score is not None:
+        assert r.score == pytest.approx(score, abs=1e-12)
+    assert r.n_errors == sum(err for _, _, err in rows) and r.n_samples == len(rows)
+    ok = {p for _, p, err in rows if not err and p is not None}
+    assert r.flaky == (ok == {True, False})
+    if r.n_errors:
+        assert r.passed is None  # an error is never a pass
+
+
+def gate_cases(rows: list[tuple[float, bool]]) -> list[CaseSamples]:
+    return [CaseSamples(f"c{i}", (Sample(s, p),)) for i, (s, p) in enumerate(rows)]
+
+
+rows_strategy = st.lists(st.tuples(unit, st.booleans()), min_size=1, max_size=60)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    rows=rows_strategy,
+    bound=unit,
+    metric=st.sampled_from(["min_mean", "max_mean", "min_pass_rate", "max_pass_rate"]),
+    confidence=st.sampled_from([0.8, 0.9, 0.95, 0.99]),
+    score_range=st.sampled_from([None, (0.0, 1.0)]),
+)
+def test_prop_gate_verdicts_are_consistent(
+    rows: list[tuple[float, bool]],
+    bound: float,
+    metric: str,
+    confidence: float,
+    score_range: tuple[float, float] | None,
+) -> None:
+    cases = gate_cases(rows)
+    spec = GateSpec("s", confidence=confidence, score_range=score_range, **{metric: bound})  # type: ignore[arg-type]
+    r = evaluate_gate(spec, cases)
+    (check,) = r.checks
+    assert r.verdict == check.verdict and r.verdict in ("pass", "fail", "inconclusive")
+    iv = check.interval
+    assert iv is not None
+    side_min = metric.startswith("min")
+    point = evaluate_gate(GateSpec("s", **{metric: bound}), cases).verdict  # type: ignore[arg-type]
+    # a confident verdict agrees with the point estimate, and follows the interval exactly
+    if r.verdict in ("pass", "fail"):
+        assert r.verdict == point
+    if r.verdict == "pass":
+        assert (iv.low >= bound) if side_min else (iv.high <= bound)
+    if r.verdict == "fail":
+        assert (iv.high < bound) if side_min else (iv.low > bound)
+    if r.verdict == "inconclusive":
+        assert iv.low <= bound + 1e-12 and iv.high >= bound - 1e-12
+    else:
+        assert check.needed is None
+    # a single case never decides a mean check with confidence
+    if len(rows) == 1 and metric.endswith("mean"):
+        assert r.verdict == "inconclusive"
+    # less confidence never turns a pass into a non-pass
+    if r.verdict == "pass":
+        lower = GateSpec(
+            "s", confidence=confidence / 2 + 0.25, score_range=score_range, **{metric: bound}
+        )  # type: ignore[arg-type]
+        assert evaluate_gate(lower, cases).verdict == "pass"
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    rows=rows_strategy,
+    n_bad=st.integers(1, 5),
+    max_errors=st.integers(0, 5),
+    confidence=st.none() | st.just(0.95),
+)
+def test_prop_errors_beyond_the_allowance_never_pass(
+    rows: list[tuple[float, bool]], n_bad: int, max_errors: int, confidence: float | None
+) -> None:
+    cases = gate_cases(rows) + [
+        CaseSamples(f"bad{i}", (Sample(None, None, "judge failed"),)) for i in range(n_bad)
+    ]
+    spec = GateSpec(
+        "s", min_pass_rate=0.0, min_mean=0.0, confidence=confidence, max_errors=max_errors
+    )
+    r = evaluate_gate(spec, cases)
+    assert r.n_errors == n_bad and r.n_scored == len(rows)
+    if n_bad > max_errors:
+        assert r.verdict == "error" and all(c.verdict == "error" for c in r.checks)
+    else:
+        # trivially met bounds: the point estimate passes; with confidence the pass rate
+        # (Wilson low >= 0) passes and the mean can be inconclusive for tiny samples only
+        assert r.verdict in ("pass", "inconclusive")
+        assert r.checks[1].verdict == "pass"
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    n=st.integers(1, 400),
+    bound=st.floats(0.01, 0.99),
+    confidence=st.sampled_from([0.9, 0.95, 0.99]),
+)
+def test_prop_all_pass_and_all_fail_datasets(n: int, bound: float, confidence: float) -> None:
+    z2 = float(sps.norm.ppf(0.5 + confidence / 2)) ** 2
+    all_pass = rate_cases(n, 0)
+    all_fail = rate_cases(0, n)
+    r = evaluate_gate(GateSpec("s", min_pass_rate=bound, confidence=confidence), all_pass)
+    # 100% of n proves a rate of at most n / (n + z**2)
+    expected = "pass" if n / (n + z2) >= bound + 1e-12 else "inconclusive"
+    if abs(n / (n + z2) - bound) > 1e-9:
+        assert r.verdict == expected
+    r = evaluate_gate(GateSpec("s", max_pass_rate=bound, confidence=confidence), all_fail)
+    expected = "pass" if z2 / (n + z2) <= bound - 1e-12 else "inconclusive"
+    if abs(z2 / (n + z2) - bound) > 1e-9:
+        assert r.verdict == expected
+    r = evaluate_gate(GateSpec("s", min_pass_rate=bound, confidence=confidence), all_fail)
+    assert r.verdict in ("fail", "inconclusive")
+    if r.verdict == "inconclusive":
+        assert r.checks[0].needed is not None
+
+
+def test_case_result_is_exported() -> None:
+    r = reduce_case(case("x", 0.5, min=0.5))
+    assert r == CaseResult("x", 0.5, True, 1, 0, False)
