@@ -289,13 +289,21 @@ def reduce_case(case: CaseSamples, reducer: str = "mean") -> CaseResult:
     if reducer not in REDUCERS:
         raise ValueError(f"unknown reducer {reducer!r}; choose one of {', '.join(REDUCERS)}")
     samples = case.samples
-    n_errors = sum(1 for s in samples if s.errored)
-    flaky = _is_flaky(samples)
+    # one pass over the samples: this runs for every case of every gate and scorer
+    n_errors = 0
+    scores: list[float] = []
+    verdicts: list[bool] = []
+    for s in samples:
+        if s.error is not None or s.score is None:
+            n_errors += 1
+            continue
+        scores.append(float(s.score))
+        if s.passed is not None:
+            verdicts.append(s.passed)
+    flaky = True in verdicts and False in verdicts
     if n_errors or not samples:
         return CaseResult(case.case, None, None, len(samples), n_errors, flaky)
-    scores = [float(s.score) for s in samples if s.score is not None]
-    verdicts = [s.passed for s in samples if s.passed is not None]
-    mean = math.fsum(scores) / len(scores)
+    mean = scores[0] if len(scores) == 1 else math.fsum(scores) / len(scores)
     score: float
     passed: bool | None
     if reducer in ("mean", "median", "min", "max"):
