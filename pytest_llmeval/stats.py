@@ -27,6 +27,7 @@ Degenerate cases, chosen so that a gate never claims with confidence what the da
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import random
@@ -230,7 +231,9 @@ class Sample:
 
     @property
     def errored(self) -> bool:
-        return self.error is not None or self.score is None
+        """No usable score: an error, a missing score, or a NaN/infinite one (which would
+        otherwise poison every mean and compare false against every bound)."""
+        return self.error is not None or self.score is None or not math.isfinite(self.score)
 
 
 @final
@@ -294,7 +297,7 @@ def reduce_case(case: CaseSamples, reducer: str = "mean") -> CaseResult:
     scores: list[float] = []
     verdicts: list[bool] = []
     for s in samples:
-        if s.error is not None or s.score is None:
+        if s.error is not None or s.score is None or not math.isfinite(s.score):
             n_errors += 1
             continue
         scores.append(float(s.score))
@@ -573,6 +576,8 @@ class GateSpec:
         if self.max_errors < 0:
             raise ValueError(f"{where}: max_errors must be >= 0, got {self.max_errors!r}")
         if self.score_range is not None:
+            if not isinstance(self.score_range, (tuple, list)) or len(self.score_range) != 2:
+                raise ValueError(f"{where}: score_range must be a (low, high) pair")
             lo, hi = self.score_range
             if not (_is_number(lo) and _is_number(hi) and math.isfinite(lo) and math.isfinite(hi)):
                 raise ValueError(f"{where}: score_range must be two finite numbers")
@@ -836,7 +841,14 @@ def evaluate_gate(spec: GateSpec, cases: Sequence[CaseSamples]) -> GateResult:
             checks.append(_check_mean(spec, side, float(bound), scores))
     for side, bound in (("min", spec.min_pass_rate), ("max", spec.max_pass_rate)):
         if bound is not None:
-            checks.append(_check_pass_rate(spec, side, float(bound), verdicts))
+            check = _check_pass_rate(spec, side, float(bound), verdicts)
+            undecided = len(scored) - len(verdicts)
+            if verdicts and undecided:
+                note = f"{undecided} scored case(s) have no pass/fail verdict and are not counted"
+                check = dataclasses.replace(
+                    check, reason=f"{check.reason}; {note}" if check.reason else note
+                )
+            checks.append(check)
     reason = ""
     if not scored:
         reason = f"none of the {len(results)} cases could be scored"

@@ -239,6 +239,15 @@ def test_an_errored_sample_makes_the_case_an_error_never_a_pass(reducer: str) ->
     assert reduce_case(c2, reducer).passed is None
 
 
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_a_non_finite_score_is_an_error_sample(bad: float) -> None:
+    c = CaseSamples("c", (Sample(1.0, True), Sample(bad, True)))
+    r = reduce_case(c, "pass_at_k")
+    assert (r.score, r.passed, r.n_errors) == (None, None, 1)
+    g = evaluate_gate(GateSpec("s", min_mean=0.0), [c, case("d", 1.0)])
+    assert g.verdict == "error" and g.n_errors == 1
+
+
 def test_unknown_reducer() -> None:
     with pytest.raises(ValueError, match="unknown reducer 'avg'"):
         reduce_case(case("c", 1.0), "avg")
@@ -273,6 +282,8 @@ def test_flaky_cases_lists_disagreeing_cases_in_order() -> None:
         ({"min_mean": True}, "min_mean must be a finite number"),
         ({"min_mean": 0.5, "max_errors": -1}, "max_errors must be >= 0"),
         ({"min_mean": 0.5, "score_range": (1.0, 0.0)}, "must have low < high"),
+        ({"min_mean": 0.5, "score_range": (0.0, 1.0, 2.0)}, "must be a \\(low, high\\) pair"),
+        ({"min_mean": 0.5, "score_range": (0.0, math.inf)}, "must be two finite numbers"),
     ],
 )
 def test_gate_spec_validation(kwargs: dict[str, object], message: str) -> None:
@@ -358,6 +369,13 @@ def test_no_scored_case_is_an_error() -> None:
     assert r.verdict == "error" and "none of the 2 cases could be scored" in r.reason
     r = evaluate_gate(GateSpec("s", min_mean=0.1), [])
     assert r.verdict == "error" and r.n_cases == 0
+
+
+def test_a_pass_rate_gate_says_how_many_scored_cases_had_no_verdict() -> None:
+    cases = [*rate_cases(3, 1), case("no-bound", 0.7)]
+    r = evaluate_gate(GateSpec("s", min_pass_rate=0.5), cases)
+    assert r.checks[0].interval is not None and r.checks[0].interval.n == 4
+    assert r.checks[0].reason == "1 scored case(s) have no pass/fail verdict and are not counted"
 
 
 def test_a_pass_rate_gate_without_case_verdicts_is_an_error() -> None:
