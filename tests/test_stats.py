@@ -283,7 +283,8 @@ def test_flaky_cases_lists_disagreeing_cases_in_order() -> None:
         ({"min_mean": 0.5, "max_errors": -1}, "max_errors must be >= 0"),
         ({"min_mean": 0.5, "score_range": (1.0, 0.0)}, "must have low < high"),
         ({"min_mean": 0.5, "score_range": (0.0, 1.0, 2.0)}, "must be a \\(low, high\\) pair"),
-        ({"min_mean": 0.5, "score_range": (0.0, math.inf)}, "must be two finite numbers"),
+        ({"min_mean": 0.5, "score_range": (0.0, math.nan)}, "must be two numbers"),
+        ({"min_mean": 0.5, "score_range": (math.inf, math.inf)}, "must have low < high"),
     ],
 )
 def test_gate_spec_validation(kwargs: dict[str, object], message: str) -> None:
@@ -414,6 +415,22 @@ def test_a_known_range_keeps_five_perfect_cases_from_proving_a_mean_of_0_9() -> 
     many = [case(f"c{i}", 1.0) for i in range(35)]
     assert evaluate_gate(spec, many).verdict == "pass"
     assert evaluate_gate(spec, many[:34]).verdict == "inconclusive"
+
+
+def test_a_half_unbounded_range_floors_only_its_finite_side() -> None:
+    # readability's range is (-inf, 206.84): dispersed scores give the plain t interval
+    scores = [55.0, 61.0, 70.5, 48.0, 66.0, 59.5, 72.0, 63.0, 58.0, 65.5]
+    spec = GateSpec("readability", min_mean=50.0, confidence=0.95, score_range=(-math.inf, 206.84))
+    r = evaluate_gate(spec, [case(f"c{i}", s) for i, s in enumerate(scores)])
+    ref = t_interval(scores)
+    assert r.verdict == "pass" and r.checks[0].interval is not None
+    assert r.checks[0].interval.low == pytest.approx(ref.low)
+    assert r.checks[0].interval.high > ref.high  # floored towards 206.84 (10 cases)
+    # all equal: the unbounded side has no floor, so nothing can be claimed
+    same = [case(f"c{i}", 60.0) for i in range(30)]
+    r = evaluate_gate(spec, same)
+    assert r.verdict == "inconclusive" and "not known or not bounded" in r.reason
+    assert r.checks[0].interval is not None and r.checks[0].interval.low == -math.inf
 
 
 def test_needed_is_about_what_doubling_the_data_decides() -> None:
