@@ -666,6 +666,11 @@ class JudgeClient:
 
     def _timed_out(self, timeout: float) -> _Failure:
         cause = f"no reply within the timeout of {timeout:.3g} s (request to last byte)"
+        if timeout < float(self.settings.timeout):
+            cause = (
+                f"no reply within the {timeout:.3g} s left of the scoring timeout of "
+                f"{self.settings.overall_timeout:g} s (--llm-eval-scoring-timeout)"
+            )
         return _Failure(True, cause, None, timed_out=True)
 
     def _note_stall(self, failure: _Failure) -> None:

@@ -738,6 +738,13 @@ def _error_body(
     return {"error": {"message": message, "type": kind, "param": param, "code": code or kind}}
 
 
+def _shown(value: Any) -> str:
+    """A value as OpenAI's messages print it (0.0 as 0)."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return json.dumps(value)
+
+
 @dataclass(frozen=True)
 class _Rejection:
     model: str
@@ -755,12 +762,12 @@ class _Rejection:
         message = self.message
         if message is None:
             if self.code == "unsupported_value":
-                shown = json.dumps(value)
+                shown = _shown(value)
                 message = (
                     f"Unsupported value: '{self.param}' does not support {shown} with this model."
                 )
                 if self.allowed is not _NO_VALUE:
-                    message += f" Only the default ({json.dumps(self.allowed)}) value is supported."
+                    message += f" Only the default ({_shown(self.allowed)}) value is supported."
             else:
                 message = f"Unsupported parameter: '{self.param}' is not supported with this model."
                 if self.param == "max_tokens":
@@ -863,13 +870,16 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
             return
         self.wfile.flush()  # the headers now, the body piece by piece
+        # Past the buffered writer: a client that hangs up leaves nothing to flush at the end.
+        self.close_connection = True
         stopping = self.server.owner._stopping
         for start in range(0, len(data), pace.chunk):
             if stopping.wait(pace.interval):
-                self.close_connection = True
                 return
-            self.wfile.write(data[start : start + pace.chunk])
-            self.wfile.flush()
+            try:
+                self.connection.sendall(data[start : start + pace.chunk])
+            except OSError:
+                return  # the client gave up
 
 
 # -- running the server in its own process -------------------------------------------------------
