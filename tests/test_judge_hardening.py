@@ -285,17 +285,17 @@ def test_a_reply_without_usage_has_an_unknown_cost(
 def test_a_reply_over_the_cap_is_a_judge_error(
     judge_ctx: ScoringContext, judge_server: OpenAITestServer
 ) -> None:
-    judge_server.enqueue(text("y" * 5_001), text("z" * 5_000))
-    client = client_for(judge_ctx, max_reply_chars=5_000)
+    """The default cap is 200 000 characters."""
+    judge_server.enqueue(text("y" * 200_001), text("z" * 200_000))
+    client = judge_ctx.judge()
     with pytest.raises(JudgeError) as info:
         run(judge_ctx, client.chat(MSGS, scorer="factuality"))
     msg = str(info.value)
-    assert "5001 characters long, over the cap of 5000" in msg
+    assert "200001 characters long, over the cap of 200000" in msg
     assert "--llm-eval-max-reply-chars" in msg and "'factuality'" in msg
     assert "yyyyyyyyyy" not in msg
     assert len(judge_server.requests) == 1  # not retried
-    assert run(judge_ctx, client.chat(MSGS)).content == "z" * 5_000  # at the cap: fine
-    run(judge_ctx, client.close())
+    assert run(judge_ctx, client.chat(MSGS)).content == "z" * 200_000  # at the cap: fine
 
 
 def test_tool_arguments_over_the_cap_are_a_judge_error(
@@ -311,16 +311,16 @@ def test_tool_arguments_over_the_cap_are_a_judge_error(
 def test_a_huge_body_is_refused_without_being_read_whole(
     judge_ctx: ScoringContext, judge_server: OpenAITestServer
 ) -> None:
-    """A 20 MB body with a 1000-character cap: refused from its announced length, long before
-    the body could have arrived (sent at 64 KiB every 50 ms it would take 16 s)."""
+    """A 20 MB body with the default cap: refused from its announced length, long before the
+    body could have arrived (sent at 64 KiB every 50 ms it would take 16 s)."""
     body = json.dumps({"choices": [{"message": {"content": "w" * 20_000_000}}]})
-    judge_server.enqueue(trickle(0.05, raw(body), chunk=65_536))
-    client = client_for(judge_ctx, max_reply_chars=1_000)
+    judge_server.enqueue(text("warm"), trickle(0.05, raw(body), chunk=65_536))
+    client = judge_ctx.judge()
+    run(judge_ctx, client.chat(MSGS))
     t0 = time.monotonic()
-    with pytest.raises(JudgeError, match=r"announces 200000\d\d bytes, over the cap of 1000"):
+    with pytest.raises(JudgeError, match=r"announces 200000\d\d bytes, over the cap of 200000"):
         run(judge_ctx, client.chat(MSGS))
     assert time.monotonic() - t0 < 3.0
-    run(judge_ctx, client.close())
 
 
 def test_a_reply_over_the_cap_is_an_error_in_a_test_and_never_printed(
@@ -340,10 +340,10 @@ def test_a_reply_over_the_cap_is_an_error_in_a_test_and_never_printed(
     pytester.makeini("[pytest]\nllm_eval_judge_model = test-judge\nllm_eval_max_tries = 1\n")
     pytester._monkeypatch.setenv("OPENAI_BASE_URL", judge_server.base_url)
     pytester._monkeypatch.setenv("OPENAI_API_KEY", "sk-plugin-SECRET")
-    result = pytester.runpytest("-v", "--llm-eval-max-reply-chars=100000")
+    result = pytester.runpytest("-v")
     result.assert_outcomes(errors=1)
     out = result.stdout.str()
-    assert "300003 characters long, over the cap of 100000" in out
+    assert "300003 characters long, over the cap of 200000" in out
     assert len(out) < 50_000
     assert "very long very long very long" not in out
 
@@ -596,3 +596,74 @@ def test_defaults_bound_a_hung_scoring() -> None:
     s = JudgeSettings()
     assert s.overall_timeout <= 120.0 < s.timeout * s.max_tries
     assert s.max_reply_chars == 200_000
+
+
+# -- the test server's new faults --------------------------------------------------------------
+
+
+def _post_raw(server: OpenAITestServer, body: dict[str, Any]) -> tuple[int, Any]:
+    import urllib.error
+    import urllib.request
+
+    req = urllib.request.Request(
+        server.base_url + "/chat/completions",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def test_server_refuses_parameters_with_openais_error_body(judge_server: OpenAITestServer) -> None:
+    reasoning_server(judge_server, "gpt-5")
+    judge_server.enqueue(text("kept for the accepted request"))
+    msgs = [{"role": "user", "content": "hi"}]
+    status, body = _post_raw(judge_server, {"model": "gpt-5", "messages": msgs, "temperature": 0})
+    assert status == 400
+    assert body == {
+        "error": {
+            "message": "Unsupported value: 'temperature' does not support 0 with this model. "
+            "Only the default (1) value is supported.",
+            "type": "invalid_request_error",
+            "param": "temperature",
+            "code": "unsupported_value",
+        }
+    }
+    status, body = _post_raw(judge_server, {"model": "gpt-5", "messages": msgs, "max_tokens": 5})
+    assert (status, body["error"]["param"], body["error"]["code"]) == (
+        400,
+        "max_tokens",
+        "unsupported_parameter",
+    )
+    assert "Use 'max_completion_tokens' instead." in body["error"]["message"]
+    # the allowed value, other models and other parameters pass; the queued reply was kept
+    status, body = _post_raw(judge_server, {"model": "gpt-5", "messages": msgs, "temperature": 1})
+    assert status == 200
+    assert body["choices"][0]["message"]["content"] == "kept for the accepted request"
+    judge_server.enqueue(text("other model"))
+    status, _ = _post_raw(judge_server, {"model": "gpt-4o", "messages": msgs, "temperature": 0})
+    assert status == 200
+
+
+def test_server_trickle_sends_headers_at_once_and_the_body_slowly(
+    judge_server: OpenAITestServer,
+) -> None:
+    import http.client
+
+    judge_server.enqueue(trickle(0.05, raw(b'{"x": "0123456789"}'), chunk=2))
+    conn = http.client.HTTPConnection("127.0.0.1", judge_server.port, timeout=5)
+    t0 = time.monotonic()
+    conn.request("POST", "/v1/chat/completions", body=b"{}")
+    resp = conn.getresponse()
+    headers_at = time.monotonic() - t0
+    assert resp.status == 200 and resp.getheader("Content-Length") == "19"
+    data = resp.read()
+    body_at = time.monotonic() - t0
+    conn.close()
+    assert data == b'{"x": "0123456789"}'
+    assert headers_at < 0.2
+    assert body_at >= 0.45  # 10 pieces, 50 ms apart
