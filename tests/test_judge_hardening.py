@@ -191,6 +191,35 @@ def test_an_endpoint_that_keeps_timing_out_is_not_waited_on_again(
     run(judge_ctx, client.close())
 
 
+def test_n_tests_against_a_hung_judge_do_not_each_wait(
+    pytester: pytest.Pytester, judge_server: OpenAITestServer
+) -> None:
+    judge_server.set_default(delay(30.0, YES))
+    pytester.makepyfile(
+        """
+        import pytest
+        from pytest_llmeval import assert_score
+
+        @pytest.mark.parametrize("i", range(6))
+        def test_judged(i):
+            assert_score("l3score", input=f"q{i}?", expected="a", output="a", min=0.5)
+        """
+    )
+    pytester.makeini("[pytest]\nllm_eval_judge_model = test-judge\n")
+    pytester._monkeypatch.setenv("OPENAI_BASE_URL", judge_server.base_url)
+    pytester._monkeypatch.setenv("OPENAI_API_KEY", "sk-plugin-SECRET")
+    t0 = time.monotonic()
+    result = pytester.runpytest(
+        "--llm-eval-timeout=0.5", "--llm-eval-max-tries=1", "-p", "no:randomly"
+    )
+    elapsed = time.monotonic() - t0
+    result.assert_outcomes(errors=6)
+    assert len(judge_server.requests) == 3
+    out = result.stdout.str()
+    assert out.count("timed out on the last 3 judge requests") >= 3
+    assert elapsed < 15, elapsed
+
+
 def test_a_reply_in_between_resets_the_stall_count(
     judge_ctx: ScoringContext, judge_server: OpenAITestServer
 ) -> None:
