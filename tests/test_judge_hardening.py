@@ -417,11 +417,14 @@ def test_default_model_name_on_another_server_is_not_priced_as_openai(
         text("b", usage=(1_000_000, 0), model="llama-3.1-8b-instruct"),
     )
     client = client_for(judge_ctx, model="gpt-4o-mini")
-    result = run(judge_ctx, client.chat(MSGS))
+    with pytest.warns(RuntimeWarning, match=r"answers as model 'llama-3.1-8b-instruct'.*default"):
+        result = run(judge_ctx, client.chat(MSGS))
     assert result.model == "llama-3.1-8b-instruct"
     assert result.usage.cost_usd is None  # not gpt-4o-mini's $0.15
     client.prices = {"llama-3.1-8b-instruct": (0.02, 0.0)}
-    priced = run(judge_ctx, client.chat(MSGS))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # said once
+        priced = run(judge_ctx, client.chat(MSGS))
     assert priced.usage.cost_usd == pytest.approx(0.02)
     run(judge_ctx, client.close())
 

@@ -172,6 +172,7 @@ class JudgeClient:
             weakref.WeakKeyDictionary()
         )
         self._usage_warned = False
+        self._model_warned = False
 
     # -- identity ---------------------------------------------------------------------------
 
@@ -403,7 +404,31 @@ class JudgeClient:
             required=required,
         )
         self._check_reply_size(resp, scorer)
+        self._check_served_model(resp)
         return resp
+
+    def _check_served_model(self, resp: dict[str, Any]) -> None:
+        """Say once when a server other than OpenAI's answers as another model while the judge
+        model is still the default name: cache keys and reports would name a model that never
+        judged."""
+        served = _reply_model(resp)
+        model = self.settings.model
+        if served is None or served == model or model != JudgeSettings.model or self.is_openai:
+            return
+        with self._lock:
+            if self._model_warned:
+                return
+            self._model_warned = True
+        import warnings
+
+        warnings.warn(
+            f"llm-eval: the judge endpoint {self.endpoint} answers as model {served!r}, but the "
+            f"judge model is the default {model!r}; set --llm-eval-judge-model={served} (or "
+            "ini llm_eval_judge_model) so cache keys and reports name the model that judged. "
+            "Its cost is unknown unless llm_eval_prices lists it",
+            RuntimeWarning,
+            stacklevel=2,
+        )
 
     def _needs(self, scorer: str | None, param: str, why: str) -> JudgeError:
         return JudgeError(
