@@ -7,8 +7,10 @@ first call to :func:`get_context` builds one from the environment (or :func:`con
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Coroutine, Mapping
+import time
+from collections.abc import Coroutine, Iterator, Mapping
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, TypeVar, final
 
@@ -23,6 +25,7 @@ if TYPE_CHECKING:
     from pytest_llmeval.spend import SharedSpend
 
 __all__ = [
+    "JudgeClock",
     "ScoringContext",
     "UsageCollector",
     "UsageLedger",
@@ -36,12 +39,54 @@ T = TypeVar("T")
 
 
 @final
+class JudgeClock:
+    """The judge time of one scoring: the wall-clock time during which at least one of its
+    judge calls was waiting on the endpoint (a request in flight, or a wait between tries).
+
+    Time spent queueing for a free concurrency slot does not count: a batch of a thousand
+    scorings must not time out behind its own queue. Parallel calls of one scoring (several
+    questions at once) count once, not once each. So a per-scoring deadline checked against
+    :meth:`elapsed` before each request, with the request bounded by what is left, holds
+    whatever the server does.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._active = 0
+        self._since = 0.0
+        self._spent = 0.0
+
+    def elapsed(self) -> float:
+        with self._lock:
+            if self._active:
+                return self._spent + (time.monotonic() - self._since)
+            return self._spent
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[None]:
+        """Count the time inside the block (once, however many blocks overlap)."""
+        with self._lock:
+            if self._active == 0:
+                self._since = time.monotonic()
+            self._active += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._active -= 1
+                if self._active == 0:
+                    self._spent += time.monotonic() - self._since
+
+
+@final
 class UsageCollector:
-    """The judge usage of one scoring (all its calls, also when it ends in an error)."""
+    """The judge usage of one scoring (all its calls, also when it ends in an error) and its
+    judge time (for the per-scoring deadline)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.total = Usage()
+        self.clock = JudgeClock()
 
     def add(self, usage: Usage) -> None:
         with self._lock:
@@ -67,6 +112,9 @@ class UsageLedger:
         self.shared = shared
         #: why the shared spend could not be used (then only this process's spend counts)
         self.shared_error: str | None = None
+        #: endpoint -> judge requests in a row that ended in timeouts (reset by any reply); the
+        #: judge client stops waiting on an endpoint that never answers (see its _call)
+        self.stalls: dict[str, int] = {}
 
     def add(self, usage: Usage) -> None:
         with self._lock:

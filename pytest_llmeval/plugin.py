@@ -110,6 +110,22 @@ _OPTIONS: list[tuple[str, str, str, str, Any]] = [
         None,
     ),
     (
+        "scoring-timeout",
+        "llm_eval_scoring_timeout",
+        "seconds of judge time one scoring may take in all: every call, retry and wait between "
+        "tries (default 120)",
+        "float",
+        None,
+    ),
+    (
+        "max-reply-chars",
+        "llm_eval_max_reply_chars",
+        "longest judge reply accepted, in characters; a longer one is a judge error "
+        "(default 200000)",
+        "int",
+        None,
+    ),
+    (
         "budget",
         "llm_eval_budget",
         "USD: stop starting judge calls once the whole run (xdist workers included; on "
@@ -245,6 +261,8 @@ def build_settings(config: pytest.Config, environ: dict[str, str] | None = None)
         ("llm_eval_concurrency", "concurrency", int),
         ("llm_eval_timeout", "timeout", float),
         ("llm_eval_max_tries", "max_tries", int),
+        ("llm_eval_scoring_timeout", "overall_timeout", float),
+        ("llm_eval_max_reply_chars", "max_reply_chars", int),
     ):
         value = _number(config, ini, kind)
         if value is not None:

@@ -313,13 +313,18 @@ class Scorer:
         return ident
 
     def identity_json(self, ctx: ScoringContext) -> str:
-        """:meth:`identity` as canonical JSON, computed once per (instance, context)."""
+        """:meth:`identity` as canonical JSON, computed once per (instance, context) and again
+        when the run learns that a judge model refuses a parameter (it is then not sent, and the
+        key must say so)."""
+        from pytest_llmeval.judge.params import generation
+
         memo = self.__dict__.get("_identity_memo")
-        if memo is not None and memo[0] is ctx:
-            text: str = memo[1]
+        learned = generation()
+        if memo is not None and memo[0] is ctx and memo[1] == learned:
+            text: str = memo[2]
             return text
         text = canonical_json(self.identity(ctx))
-        self.__dict__["_identity_memo"] = (ctx, text)
+        self.__dict__["_identity_memo"] = (ctx, learned, text)
         return text
 
     def __repr__(self) -> str:

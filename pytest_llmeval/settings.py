@@ -57,13 +57,20 @@ class JudgeSettings:
     temperature: float = 0.0
     seed: int | None = 0
     timeout: float = 60.0
+    """Seconds one judge request may take, from sending it to the last byte of the reply."""
     max_tries: int = 4
-    overall_timeout: float = 600.0
+    overall_timeout: float = 120.0
+    """Seconds of judge time one scoring may take in all (every call, retry and wait between
+    tries; not the wait for a free concurrency slot), whatever the server does
+    (``--llm-eval-scoring-timeout``). Outside a scoring it bounds one call with its retries."""
     concurrency: int = 8
     retry_backoff: float = 0.5
     """First retry delay in seconds (doubled per try, with jitter) when no Retry-After is given."""
     mode: str = "tool"
     embedding_model: str = "text-embedding-3-small"
+    max_reply_chars: int = 200_000
+    """Longest judge reply accepted (characters of the message text or tool arguments); a longer
+    one is a judge error and is neither cached nor reported (``--llm-eval-max-reply-chars``)."""
 
     def identity(self) -> dict[str, Any]:
         """What decides a judge's verdict (cache-key material): model and sampling parameters.

@@ -28,7 +28,12 @@ def judge_identity(
     scorer: Scorer, ctx: ScoringContext, prompt_sha256: str, **sent: Any
 ) -> dict[str, Any]:
     """A judge scorer's cache-key material: its prompt's hash and the judge it would ask (model,
-    endpoint, sampling; ``sent`` overrides what the scorer always sends, e.g. temperature 0)."""
+    endpoint, sampling; ``sent`` overrides what the scorer always sends, e.g. temperature 0).
+
+    Parameters the model does not take (known for its family, or refused earlier in the run)
+    are left out: the key records what is actually sent."""
+    from pytest_llmeval.judge import params
+
     judge = ctx.judge_settings(judge_options_of(scorer)).identity()
     judge.update(sent)
-    return {"prompt_sha256": prompt_sha256, "judge": judge}
+    return {"prompt_sha256": prompt_sha256, "judge": params.sent_identity(judge)}

@@ -4,9 +4,15 @@ validated structured replies, usage accounting and a budget.
 Every judge scorer talks to its endpoint through :class:`JudgeClient`, obtained from
 ``ctx.judge(options)``. The official ``openai`` package does the HTTP work (imported lazily, so
 importing pytest-llmeval stays cheap) with its own retries turned off: this module retries, so that
-the concurrency limit, the Retry-After header, the number of tries and the overall timeout are all
-under one roof and a failure ends in one :class:`JudgeError` that names the endpoint, the model and
-the last cause.
+the concurrency limit, the Retry-After header, the number of tries and the timeouts are all under
+one roof and a failure ends in one :class:`JudgeError` that names the endpoint, the model and the
+last cause.
+
+Limits that hold whatever the server does: a request is bounded from sending to the last byte of
+its reply (a server trickling its body a byte at a time does not reset it), one scoring's judge
+time is bounded in all (``overall_timeout``), a reply is capped in size while it is read, token
+counts that cannot be true are not priced, and an endpoint that timed out on several requests in a
+row is not waited on again. Parameters a model refuses are not sent (:mod:`.params`).
 
 The API key is only ever handed to the SDK: it never appears in a repr, an error message or a log,
 and error text coming back from an endpoint is scrubbed of it.
@@ -29,7 +35,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, final
 
+from pytest_llmeval.context import JudgeClock, current_usage
 from pytest_llmeval.errors import BudgetExceededError, JudgeError, ScorerConfigError
+from pytest_llmeval.judge import params
 from pytest_llmeval.judge.prices import cost_usd
 from pytest_llmeval.scoring import Usage
 from pytest_llmeval.settings import JUDGE_MODES, JudgeSettings
@@ -56,6 +64,15 @@ NO_KEY = "no-key"
 #: Longest wait between tries when the endpoint gives no Retry-After.
 MAX_BACKOFF_S = 30.0
 _STATUS_RETRYABLE = frozenset({408, 409, 429})
+#: Requests in a row that ended in timeouts after which an endpoint is not waited on again in
+#: this process: N tests against a hung server must not take N times the scoring timeout.
+STALL_LIMIT = 3
+#: More tokens than any model takes or writes in one call: such a count is not believed.
+MAX_PLAUSIBLE_TOKENS = 10_000_000
+#: Longest error text from an endpoint kept in a message.
+MAX_CAUSE_CHARS = 1000
+#: The host whose prices the built-in table lists and which needs an API key.
+OPENAI_HOST = "api.openai.com"
 
 
 @final
@@ -71,6 +88,7 @@ class ChatResult:
     top_logprobs: list[tuple[str, float]] | None
     usage: Usage
     model: str
+    """The model the endpoint says answered (its reply's ``model``), else the one asked for."""
 
 
 @final
@@ -79,12 +97,13 @@ class StructuredResult:
     """A structured reply: ``arguments`` validated against the schema that was asked for.
 
     ``usage`` covers every call made for it (two when the first reply was re-asked); ``raw_text``
-    is the reply's raw arguments or text.
+    is the reply's raw arguments or text; ``model`` is the model the endpoint says answered.
     """
 
     arguments: dict[str, Any]
     usage: Usage
     raw_text: str | None
+    model: str | None = None
 
 
 @final
@@ -113,6 +132,13 @@ class _Failure:
     cause: str
     retry_after: float | None
     status: int | None = None
+    timed_out: bool = False
+    #: the request parameter an HTTP 400 names as unsupported (OpenAI's error ``param``)
+    unsupported_param: str | None = None
+
+
+class _ReplyTooLarge(Exception):
+    """The reply body grew past the byte cap while it was read."""
 
 
 @final
@@ -145,17 +171,28 @@ class JudgeClient:
         self._states: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState] = (
             weakref.WeakKeyDictionary()
         )
+        self._usage_warned = False
+        self._model_warned = False
 
     # -- identity ---------------------------------------------------------------------------
 
     def identity(self) -> dict[str, Any]:
-        """Cache-key material: the judge model and sampling parameters (no URL, no key)."""
-        return self.settings.identity()
+        """Cache-key material: the judge model and the sampling parameters actually sent (a
+        parameter the model does not take is left out; no URL, no key)."""
+        return params.sent_identity(self.settings.identity())
 
     @property
     def endpoint(self) -> str:
         """The base URL calls go to (for messages)."""
         return self.settings.base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_ENDPOINT
+
+    @property
+    def is_openai(self) -> bool:
+        """Whether calls go to OpenAI's own API (which needs a key and charges list prices)."""
+        from urllib.parse import urlsplit
+
+        host = (urlsplit(self.endpoint).hostname or "").lower().rstrip(".")
+        return host == OPENAI_HOST
 
     def __repr__(self) -> str:
         return f"JudgeClient(model={self.settings.model!r}, endpoint={self.endpoint!r})"
@@ -174,15 +211,18 @@ class JudgeClient:
     ) -> ChatResult:
         """One chat completion. ``temperature`` defaults to the settings'; the seed is sent when
         set. With ``logprobs`` the first token's top alternatives come back in ``top_logprobs``
-        (``None`` if the endpoint did not return any)."""
+        (``None`` if the endpoint did not return any); a model that does not take logprobs is a
+        JudgeError naming it, since the caller cannot do without them."""
         kwargs = self._chat_kwargs(messages, temperature)
         if max_tokens is not None:
             kwargs["max_tokens"] = max_tokens
+        required: frozenset[str] = frozenset()
         if logprobs:
             kwargs["logprobs"] = True
             if top_logprobs is not None:
                 kwargs["top_logprobs"] = top_logprobs
-        resp = await self._create_chat(kwargs, scorer)
+            required = frozenset(params.REQUIRED_FOR["logprobs"])
+        resp = await self._create_chat(kwargs, scorer, required)
         usage = self._account(resp)
         choice = self._first_choice(resp, scorer)
         content = choice["message"].get("content")
@@ -190,7 +230,7 @@ class JudgeClient:
             content=content if isinstance(content, str) else None,
             top_logprobs=_first_token_top_logprobs(choice),
             usage=usage,
-            model=str(resp.get("model") or self.settings.model),
+            model=_reply_model(resp) or self.settings.model,
         )
 
     async def structured(
@@ -239,7 +279,9 @@ class JudgeClient:
             if parsed is not None:
                 problem = _validation_problem(validator, parsed)
                 if not problem:
-                    return StructuredResult(arguments=parsed, usage=total, raw_text=raw)
+                    return StructuredResult(
+                        arguments=parsed, usage=total, raw_text=raw, model=_reply_model(resp)
+                    )
             if attempt == 1:
                 convo = [
                     *convo,
@@ -276,9 +318,7 @@ class JudgeClient:
             raise self._malformed(
                 "embeddings", scorer, use, f"{len(vectors)} vectors for {len(texts)} texts"
             )
-        tokens = _int(_dig(resp, "usage", "prompt_tokens"))
-        usage = Usage(tokens, 0, 1, cost_usd((use, resp.get("model")), tokens, 0, self.prices))
-        self.ledger.add(usage)
+        usage = self._account(resp, use)
         return vectors, usage
 
     async def moderate(
@@ -295,7 +335,8 @@ class JudgeClient:
         first = results[0] if isinstance(results, list) and results else None
         if not isinstance(first, dict):
             raise self._malformed("moderations", scorer, label, "no result")
-        usage = Usage(0, 0, 1, cost_usd((model, resp.get("model")), 0, 0, self.prices))
+        models = (_reply_model(resp), model)
+        usage = Usage(0, 0, 1, cost_usd(models, 0, 0, self.prices, builtin=self.is_openai))
         self.ledger.add(usage)
         categories = first.get("categories") or {}
         scores = first.get("category_scores") or {}
@@ -345,16 +386,122 @@ class JudgeClient:
             kwargs["seed"] = s.seed
         return kwargs
 
-    async def _create_chat(self, body: dict[str, Any], scorer: str | None) -> dict[str, Any]:
-        return await self._call("chat", "/chat/completions", body, scorer, self.settings.model)
+    async def _create_chat(
+        self, body: dict[str, Any], scorer: str | None, required: frozenset[str] = frozenset()
+    ) -> dict[str, Any]:
+        model = self.settings.model
+        missing = required & params.unsupported(model)
+        if missing:
+            raise self._needs(scorer, sorted(missing)[0], "it is not accepted by this model")
+        body = params.apply(body, params.unsupported(model))
+        resp = await self._call(
+            "chat",
+            "/chat/completions",
+            body,
+            scorer,
+            model,
+            cap_bytes=_body_cap(int(self.settings.max_reply_chars)),
+            required=required,
+        )
+        self._check_reply_size(resp, scorer)
+        self._check_served_model(resp)
+        return resp
 
-    def _account(self, resp: dict[str, Any]) -> Usage:
-        prompt = _int(_dig(resp, "usage", "prompt_tokens"))
-        completion = _int(_dig(resp, "usage", "completion_tokens"))
-        models = (self.settings.model, resp.get("model"))
-        usage = Usage(prompt, completion, 1, cost_usd(models, prompt, completion, self.prices))
+    def _check_served_model(self, resp: dict[str, Any]) -> None:
+        """Say once when a server other than OpenAI's answers as another model while the judge
+        model is still the default name: cache keys and reports would name a model that never
+        judged."""
+        served = _reply_model(resp)
+        model = self.settings.model
+        if served is None or served == model or model != JudgeSettings.model or self.is_openai:
+            return
+        with self._lock:
+            if self._model_warned:
+                return
+            self._model_warned = True
+        import warnings
+
+        warnings.warn(
+            f"llm-eval: the judge endpoint {self.endpoint} answers as model {served!r}, but the "
+            f"judge model is the default {model!r}; set --llm-eval-judge-model={served} (or "
+            "ini llm_eval_judge_model) so cache keys and reports name the model that judged. "
+            "Its cost is unknown unless llm_eval_prices lists it",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+
+    def _needs(self, scorer: str | None, param: str, why: str) -> JudgeError:
+        return JudgeError(
+            f"this call needs {param!r} ({scorer or 'the scorer'} cannot work without it) but "
+            f"{why}; choose a judge model that returns logprobs (e.g. gpt-4.1-mini or a local "
+            "llama.cpp server) with the scorer option model=... or --llm-eval-judge-model",
+            scorer=scorer,
+            endpoint=self.endpoint,
+            model=self.settings.model,
+        )
+
+    def _check_reply_size(self, resp: dict[str, Any], scorer: str | None) -> None:
+        cap = int(self.settings.max_reply_chars)
+        longest = 0
+        choices = resp.get("choices")
+        for choice in choices if isinstance(choices, list) else []:
+            message = _dig(choice, "message")
+            if not isinstance(message, dict):
+                continue
+            content = message.get("content")
+            longest = max(longest, len(content) if isinstance(content, str) else 0)
+            calls = message.get("tool_calls")
+            for call in calls if isinstance(calls, list) else []:
+                args = _dig(call, "function", "arguments")
+                if isinstance(args, str):
+                    longest = max(longest, len(args))
+        if longest > cap:
+            raise self._too_large(scorer, f"the reply is {longest} characters long")
+
+    def _too_large(self, scorer: str | None, what: str) -> JudgeError:
+        cap = int(self.settings.max_reply_chars)
+        return JudgeError(
+            f"{what}, over the cap of {cap} characters (--llm-eval-max-reply-chars); it was "
+            "neither kept nor cached. A judge verdict is short: check the prompt and the "
+            "endpoint (a runaway generation?), or raise the cap if this length is expected",
+            scorer=scorer,
+            endpoint=self.endpoint,
+            model=self.settings.model,
+        )
+
+    def _account(self, resp: dict[str, Any], model: str | None = None) -> Usage:
+        """Usage of one reply, priced by the model the endpoint says answered (then the one
+        asked for). Token counts that cannot be true are not believed: the call's cost is
+        unknown (never a credit that would disable the budget), with one warning."""
+        asked = self.settings.model if model is None else model
+        raw = resp.get("usage")
+        prompt = _token_count(_dig(raw, "prompt_tokens"))
+        completion = _token_count(_dig(raw, "completion_tokens"))
+        cost: float | None = None
+        if prompt is None or completion is None:
+            self._warn_usage(raw)
+        elif isinstance(raw, dict):  # no usage at all: tokens and cost unknown
+            models = (_reply_model(resp), asked)
+            cost = cost_usd(models, prompt, completion, self.prices, builtin=self.is_openai)
+        usage = Usage(prompt or 0, completion or 0, 1, cost)
         self.ledger.add(usage)
         return usage
+
+    def _warn_usage(self, raw: Any) -> None:
+        with self._lock:
+            if self._usage_warned:
+                return
+            self._usage_warned = True
+        import warnings
+
+        shown = self._redact(json.dumps(raw, default=str)[:200])
+        warnings.warn(
+            f"llm-eval: the judge endpoint {self.endpoint} (model {self.settings.model!r}) "
+            f"reported token usage that cannot be true ({shown}); such calls are counted with "
+            "an unknown cost and no tokens, so --llm-eval-budget does not see them",
+            RuntimeWarning,
+            stacklevel=2,
+        )
 
     def _first_choice(self, resp: dict[str, Any], scorer: str | None) -> dict[str, Any]:
         choices = resp.get("choices")
@@ -393,6 +540,9 @@ class JudgeClient:
         body: dict[str, Any],
         scorer: str | None,
         model: str | None,
+        *,
+        cap_bytes: int | None = None,
+        required: frozenset[str] = frozenset(),
     ) -> dict[str, Any]:
         """POST one JSON request with the concurrency limit, retries and timeouts; the JSON reply.
 
@@ -400,33 +550,56 @@ class JudgeClient:
         the raw bytes: this skips the SDK's per-call parameter transformation and response model
         building, which cost more CPU than the whole rest of a judge call, while keeping its
         auth, base URL, timeouts and error mapping.
+
+        Each request is bounded by ``timeout`` from sending to the last byte of the reply
+        (httpx's own timeouts only bound each wait for the next byte). The judge time of the
+        scoring it belongs to (``current_usage``; this call alone outside a scoring) is bounded
+        by ``overall_timeout``. A 400 naming a parameter the model does not take is retried once
+        without it, and remembered for the model (:mod:`.params`).
         """
+        self._check_key(scorer, model)
         self._check_budget(scorer, model)
+        self._check_stalled(what, scorer, model)
         s = self.settings
         state = self._state()
         tries = max(1, int(s.max_tries))
-        deadline: float | None = None  # starts when the first try gets a slot
+        limit = float(s.overall_timeout)
+        collector = current_usage.get()
+        clock = collector.clock if collector is not None else JudgeClock()
         failure = _Failure(False, "no try was made", None)
         attempt = 0
         while attempt < tries:
             attempt += 1
             async with state.semaphore:
-                now = time.monotonic()
-                if deadline is None:
-                    deadline = now + s.overall_timeout
-                remaining = deadline - now
-                if remaining <= 0:  # the wait for a slot used up the overall timeout
-                    attempt -= 1
-                    break
-                timeout = min(float(s.timeout), remaining)
-                try:
-                    raw = await state.client.post(
-                        path, cast_to=bytes, body=body, options={"timeout": timeout}
-                    )
-                except Exception as exc:
-                    failure = self._classify(exc, timeout)
-                else:
-                    return self._decode(what, raw, scorer, model)
+                with clock.running():
+                    remaining = limit - clock.elapsed()
+                    if remaining <= 0:  # earlier calls of this scoring used up its time
+                        attempt -= 1
+                        break
+                    timeout = min(float(s.timeout), remaining)
+                    try:
+                        raw = await asyncio.wait_for(
+                            self._post(state, path, body, timeout, cap_bytes), timeout
+                        )
+                    except (asyncio.TimeoutError, TimeoutError):
+                        failure = self._timed_out(timeout)
+                    except _ReplyTooLarge as exc:
+                        raise self._too_large(scorer, str(exc)) from None
+                    except Exception as exc:
+                        failure = self._classify(exc, timeout)
+                    else:
+                        self.ledger.stalls.pop(self.endpoint, None)
+                        return self._decode(what, raw, scorer, model)
+            param = failure.unsupported_param
+            if param is not None and param in body and model is not None:
+                if param in required:
+                    raise self._needs(
+                        scorer, param, f"the endpoint refused it ({failure.cause})"
+                    ) from None
+                params.learn(model, param, endpoint=self.endpoint, reason=failure.cause)
+                body = params.apply(body, {param})
+                attempt -= 1  # the refused request does not count as a try
+                continue
             if not failure.retryable:
                 hint = ""
                 if "tools" in body and failure.status in (400, 422):
@@ -444,23 +617,120 @@ class JudgeClient:
             if attempt >= tries:
                 break
             delay = self._delay(attempt, failure.retry_after)
-            if time.monotonic() + delay > deadline:
+            if clock.elapsed() + delay > limit:
+                self._note_stall(failure)
                 raise JudgeError(
-                    f"the {what} request did not succeed within the overall timeout of "
-                    f"{s.overall_timeout:g} s ({attempt} tries; the next would wait {delay:.1f} s)",
+                    f"the {what} request did not succeed within the scoring timeout of "
+                    f"{limit:g} s (--llm-eval-scoring-timeout; {attempt} tries; the next would "
+                    f"wait {delay:.1f} s)",
                     scorer=scorer,
                     endpoint=self.endpoint,
                     model=model,
                     cause=failure.cause,
                 )
-            await asyncio.sleep(delay)
+            with clock.running():
+                await asyncio.sleep(delay)
+        self._note_stall(failure)
+        if attempt < tries:
+            raise JudgeError(
+                f"the {what} request did not succeed within the scoring timeout of {limit:g} s "
+                f"(--llm-eval-scoring-timeout; {attempt} tries, the scoring's judge time is used "
+                "up)",
+                scorer=scorer,
+                endpoint=self.endpoint,
+                model=model,
+                cause=failure.cause,
+            )
         raise JudgeError(
-            f"the {what} request failed after {attempt} tries (max_tries={tries}, overall timeout "
-            f"{s.overall_timeout:g} s)",
+            f"the {what} request failed after {attempt} tries (max_tries={tries}, scoring "
+            f"timeout {limit:g} s)",
             scorer=scorer,
             endpoint=self.endpoint,
             model=model,
             cause=failure.cause,
+        )
+
+    async def _post(
+        self,
+        state: _LoopState,
+        path: str,
+        body: dict[str, Any],
+        timeout: float,
+        cap_bytes: int | None,
+    ) -> bytes:
+        """The reply body of one POST; with ``cap_bytes``, read as a stream and abandoned as
+        soon as it grows past the cap, so a huge reply is never held whole."""
+        if cap_bytes is None:
+            return await state.client.post(
+                path, cast_to=bytes, body=body, options={"timeout": timeout}
+            )
+        # The header the SDK's own with_streaming_response sets: the body is not read yet.
+        stream = {"X-Stainless-Raw-Response": "stream"}
+        resp: Any = await state.client.post(
+            path, cast_to=bytes, body=body, options={"timeout": timeout, "headers": stream}
+        )
+        if isinstance(resp, bytes):  # an SDK that read it anyway: still capped
+            if len(resp) > cap_bytes:
+                raise _ReplyTooLarge(f"the reply body is {len(resp)} bytes")
+            return resp
+        http = resp.http_response
+        try:
+            declared = http.headers.get("content-length")
+            if declared and declared.isdigit() and int(declared) > cap_bytes:
+                raise _ReplyTooLarge(f"the reply body announces {int(declared)} bytes")
+            chunks: list[bytes] = []
+            size = 0
+            async for chunk in http.aiter_bytes():
+                size += len(chunk)
+                if size > cap_bytes:
+                    raise _ReplyTooLarge(f"the reply body passed {cap_bytes} bytes while read")
+                chunks.append(chunk)
+        finally:
+            await http.aclose()
+        return b"".join(chunks)
+
+    def _timed_out(self, timeout: float) -> _Failure:
+        cause = f"no reply within the timeout of {timeout:.3g} s (request to last byte)"
+        if timeout < float(self.settings.timeout):
+            cause = (
+                f"no reply within the {timeout:.3g} s left of the scoring timeout of "
+                f"{self.settings.overall_timeout:g} s (--llm-eval-scoring-timeout)"
+            )
+        return _Failure(True, cause, None, timed_out=True)
+
+    def _note_stall(self, failure: _Failure) -> None:
+        if failure.timed_out:
+            stalls = self.ledger.stalls
+            stalls[self.endpoint] = stalls.get(self.endpoint, 0) + 1
+
+    def _check_stalled(self, what: str, scorer: str | None, model: str | None) -> None:
+        count = self.ledger.stalls.get(self.endpoint, 0)
+        if count >= STALL_LIMIT:
+            s = self.settings
+            raise JudgeError(
+                f"the endpoint timed out on the last {count} judge requests of this run (each "
+                f"after its tries) and has not answered since; this {what} request was not sent, "
+                "so that every remaining test does not wait out its timeout too. Check that the "
+                "endpoint is up, or if it is only slow raise --llm-eval-timeout "
+                f"(now {s.timeout:g} s) and --llm-eval-scoring-timeout "
+                f"(now {s.overall_timeout:g} s)",
+                scorer=scorer,
+                endpoint=self.endpoint,
+                model=model,
+            )
+
+    def _check_key(self, scorer: str | None, model: str | None) -> None:
+        if self.settings.api_key or not self.is_openai:
+            return
+        raise JudgeError(
+            "no API key is set for OpenAI's API, so no judge call was made. Set one in the "
+            "environment (export OPENAI_API_KEY=sk-...; ini llm_eval_api_key_env names another "
+            "variable), or point the judge at a local OpenAI-compatible server with "
+            "--llm-eval-judge-base-url=http://127.0.0.1:8080/v1 (or OPENAI_BASE_URL); runs "
+            "that only replay the cache need neither (--llm-eval-cache=replay)",
+            scorer=scorer,
+            endpoint=self.endpoint,
+            model=model,
         )
 
     def _decode(
@@ -487,7 +757,7 @@ class JudgeClient:
         import openai
 
         if isinstance(exc, openai.APITimeoutError):
-            return _Failure(True, f"no reply within the timeout of {timeout:.3g} s", None)
+            return self._timed_out(timeout)
         if isinstance(exc, openai.APIConnectionError):
             inner = exc.__cause__ or exc.__context__
             detail = f"{type(inner).__name__}: {inner}" if inner is not None else str(exc)
@@ -498,12 +768,13 @@ class JudgeClient:
             message = _status_message(exc)
             return _Failure(
                 retryable,
-                self._redact(f"HTTP {status}: {message}"),
+                self._redact(_clip(f"HTTP {status}: {message}")),
                 _retry_after(exc.response.headers) if retryable else None,
                 status,
+                unsupported_param=_unsupported_param(exc) if status == 400 else None,
             )
         if isinstance(exc, openai.OpenAIError):
-            return _Failure(False, self._redact(f"{type(exc).__name__}: {exc}"), None)
+            return _Failure(False, self._redact(_clip(f"{type(exc).__name__}: {exc}")), None)
         raise exc
 
     def _redact(self, text: str) -> str:
@@ -584,6 +855,62 @@ def _status_message(exc: Any) -> str:
     return str(getattr(exc, "message", exc))
 
 
+def _clip(text: str) -> str:
+    """Endpoint error text cut to a readable length (a server may send megabytes)."""
+    if len(text) <= MAX_CAUSE_CHARS:
+        return text
+    return f"{text[:MAX_CAUSE_CHARS]}... ({len(text) - MAX_CAUSE_CHARS} more characters)"
+
+
+_UNSUPPORTED_TEXT = re.compile(r"Unsupported (?:value|parameter): '(?P<param>[A-Za-z_]+)'")
+
+
+def _unsupported_param(exc: Any) -> str | None:
+    """The parameter a 400 refuses as unsupported, from OpenAI's error shape
+    ``{"error": {"param": "temperature", "code": "unsupported_value", ...}}`` (or its message,
+    for servers that copy the text without the fields); None for any other 400."""
+    body = getattr(exc, "body", None)
+    err = body.get("error", body) if isinstance(body, Mapping) else None
+    if not isinstance(err, Mapping):
+        return None
+    param, code = err.get("param"), err.get("code")
+    if code in ("unsupported_value", "unsupported_parameter") and isinstance(param, str):
+        return param if param in params.DROPPABLE else None
+    m = _UNSUPPORTED_TEXT.search(str(err.get("message") or ""))
+    if m is not None and m.group("param") in params.DROPPABLE:
+        return m.group("param")
+    return None
+
+
+def _reply_model(resp: Mapping[str, Any]) -> str | None:
+    """The model the endpoint says answered (its reply's ``model``), if it says."""
+    model = resp.get("model")
+    return model.strip() if isinstance(model, str) and model.strip() else None
+
+
+def _token_count(value: Any) -> int | None:
+    """A reply's token count; None when it cannot be true (negative, fractional, absurdly
+    large, not a number). Missing counts as 0."""
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if isinstance(value, float) and not value.is_integer():
+        return None
+    count = int(value)
+    if count < 0 or count > MAX_PLAUSIBLE_TOKENS:
+        return None
+    return count
+
+
+def _body_cap(max_chars: int) -> int:
+    """Bytes a chat reply body may have when its texts are capped at ``max_chars``: room for
+    the content and the tool arguments both at the cap, every character escaped as a JSON
+    surrogate pair (12 bytes), plus the envelope; so the byte cap, which only keeps a huge body
+    from being held whole, never refuses a reply the character check would take."""
+    return 24 * max(0, max_chars) + 1024 * 1024
+
+
 def _retry_after(headers: Mapping[str, str]) -> float | None:
     """Seconds to wait from ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date)."""
     ms = headers.get("retry-after-ms")
@@ -612,13 +939,6 @@ def _dig(data: Any, *keys: str) -> Any:
             return None
         data = data.get(key)
     return data
-
-
-def _int(value: Any) -> int:
-    try:
-        return int(value or 0)
-    except (TypeError, ValueError):
-        return 0
 
 
 def _vector(value: Any) -> list[float]:

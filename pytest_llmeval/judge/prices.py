@@ -4,6 +4,10 @@ The built-in table holds OpenAI's published list prices for common models at the
 prices change, so a run can override or extend it (``llm_eval_prices`` in ini, or
 ``Settings.prices``): ``{"my-local-model": (0.0, 0.0)}``. A model found in neither gives a cost of
 ``None`` (tokens are still counted), never a guess.
+
+The built-in table describes OpenAI's own API only: a local or third-party server that happens
+to be asked for "gpt-4o-mini" (the default model name) does not charge OpenAI's prices, so the
+judge client prices such endpoints from the run's own table alone (``builtin=False``).
 """
 
 from __future__ import annotations
@@ -43,20 +47,26 @@ _SNAPSHOT = re.compile(r"^(?P<base>.+?)-(?:\d{4}-\d{2}-\d{2}|\d{4})$")
 
 
 def price_of(
-    model: str, overrides: Mapping[str, tuple[float, float]] | None = None
+    model: str,
+    overrides: Mapping[str, tuple[float, float]] | None = None,
+    *,
+    builtin: bool = True,
 ) -> tuple[float, float] | None:
     """The (input, output) USD-per-million-token price of ``model``, or None when unknown.
 
-    Overrides win over the built-in table; a dated snapshot name falls back to its base model.
+    Overrides win over the built-in table (not consulted with ``builtin=False``); a dated
+    snapshot name falls back to its base model.
     """
-    tables: list[Mapping[str, tuple[float, float]]] = [overrides or {}, DEFAULT_PRICES]
+    tables: list[Mapping[str, tuple[float, float]]] = [overrides or {}]
+    if builtin:
+        tables.append(DEFAULT_PRICES)
     for table in tables:
         if model in table:
             p_in, p_out = table[model]
             return float(p_in), float(p_out)
     m = _SNAPSHOT.match(model)
     if m is not None:
-        return price_of(m.group("base"), overrides)
+        return price_of(m.group("base"), overrides, builtin=builtin)
     return None
 
 
@@ -65,12 +75,18 @@ def cost_usd(
     prompt_tokens: int,
     completion_tokens: int,
     overrides: Mapping[str, tuple[float, float]] | None = None,
+    *,
+    builtin: bool = True,
 ) -> float | None:
-    """The cost of one call, priced as the first of ``models`` that has a price (None if none)."""
+    """The cost of one call, priced as the first of ``models`` that has a price (None if none).
+
+    Token counts must be valid (non-negative); the judge client checks them before pricing."""
+    if prompt_tokens < 0 or completion_tokens < 0:
+        return None
     for model in models:
         if not model:
             continue
-        price = price_of(model, overrides)
+        price = price_of(model, overrides, builtin=builtin)
         if price is not None:
             return (prompt_tokens * price[0] + completion_tokens * price[1]) / 1_000_000
     return None

@@ -16,6 +16,7 @@ from pytest_llmeval.testing.openai_server import (
     OpenAITestServer,
     RawReply,
     RecordedRequest,
+    Trickle,
     delay,
     embeddings,
     error,
@@ -25,6 +26,7 @@ from pytest_llmeval.testing.openai_server import (
     text,
     tool_call,
     tool_call_in_content,
+    trickle,
 )
 
 __all__ = [
@@ -37,6 +39,7 @@ __all__ = [
     "OpenAITestServer",
     "RawReply",
     "RecordedRequest",
+    "Trickle",
     "delay",
     "embeddings",
     "error",
@@ -46,4 +49,5 @@ __all__ = [
     "text",
     "tool_call",
     "tool_call_in_content",
+    "trickle",
 ]

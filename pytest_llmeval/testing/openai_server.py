@@ -3,8 +3,10 @@
 It speaks enough of OpenAI's API for the official ``openai`` client: ``POST /v1/chat/completions``
 (text, tool calls, logprobs), ``POST /v1/embeddings``, ``POST /v1/moderations`` and
 ``GET /v1/models``. A test queues the replies it wants, in order, per endpoint, and may inject
-faults (an HTTP error with ``Retry-After``, a reply slower than the client's timeout, malformed
-tool arguments, a reply without logprobs). Every request body is logged with its arrival and
+faults (an HTTP error with ``Retry-After``, a reply slower than the client's timeout, a reply
+whose body trickles in a byte at a time, malformed tool arguments, a reply without logprobs), and
+can refuse given parameters for given models with OpenAI's own 400 reply
+(:meth:`OpenAITestServer.reject_parameter`). Every request body is logged with its arrival and
 completion times, and the server tracks how many requests were in flight at once::
 
     from pytest_llmeval.testing import OpenAITestServer, error, tool_call
@@ -49,6 +51,7 @@ __all__ = [
     "OpenAITestServer",
     "RawReply",
     "RecordedRequest",
+    "Trickle",
     "delay",
     "embeddings",
     "error",
@@ -58,6 +61,7 @@ __all__ = [
     "text",
     "tool_call",
     "tool_call_in_content",
+    "trickle",
 ]
 
 ENDPOINTS = ("chat", "embeddings", "moderations")
@@ -126,6 +130,8 @@ class Fault:
     message: str = ""
     retry_after: float | None = None
     endpoint: str | None = None
+    param: str | None = None
+    code: str | None = None
 
 
 @final
@@ -149,7 +155,28 @@ class Delay:
     endpoint: str | None = None
 
 
-Item = Union[ChatReply, EmbeddingReply, ModerationReply, Fault, RawReply, Delay]  # noqa: UP007
+@final
+@dataclass(frozen=True)
+class Trickle:
+    """Answer with ``then`` (or the endpoint's default), sending the headers at once and then the
+    body ``chunk`` bytes every ``interval`` seconds: a server that is never silent long enough
+    for a read timeout yet never finishes."""
+
+    interval: float
+    then: Item | None = None
+    chunk: int = 1
+    endpoint: str | None = None
+
+
+class _NoValue:
+    def __repr__(self) -> str:
+        return "<no value>"
+
+
+_NO_VALUE: Any = _NoValue()
+
+
+Item = Union[ChatReply, EmbeddingReply, ModerationReply, Fault, RawReply, Delay, Trickle]  # noqa: UP007
 ChatDefault = Union[Item, Callable[[dict[str, Any]], Item]]  # noqa: UP007
 
 
@@ -206,6 +233,15 @@ def raw(body: bytes | str, *, status: int = 200, endpoint: str | None = None) ->
 def delay(seconds: float, then: Item | None = None, *, endpoint: str | None = None) -> Delay:
     """A reply that arrives after ``seconds``."""
     return Delay(seconds, then, endpoint)
+
+
+def trickle(
+    interval: float, then: Item | None = None, *, chunk: int = 1, endpoint: str | None = None
+) -> Trickle:
+    """A reply whose body arrives ``chunk`` bytes every ``interval`` seconds."""
+    if interval < 0 or chunk < 1:
+        raise ValueError("trickle needs interval >= 0 and chunk >= 1")
+    return Trickle(float(interval), then, int(chunk), endpoint)
 
 
 def embeddings(
@@ -269,7 +305,7 @@ def _endpoint_of(item: Item) -> str:
         return "moderations"
     if item.endpoint is not None:
         return item.endpoint
-    if isinstance(item, Delay) and item.then is not None:
+    if isinstance(item, (Delay, Trickle)) and item.then is not None:
         return _endpoint_of(item.then)
     return "chat"
 
@@ -321,6 +357,7 @@ class OpenAITestServer:
         self._log: list[RecordedRequest] = []
         self._in_flight = 0
         self._max_in_flight = 0
+        self._rejections: list[_Rejection] = []
         self._stopping = threading.Event()
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -390,6 +427,23 @@ class OpenAITestServer:
         with self._lock:
             self._defaults[endpoint] = reply
 
+    def reject_parameter(
+        self,
+        model: str,
+        param: str,
+        *,
+        code: str = "unsupported_value",
+        allowed: Any = _NO_VALUE,
+        message: str | None = None,
+    ) -> None:
+        """Answer chat requests for ``model`` that carry ``param`` with OpenAI's 400 for a
+        parameter the model does not support, without using up a queued reply. ``allowed`` is
+        the one value still accepted (OpenAI's reasoning models take ``temperature`` 1 only).
+        ``code`` is ``unsupported_value`` or ``unsupported_parameter``; the message is OpenAI's
+        wording unless given."""
+        with self._lock:
+            self._rejections.append(_Rejection(model, param, code, allowed, message))
+
     def pending(self, endpoint: str | None = None) -> int:
         """How many scripted replies are still queued (for one endpoint or all)."""
         with self._lock:
@@ -444,6 +498,11 @@ class OpenAITestServer:
             self._max_in_flight = max(self._max_in_flight, self._in_flight)
             if record.endpoint not in ENDPOINTS:
                 return None
+            if record.endpoint == "chat":
+                for rule in self._rejections:
+                    refusal = rule.refusal(record.body)
+                    if refusal is not None:
+                        return refusal
             queue = self._queues[record.endpoint]
             if queue:
                 return queue.popleft()
@@ -462,7 +521,7 @@ class OpenAITestServer:
                 "(use server.enqueue(...) or server.set_default(...))",
             )
         if callable(default) and not isinstance(
-            default, (ChatReply, EmbeddingReply, ModerationReply, Fault, RawReply, Delay)
+            default, (ChatReply, EmbeddingReply, ModerationReply, Fault, RawReply, Delay, Trickle)
         ):
             return default(record.body)
         return default
@@ -492,8 +551,10 @@ class OpenAITestServer:
         if item is None:
             return 404, {}, _error_body(f"test server: no route for {record.path}", "not_found")
         self._sleep(self.latency)
-        while isinstance(item, Delay):
-            self._sleep(item.seconds)
+        while isinstance(item, (Delay, Trickle)):
+            if isinstance(item, Delay):
+                self._sleep(item.seconds)
+            # (a Trickle is unwrapped here; the handler paces its body)
             item = item.then or self._resolve_default(self._default_of(record.endpoint), record)
         if isinstance(item, RawReply):
             return item.status, {}, item.body
@@ -501,7 +562,9 @@ class OpenAITestServer:
             headers = {}
             if item.retry_after is not None:
                 headers["Retry-After"] = f"{item.retry_after:g}"
-            return item.status, headers, _error_body(item.message, _error_type(item.status))
+            kind = _error_type(item.status)
+            body = _error_body(item.message, kind, item.param, item.code or kind)
+            return item.status, headers, body
         try:
             if record.endpoint == "chat" and isinstance(item, ChatReply):
                 return 200, {}, self._chat(record.body, item)
@@ -669,8 +732,47 @@ def _error_type(status: int) -> str:
     return "invalid_request_error"
 
 
-def _error_body(message: str, kind: str) -> dict[str, Any]:
-    return {"error": {"message": message, "type": kind, "param": None, "code": kind}}
+def _error_body(
+    message: str, kind: str, param: str | None = None, code: str | None = None
+) -> dict[str, Any]:
+    return {"error": {"message": message, "type": kind, "param": param, "code": code or kind}}
+
+
+def _shown(value: Any) -> str:
+    """A value as OpenAI's messages print it (0.0 as 0)."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return json.dumps(value)
+
+
+@dataclass(frozen=True)
+class _Rejection:
+    model: str
+    param: str
+    code: str
+    allowed: Any
+    message: str | None
+
+    def refusal(self, body: Mapping[str, Any]) -> Fault | None:
+        if body.get("model") != self.model or self.param not in body:
+            return None
+        value = body[self.param]
+        if self.allowed is not _NO_VALUE and value == self.allowed:
+            return None
+        message = self.message
+        if message is None:
+            if self.code == "unsupported_value":
+                shown = _shown(value)
+                message = (
+                    f"Unsupported value: '{self.param}' does not support {shown} with this model."
+                )
+                if self.allowed is not _NO_VALUE:
+                    message += f" Only the default ({_shown(self.allowed)}) value is supported."
+            else:
+                message = f"Unsupported parameter: '{self.param}' is not supported with this model."
+                if self.param == "max_tokens":
+                    message += " Use 'max_completion_tokens' instead."
+        return Fault(400, message, param=self.param, code=self.code)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -729,8 +831,11 @@ class _Handler(BaseHTTPRequestHandler):
         headers: Mapping[str, str] = {}
         payload: Mapping[str, Any] | bytes
         ended = False
+        pace: Trickle | None = None
         try:
             item = owner._begin(record)
+            if isinstance(item, Trickle):
+                pace = item
             if bad is not None:
                 status, payload = 400, _error_body(bad, "invalid_request_error")
             else:
@@ -739,7 +844,7 @@ class _Handler(BaseHTTPRequestHandler):
             # the log right after its call finds it complete.
             owner._end(record, status)
             ended = True
-            self._send(status, headers, payload)
+            self._send(status, headers, payload, pace)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up (timed out) before the reply
         finally:
@@ -747,7 +852,11 @@ class _Handler(BaseHTTPRequestHandler):
                 owner._end(record, status)
 
     def _send(
-        self, status: int, headers: Mapping[str, str], payload: Mapping[str, Any] | bytes
+        self,
+        status: int,
+        headers: Mapping[str, str],
+        payload: Mapping[str, Any] | bytes,
+        pace: Trickle | None = None,
     ) -> None:
         data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
         self.send_response(status)
@@ -756,8 +865,21 @@ class _Handler(BaseHTTPRequestHandler):
         for key, value in headers.items():
             self.send_header(key, value)
         self.end_headers()
-        self.wfile.write(data)
-        self.wfile.flush()
+        if pace is None:
+            self.wfile.write(data)
+            self.wfile.flush()
+            return
+        self.wfile.flush()  # the headers now, the body piece by piece
+        # Past the buffered writer: a client that hangs up leaves nothing to flush at the end.
+        self.close_connection = True
+        stopping = self.server.owner._stopping
+        for start in range(0, len(data), pace.chunk):
+            if stopping.wait(pace.interval):
+                return
+            try:
+                self.connection.sendall(data[start : start + pace.chunk])
+            except OSError:
+                return  # the client gave up
 
 
 # -- running the server in its own process -------------------------------------------------------
