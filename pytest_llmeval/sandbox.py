@@ -79,7 +79,16 @@ STATUSES = (
     "process_limit",
     "signal",
     "exited",
+    "tampered",
 )
+
+#: Environment variable that makes :func:`containment_mode` report no namespaces, as on a machine
+#: without them (for testing the weak mode; it still needs ``allow_weak=True`` to run anything).
+FORCE_WEAK_ENV = "LLM_EVAL_SANDBOX_FORCE_WEAK"
+#: Prefix of the sandbox's working directories in the temporary directory; the rest of the name
+#: says which process owns it (``<pid>.<start time>-<random>``), so that directories left by a
+#: killed run are recognised and removed by the next one.
+WORKDIR_PREFIX = "llmeval-sandbox-"
 
 _THIS_FILE = os.path.abspath(__file__)
 _MiB = 1024 * 1024
@@ -146,6 +155,9 @@ class SandboxResult:
     returncode: int | None = None
     signal: str | None = None
     duration_s: float = 0.0
+    tests_run: int = 0
+    """Test programs that ran to their end (0 or 1; 0 when no ``test`` was given). Reported by
+    the harness with the run's token, after the test returned: never by the program."""
     violations: list[str] = field(default_factory=list)
     """Operations the audit hooks refused (even when the program caught the error)."""
     containment: dict[str, Any] = field(default_factory=dict)
@@ -155,6 +167,11 @@ class SandboxResult:
     @property
     def passed(self) -> bool:
         return self.status == "passed"
+
+    @property
+    def weak(self) -> bool:
+        """The run had no namespaces (the audit-hook fallback)."""
+        return self.containment.get("network") != "namespace"
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -191,7 +208,16 @@ def containment_mode(*, refresh: bool = False) -> dict[str, Any]:
     ``{"namespaces": bool, "user_namespace": bool, "switch_uid": bool, "unshare": path|None}``:
     namespaces via ``unshare`` (as root; or, not root, inside a new user namespace), and whether
     the program can run as a separate user (only when we are root without a user namespace).
+    With the environment variable ``LLM_EVAL_SANDBOX_FORCE_WEAK=1`` namespaces count as
+    unavailable (``"forced_weak": True``): the weak mode can be tested on a machine that has them.
     """
+    mode = _probed_mode(refresh)
+    if os.environ.get(FORCE_WEAK_ENV, "") == "1":
+        mode.update(namespaces=False, user_namespace=False, forced_weak=True)
+    return mode
+
+
+def _probed_mode(refresh: bool) -> dict[str, Any]:
     global _mode_cache
     with _mode_lock:
         if _mode_cache is not None and not refresh:
@@ -236,6 +262,67 @@ def _random_id() -> int:
     return 1_000_000_000 + secrets.randbelow(900_000_000)
 
 
+def _start_time(pid: int) -> str | None:
+    """The process's start time (clock ticks since boot), which tells it from a later process
+    that got the same pid."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as fh:
+            stat_line = fh.read()
+    except OSError:
+        return None
+    # The command name (field 2) may hold spaces and parentheses: split after its last ")".
+    fields = stat_line.rpartition(")")[2].split()
+    return fields[19] if len(fields) > 19 else None
+
+
+def _owner_tag() -> str:
+    return f"{os.getpid()}.{_start_time(os.getpid()) or 0}"
+
+
+_leftovers_lock = threading.Lock()
+_leftovers_checked = False
+
+
+def remove_leftover_workdirs(base: str | None = None) -> list[str]:
+    """Remove working directories whose owning process is gone (a run killed by SIGKILL, where
+    no ``finally`` ran). A directory is left alone while a process with its pid and start time
+    lives. Returns the paths removed. :func:`run_python` calls this once per process."""
+    root = base if base is not None else tempfile.gettempdir()
+    removed: list[str] = []
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return removed
+    for name in names:
+        if not name.startswith(WORKDIR_PREFIX):
+            continue
+        owner = name[len(WORKDIR_PREFIX) :].partition("-")[0]
+        pid_text, _, start = owner.partition(".")
+        if not pid_text.isdigit() or not start.isdigit():
+            continue  # not one of ours (or the old unnamed form): leave it
+        if _start_time(int(pid_text)) == start:
+            continue  # its owner still runs
+        path = os.path.join(root, name)
+        try:
+            if not stat.S_ISDIR(os.lstat(path).st_mode):
+                continue
+        except OSError:
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        if not os.path.lexists(path):
+            removed.append(path)
+    return removed
+
+
+def _remove_leftovers_once() -> None:
+    global _leftovers_checked
+    with _leftovers_lock:
+        if _leftovers_checked:
+            return
+        _leftovers_checked = True
+    remove_leftover_workdirs()
+
+
 def _kill_group(pgid: int) -> None:
     try:
         os.killpg(pgid, signal.SIGKILL)
@@ -247,26 +334,47 @@ def run_python(
     source: str,
     limits: SandboxLimits | None = None,
     *,
+    test: str | None = None,
     python: str | None = None,
+    allow_weak: bool = False,
     require_namespaces: bool = False,
 ) -> SandboxResult:
     """Run Python ``source`` in the sandbox and report how it ended.
 
-    ``python``: the interpreter (default: this one). ``require_namespaces``: raise
-    :class:`SandboxError` instead of falling back to audit hooks when namespaces are unavailable.
+    ``test``: a test program, run after ``source`` in the same module namespace. The run passes
+    only when the harness saw both return normally and said so with the run's token
+    (``tests_run == 1``); leaving early in any way (``SystemExit`` raised by the program,
+    ``os._exit``, a signal) is not a pass. Without ``test``, ``source`` passes by running to its
+    end.
+
+    ``allow_weak``: run in the audit-hook fallback when namespaces are unavailable; without it
+    that raises :class:`SandboxError` (the fallback is weak: see ``docs/sandbox.md``).
+    ``require_namespaces``: refuse the fallback even with ``allow_weak``.
+    ``python``: the interpreter (default: this one).
     Raises :class:`SandboxError` when the sandbox cannot be set up or reports nothing.
     """
     lim = limits if limits is not None else SandboxLimits()
     if lim.timeout_s <= 0:
         raise ValueError("timeout_s must be > 0")
     mode = containment_mode()
-    if require_namespaces and not mode["namespaces"]:
-        raise SandboxError(
-            "namespaces are not available here (unshare --mount --net --pid failed) and "
-            "require_namespaces=True"
+    if not mode["namespaces"] and (require_namespaces or not allow_weak):
+        why = (
+            f"{FORCE_WEAK_ENV}=1 is set"
+            if mode.get("forced_weak")
+            else "unshare --mount --net --pid failed or is missing"
         )
+        raise SandboxError(
+            f"namespaces are not available here ({why}); the only other containment is the "
+            "weak audit-hook fallback (same user, hooks the program can defeat), used only when "
+            + (
+                "require_namespaces is off"
+                if require_namespaces
+                else "explicitly allowed (allow_weak=True)"
+            )
+        )
+    _remove_leftovers_once()
     exe = python or sys.executable
-    workdir = tempfile.mkdtemp(prefix="llmeval-sandbox-")
+    workdir = tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}{_owner_tag()}-")
     expose = _paths_to_expose(exe)
     uid = gid = None
     # Without a mount namespace we cannot re-expose a Python installation that other users may
@@ -280,6 +388,7 @@ def run_python(
         os.chown(workdir, uid, gid if gid is not None else -1)
     job = {
         "source": source,
+        "test": test,
         "workdir": workdir,
         "uid": uid,
         "gid": gid,
@@ -357,6 +466,7 @@ def run_python(
         returncode=data.get("returncode"),
         signal=data.get("signal"),
         duration_s=duration,
+        tests_run=1 if data.get("tests_run") == 1 and data["status"] == "passed" else 0,
         violations=[str(v) for v in data.get("violations") or []],
         containment=containment,
         pgid=pgid,
@@ -611,15 +721,21 @@ def _supervise() -> None:
     out_fd = _hidden_file(workdir, "stdout")
     err_fd = _hidden_file(workdir, "stderr")
     rfd, wfd = os.pipe()
+    # The token pipe: the worker makes the run's token after the fork (so no frame or object of
+    # this process, which the worker inherits, holds it), sends it here and closes its end
+    # before any of the program's code runs.
+    token_r, token_w = os.pipe()
     t0 = time.monotonic()
     pid = os.fork()
     if pid == 0:
         try:
             os.close(rfd)
-            _worker(job, wfd, out_fd, err_fd)
+            os.close(token_r)
+            _worker(job, wfd, token_w, out_fd, err_fd)
         finally:
             os._exit(70)
     os.close(wfd)
+    os.close(token_w)
     os.set_blocking(rfd, False)
     deadline = t0 + float(lim["timeout_s"])
     status: int | None = None
@@ -649,14 +765,9 @@ def _supervise() -> None:
     chunks.extend(_drain(rfd))
     os.close(rfd)
     report = b"".join(chunks)
+    token = _read_token(token_r)
     n = int(lim["output_chars"])
-    verdict: dict[str, Any]
-    try:
-        verdict = json.loads(report.decode("utf-8", "replace")) if report else {}
-    except ValueError:
-        verdict = {}
-    if not isinstance(verdict, dict):
-        verdict = {}
+    verdict = _check_report(report, token, has_test=job.get("test") is not None)
     if verdict.get("setup_error"):
         _report(marker, {"setup_error": str(verdict["setup_error"])})
         os._exit(3)
@@ -688,6 +799,53 @@ def _supervise() -> None:
     os._exit(0)
 
 
+def _read_token(fd: int) -> str:
+    """The token the worker sent before the program ran ("" when it sent none)."""
+    data = b""
+    try:
+        while len(data) < 64:
+            chunk = os.read(fd, 64)
+            if not chunk:
+                break
+            data += chunk
+    except OSError:
+        pass
+    os.close(fd)
+    return data.decode("ascii", "replace").strip()
+
+
+def _check_report(report: bytes, token: str, *, has_test: bool) -> dict[str, Any]:
+    """The worker's report, if it is one: a single JSON object carrying the run's token.
+
+    Empty: the process ended without reporting (``{}``; the wait status says how). Anything else
+    that is not exactly the harness's report (the program wrote to the inherited result pipe,
+    with or without a forged report of its own) is ``tampered``, never a pass.
+    """
+    import hmac
+
+    if not report:
+        return {}
+    try:
+        data = json.loads(report.decode("utf-8", "strict"))
+    except ValueError:
+        data = None
+    if (
+        not isinstance(data, dict)
+        or len(token) < 32
+        or not isinstance(data.get("token"), str)
+        or not hmac.compare_digest(data["token"].encode(), token.encode())
+    ):
+        return {
+            "status": "tampered",
+            "message": "the result channel held data that is not the harness's report "
+            f"({len(report)} bytes without the run's token): the program wrote to it",
+        }
+    del data["token"]
+    if data.get("status") == "passed" and has_test and data.get("tests_run") != 1:
+        return {"status": "error", "message": "the harness reported no completed test run"}
+    return data
+
+
 def _status_from_wait(status: int | None, job: dict[str, Any]) -> dict[str, Any]:
     if status is None:
         return {"status": "error", "message": "the program's process vanished"}
@@ -709,7 +867,8 @@ def _status_from_wait(status: int | None, job: dict[str, Any]) -> dict[str, Any]
     code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
     return {
         "status": "exited",
-        "message": f"the program ended its process (exit status {code}) before the tests finished",
+        "message": f"the program ended its process (exit status {code}, e.g. os._exit) "
+        "before its tests finished",
     }
 
 
@@ -868,19 +1027,34 @@ def _drop_privileges(job: dict[str, Any], out_fd: int, err_fd: int) -> None:
     sys.dont_write_bytecode = True
 
 
-def _worker(job: dict[str, Any], result_fd: int, out_fd: int, err_fd: int) -> None:
+def _worker(
+    job: dict[str, Any], result_fd: int, token_fd: int, out_fd: int, err_fd: int
+) -> None:
     import resource
     import traceback
     import types
 
+    # The run's token, made here (after the fork) and sent to the supervisor before any of the
+    # program's code runs; the token pipe is closed at once. The token then lives only in this
+    # frame: not in a descriptor, the environment, a file or the supervisor's inherited memory.
+    token = secrets.token_hex(16)
+    try:
+        os.write(token_fd, token.encode("ascii"))
+    finally:
+        os.close(token_fd)
     workdir = job["workdir"]
     program_path = os.path.join(workdir, "program.py")
+    test_source = job.get("test")
+    test_path = os.path.join(workdir, "test.py")
     try:
         _drop_privileges(job, out_fd, err_fd)
         with open(program_path, "w", encoding="utf-8") as fh:
             fh.write(job["source"])
+        if test_source is not None:
+            with open(test_path, "w", encoding="utf-8") as fh:
+                fh.write(test_source)
     except BaseException as exc:  # reported to the parent, which raises SandboxError
-        _send(result_fd, {"setup_error": f"{type(exc).__name__}: {exc}"})
+        _send(result_fd, {"setup_error": f"{type(exc).__name__}: {exc}", "token": token})
         os._exit(72)
     my_pid = os.getpid()
     violations: list[str] = []
@@ -903,13 +1077,20 @@ def _worker(job: dict[str, Any], result_fd: int, out_fd: int, err_fd: int) -> No
     sys.argv = [program_path]
     result: dict[str, Any]
     memory = int(job["limits"]["memory_mb"]) * _MiB
+    # The two phases run one after the other in one namespace; ``phase`` says which one an
+    # exception ended, and a pass needs both to have returned.
+    phase = "program"
     try:
         code = compile(job["source"], program_path, "exec")
+        test_code = compile(test_source, test_path, "exec") if test_source is not None else None
         resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
         exec(code, module.__dict__)  # running the program is the point
-        result = {"status": "passed"}
+        if test_code is not None:
+            phase = "test"
+            exec(test_code, module.__dict__)
+        result = {"status": "passed", "tests_run": 1 if test_code is not None else 0}
     except BaseException as exc:  # every way the program ends is a result
-        result = _classify(exc, forks[0])
+        result = _classify(exc, forks[0], phase, program_path)
         try:
             text = "".join(traceback.format_exception(exc))
         except BaseException:
@@ -924,6 +1105,7 @@ def _worker(job: dict[str, Any], result_fd: int, out_fd: int, err_fd: int) -> No
     except BaseException:
         pass
     result["violations"] = violations
+    result["token"] = token
     try:
         _send(result_fd, result)
     except BaseException:
@@ -931,17 +1113,85 @@ def _worker(job: dict[str, Any], result_fd: int, out_fd: int, err_fd: int) -> No
     os._exit(0)
 
 
-def _classify(exc: BaseException, forks: int) -> dict[str, Any]:
+def _small_repr(value: Any) -> str:
+    """A short description of a value the program chose (its own ``__repr__`` never runs)."""
+    if value is None or type(value) in (bool, int):
+        return repr(value)
+    if type(value) is str:
+        return repr(value[:80])
+    return f"a {type(value).__name__} object"
+
+
+def _raised_by(exc: BaseException, path: str) -> bool:
+    """Whether a frame of the file ``path`` is in the exception's traceback."""
+    tb = exc.__traceback__
+    seen = 0
+    while tb is not None and seen < 10_000:
+        if tb.tb_frame.f_code.co_filename == path:
+            return True
+        tb = tb.tb_next
+        seen += 1
+    return False
+
+
+def _unittest_passed(exc: SystemExit) -> bool:
+    """Whether ``exc`` is ``unittest.main()``'s exit after a successful run that ran every test
+    it collected (at least one): raised in ``TestProgram.runTests``, whose result says so."""
+    tb = exc.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    frame = tb.tb_frame
+    where = frame.f_code.co_filename.replace(os.sep, "/")
+    if frame.f_code.co_name != "runTests" or not where.endswith("/unittest/main.py"):
+        return False
+    program = frame.f_locals.get("self")
+    result = getattr(program, "result", None)
+    ran = getattr(result, "testsRun", None)
+    if type(ran) is not int or ran < 1:
+        return False
+    try:
+        collected = program.test.countTestCases()  # type: ignore[union-attr]
+        ok = result.wasSuccessful()  # type: ignore[union-attr]
+    except Exception:
+        return False
+    return type(collected) is int and collected == ran and ok is True
+
+
+def _classify(exc: BaseException, forks: int, phase: str, program_path: str) -> dict[str, Any]:
     name = type(exc).__name__
-    message = str(exc)[:500]
     if isinstance(exc, SystemExit):
-        if exc.code in (None, 0, False):
-            return {"status": "passed"}
+        code = exc.code
+        # ``is``/``type`` checks: the status is the program's object, whose __eq__ may lie.
+        clean = code is None or code is False or (type(code) is int and code == 0)
+        if phase == "test" and not _raised_by(exc, program_path):
+            if not clean:  # e.g. unittest.main() after a failed run
+                return {
+                    "status": "failure",
+                    "exception": name,
+                    "message": f"SystemExit with status {_small_repr(code)}",
+                }
+            if _unittest_passed(exc):
+                return {"status": "passed", "tests_run": 1}
+            return {
+                "status": "exited",
+                "exception": name,
+                "message": f"the test ended with SystemExit({_small_repr(code)}) outside a "
+                "successful unittest.main() run (one that ran every test it collected, at "
+                "least one): a clean exit counts only from there",
+            }
+        when = "before its tests ran" if phase == "program" else "while a test ran"
         return {
-            "status": "failure",
+            "status": "exited",
             "exception": name,
-            "message": f"SystemExit with status {exc.code!r}",
+            "message": f"the program raised SystemExit({_small_repr(code)}) (sys.exit, exit() "
+            f"or raise SystemExit) {when}",
         }
+    try:
+        message = str(exc)[:500]
+    except Exception:
+        message = "(the exception's message could not be read)"
     if isinstance(exc, AssertionError):
         return {"status": "failure", "exception": name, "message": message or "assertion failed"}
     if isinstance(exc, MemoryError):
