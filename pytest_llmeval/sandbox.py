@@ -1027,9 +1027,7 @@ def _drop_privileges(job: dict[str, Any], out_fd: int, err_fd: int) -> None:
     sys.dont_write_bytecode = True
 
 
-def _worker(
-    job: dict[str, Any], result_fd: int, token_fd: int, out_fd: int, err_fd: int
-) -> None:
+def _worker(job: dict[str, Any], result_fd: int, token_fd: int, out_fd: int, err_fd: int) -> None:
     import resource
     import traceback
     import types
