@@ -6,6 +6,7 @@ import dataclasses
 import os
 import sys
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -365,9 +366,12 @@ def test_weak_fallback_is_refused_without_the_opt_in(enabled: ScoringContext, we
 
 
 @pytest.fixture
-def weak_ok(enabled: ScoringContext, weak: None) -> ScoringContext:
+def weak_ok(enabled: ScoringContext, weak: None) -> Iterator[ScoringContext]:
+    """The weak mode, allowed; its warning is not shown (a test that counts it records it)."""
     enabled.settings = dataclasses.replace(enabled.settings, sandbox_allow_weak=True)
-    return enabled
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", WeakSandboxWarning)
+        yield enabled
 
 
 def test_weak_fallback_with_opt_in_runs_and_warns_once(weak_ok: ScoringContext) -> None:
@@ -546,3 +550,46 @@ def test_weak_mode_end_to_end_refuses_then_warns_once(pytester: pytest.Pytester)
     allowed.assert_outcomes(passed=2)
     text = allowed.stdout.str()
     assert text.count("WeakSandboxWarning") == 1, text
+
+
+def test_weak_mode_key_read_from_the_pytest_process_never_reaches_report_or_cache(
+    pytester: pytest.Pytester,
+) -> None:
+    """Issue 13's escape as it happened: in the weak mode the program (same user) reads
+    /proc/<pytest pid>/environ, where the API key is, and prints it to stderr."""
+    pytester.makepyfile(
+        """
+        import os
+        from pytest_llmeval import score
+
+        def test_steal():
+            program = (
+                "import sys\\n"
+                f"data = open('/proc/{os.getpid()}/environ', 'rb').read().decode()\\n"
+                "sys.stderr.write(data.replace(chr(0), chr(10)))\\n"
+                "raise ValueError([l for l in data.split(chr(0)) if 'API_KEY' in l])\\n"
+            )
+            result = score("python_unit_testing", output=program, tests="pass\\nx = 1")
+            assert result.value == 0.0
+            assert "OPENAI_API_KEY=[REDACTED]" in result.metadata["message"]
+            assert "OPENAI_API_KEY=[REDACTED]" in result.metadata["stderr"]
+        """
+    )
+    pytester._monkeypatch.setenv(sandbox.FORCE_WEAK_ENV, "1")
+    pytester._monkeypatch.setenv("OPENAI_API_KEY", SECRET_KEY)
+    result = pytester.runpytest_subprocess(
+        "--llm-eval-allow-code-execution",
+        "--llm-eval-allow-weak-sandbox",
+        "--llm-eval-report=report.json",
+        "-p",
+        "no:cacheprovider",
+        "-W",
+        "ignore::UserWarning",
+    )
+    result.assert_outcomes(passed=1)
+    stored = (pytester.path / "report.json").read_bytes()
+    cache_files = [f for f in (pytester.path / ".llmeval").rglob("*") if f.is_file()]
+    assert cache_files
+    stored += b"".join(f.read_bytes() for f in cache_files)
+    assert b"[REDACTED]" in stored
+    assert SECRET_KEY.encode() not in stored

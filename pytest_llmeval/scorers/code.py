@@ -169,7 +169,7 @@ def _warn_weak_once() -> None:
             "(no namespaces here; allowed by --llm-eval-allow-weak-sandbox or its twins): the "
             "code runs as this user behind hooks it can defeat. See docs/sandbox.md"
         ),
-        stacklevel=4,
+        stacklevel=3,
     )
 
 
