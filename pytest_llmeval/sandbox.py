@@ -91,6 +91,7 @@ FORCE_WEAK_ENV = "LLM_EVAL_SANDBOX_FORCE_WEAK"
 WORKDIR_PREFIX = "llmeval-sandbox-"
 
 _THIS_FILE = os.path.abspath(__file__)
+_TEST_FILENAME = "<test>"
 _MiB = 1024 * 1024
 # The flags unshare(1) gets in namespace mode. --kill-child: if unshare dies (we kill the group on
 # timeout) its child, PID 1 of the new namespace, gets SIGKILL, which tears the namespace down.
@@ -456,10 +457,16 @@ def run_python(
     if data.get("setup_error"):
         raise SandboxError(f"the sandbox could not be set up: {data['setup_error']}")
     containment.update(data.get("containment") or {})
+    message = data.get("message")
+    line = data.get("test_line")
+    if test is not None and type(line) is int and message is not None:
+        lines = test.splitlines()
+        if 1 <= line <= len(lines):
+            message = f"{message} (test line {line}: {lines[line - 1].strip()[:200]})"
     return SandboxResult(
         status=str(data["status"]),
         exception=data.get("exception"),
-        message=data.get("message"),
+        message=message,
         traceback=str(data.get("traceback") or ""),
         stdout=str(data.get("stdout") or ""),
         stderr=str(data.get("stderr") or ""),
@@ -1043,14 +1050,13 @@ def _worker(job: dict[str, Any], result_fd: int, token_fd: int, out_fd: int, err
     workdir = job["workdir"]
     program_path = os.path.join(workdir, "program.py")
     test_source = job.get("test")
-    test_path = os.path.join(workdir, "test.py")
+    # The test is not written to disk: a program that opens a file beside it must not find the
+    # expected answers there (tracebacks show "<test>" lines without their source).
+    test_path = _TEST_FILENAME
     try:
         _drop_privileges(job, out_fd, err_fd)
         with open(program_path, "w", encoding="utf-8") as fh:
             fh.write(job["source"])
-        if test_source is not None:
-            with open(test_path, "w", encoding="utf-8") as fh:
-                fh.write(test_source)
     except BaseException as exc:  # reported to the parent, which raises SandboxError
         _send(result_fd, {"setup_error": f"{type(exc).__name__}: {exc}", "token": token})
         os._exit(72)
@@ -1095,6 +1101,9 @@ def _worker(job: dict[str, Any], result_fd: int, token_fd: int, out_fd: int, err
             text = f"{type(exc).__name__}: (traceback unavailable)"
         if result["status"] != "passed":
             result["traceback"] = text[-8000:]
+            line = _last_line_in(exc, test_path)
+            if line is not None:
+                result["test_line"] = line
     if os.getpid() != my_pid:
         os._exit(1)  # a process the program forked: only the original one reports
     try:
@@ -1109,6 +1118,19 @@ def _worker(job: dict[str, Any], result_fd: int, token_fd: int, out_fd: int, err
     except BaseException:
         os._exit(71)
     os._exit(0)
+
+
+def _last_line_in(exc: BaseException, path: str) -> int | None:
+    """The line of ``path`` the exception last passed through (the failing line of the test)."""
+    tb = exc.__traceback__
+    line = None
+    seen = 0
+    while tb is not None and seen < 10_000:
+        if tb.tb_frame.f_code.co_filename == path:
+            line = tb.tb_lineno
+        tb = tb.tb_next
+        seen += 1
+    return line
 
 
 def _small_repr(value: Any) -> str:

@@ -115,7 +115,17 @@ def test_program_then_test_pass_counts_the_test_run() -> None:
     assert (r.status, r.tests_run) == ("passed", 1)
     wrong = run(WRONG, test=TEST)
     assert (wrong.status, wrong.tests_run, wrong.exception) == ("failure", 0, "AssertionError")
-    assert "test.py" in wrong.traceback
+    assert 'File "<test>", line 1' in wrong.traceback
+    assert wrong.message == "assertion failed (test line 1: assert add(2, 3) == 5)"
+
+
+def test_the_program_cannot_read_the_test_from_disk() -> None:
+    r = run(
+        "import os\nprint(sorted(os.listdir('.')))\ndef add(a, b):\n    return a + b\n",
+        test=TEST,
+    )
+    assert r.status == "passed"
+    assert r.stdout == "['program.py']\n"
 
 
 def test_unittest_main_after_a_successful_run_passes_and_a_failed_one_fails() -> None:
