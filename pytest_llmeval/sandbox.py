@@ -26,22 +26,41 @@ Layers of containment, strongest first (``SandboxResult.containment`` says which
   programs (``exec``, ``subprocess``, ``os.system``) and ``ctypes``. Audit hooks are a second
   layer only: C extensions do not pass through them. Where ``RLIMIT_NPROC`` cannot bind (root
   without a uid switch, or root inside a user namespace) the hook refuses ``fork`` as well.
-- The environment is minimal (nothing of the parent's, so no API key leaks), Python runs in
+- The environment is minimal (nothing of the parent's, so no API key is in it), Python runs in
   isolated mode (``-I``), stdin is ``/dev/null``, and a wall-clock timeout kills the whole
   process group (and, with the PID namespace, everything inside it).
 
+The fallback mode (no namespaces) is weak: the audit hooks are then the only network and
+filesystem barrier besides the uid, and the program can defeat them. :func:`run_python` refuses
+it unless called with ``allow_weak=True``.
+
 What it does not do: the memory limit is per process (a program may hold up to
 ``max_processes * memory_mb``; no cgroup is created); the program can read any file that every
-user may read; in the fallback mode (no namespaces) the audit hooks are the only network and
-filesystem barrier besides the uid, and they do not bind C code.
+user may read.
 
-How a run ended (``SandboxResult.status``): ``passed``; ``failure`` (an ``AssertionError``, or a
-``SystemExit`` with a non-zero status, as ``unittest.main()`` raises when a test fails); ``error``
-(any other exception; ``exception`` names its type); ``timeout`` (wall clock or CPU time);
-``memory`` (``MemoryError``); ``process_limit`` (``fork`` refused by the process limit);
-``signal`` (killed by a signal, named in ``signal``); ``exited`` (the program ended the process,
-e.g. ``os._exit``, before its tests finished). A ``SystemExit`` with status 0 or ``None`` counts
-as passed.
+**How a pass is decided.** The program runs first, then the test (``test=``), as two phases in one
+module namespace, in the worker. The worker makes a per-run token after the fork, sends it to the
+supervisor on a pipe it closes before any of the program's code runs, and keeps it only in its own
+frame. Only the harness code after both phases returned sends the ``passed`` report, carrying the
+token; the supervisor accepts nothing else on the result pipe (a report without the token, or any
+extra byte the program wrote there, makes the run ``tampered``), and a process that ends without
+a report ended early. What an adversary inside the process can still do is in
+``docs/sandbox.md``.
+
+How a run ended (``SandboxResult.status``): ``passed`` (``tests_run`` is 1 when a test was given);
+``failure`` (an ``AssertionError``, or a ``SystemExit`` with a non-zero status raised by the test,
+as ``unittest.main()`` raises when a test fails); ``error`` (any other exception; ``exception``
+names its type); ``timeout`` (wall clock or CPU time); ``memory`` (``MemoryError``);
+``process_limit`` (``fork`` refused by the process limit); ``signal`` (killed by a signal, named
+in ``signal``); ``exited`` (the run ended early: ``SystemExit`` raised by the program in any
+phase, with any status, or by the test outside a successful ``unittest.main()``; or the process
+ended without a report, e.g. ``os._exit``); ``tampered`` (the result pipe held data that is not
+the harness's report). The one clean exit that passes is ``unittest.main()``'s after a successful
+run that ran every test it collected, at least one.
+
+Working directories are named ``llmeval-sandbox-<pid>.<start time>-<random>`` in the temporary
+directory and removed after each run; those of a process that died without cleaning up (SIGKILL)
+are removed by the next process's first run (:func:`remove_leftover_workdirs`).
 """
 
 from __future__ import annotations
@@ -66,6 +85,7 @@ __all__ = [
     "SandboxLimits",
     "SandboxResult",
     "containment_mode",
+    "remove_leftover_workdirs",
     "run_python",
 ]
 
@@ -822,35 +842,62 @@ def _read_token(fd: int) -> str:
 
 
 def _check_report(report: bytes, token: str, *, has_test: bool) -> dict[str, Any]:
-    """The worker's report, if it is one: a single JSON object carrying the run's token.
+    """The worker's report, if it is one: exactly one JSON object that the reporter hook wrote,
+    carrying the run's token, the kind (``passed``, ``failed``, ``setup_error``) and the
+    harness's details.
 
     Empty: the process ended without reporting (``{}``; the wait status says how). Anything else
-    that is not exactly the harness's report (the program wrote to the inherited result pipe,
-    with or without a forged report of its own) is ``tampered``, never a pass.
+    that is not exactly that report (the program wrote to the inherited result pipe, with or
+    without a forged report of its own), or a report saying the program raised the report event
+    itself, is ``tampered``, never a pass. Only the kind ``passed`` passes: the details cannot
+    turn a failure into a pass.
     """
     import hmac
 
     if not report:
         return {}
+    tampered = {
+        "status": "tampered",
+        "message": "the result channel held data that is not the harness's report "
+        f"({len(report)} bytes without the run's token): the program wrote to it",
+    }
     try:
         data = json.loads(report.decode("utf-8", "strict"))
     except ValueError:
-        data = None
+        return tampered
     if (
         not isinstance(data, dict)
         or len(token) < 32
         or not isinstance(data.get("token"), str)
         or not hmac.compare_digest(data["token"].encode(), token.encode())
     ):
+        return tampered
+    details = data.get("report")
+    if not isinstance(details, dict):
+        details = {}
+    kind = data.get("kind")
+    if kind == "setup_error":
+        return {"setup_error": str(details.get("setup_error") or "unknown")}
+    if data.get("forged") != 0:
         return {
             "status": "tampered",
-            "message": "the result channel held data that is not the harness's report "
-            f"({len(report)} bytes without the run's token): the program wrote to it",
+            "message": "the program raised the sandbox's report event itself (a forged report)",
+            "violations": details.get("violations", []),
         }
-    del data["token"]
-    if data.get("status") == "passed" and has_test and data.get("tests_run") != 1:
-        return {"status": "error", "message": "the harness reported no completed test run"}
-    return data
+    if kind == "passed":
+        return {
+            "status": "passed",
+            "tests_run": 1 if has_test else 0,
+            "violations": details.get("violations", []),
+        }
+    if kind != "failed" or details.get("status") in (None, "passed"):
+        return {
+            "status": "error",
+            "message": "the harness's report was incomplete",
+            **{k: details[k] for k in ("violations", "traceback") if k in details},
+        }
+    details.pop("tests_run", None)
+    return details
 
 
 def _status_from_wait(status: int | None, job: dict[str, Any]) -> dict[str, Any]:
@@ -918,6 +965,25 @@ _PATH_EVENTS: dict[str, tuple[int, ...]] = {
 _SPAWN_EVENTS = frozenset(
     {"os.exec", "os.posix_spawn", "os.spawn", "os.system", "subprocess.Popen", "os.forkpty"}
 )
+# Refused in every mode once the program runs: they reach objects (audit hooks, other threads'
+# frames, any object on the heap) that only the harness may use, or let code run inside the
+# harness's frames (tracing, profiling, new audit hooks).
+_INTROSPECTION_EVENTS = frozenset(
+    {
+        "sys.addaudithook",
+        "sys._current_frames",
+        "sys._current_exceptions",
+        "gc.get_objects",
+        "gc.get_referrers",
+        "gc.get_referents",
+        "sys.settrace",
+        "sys.setprofile",
+        "sys.monitoring.register_callback",
+    }
+)
+# Modules that read or write raw memory (refused in every mode: they could read the run's token).
+_NATIVE_MODULES = frozenset({"_ctypes", "ctypes", "cffi", "_cffi_backend"})
+_REPORT_EVENT = "llmeval.sandbox.report"
 
 
 def _install_hooks(
@@ -940,14 +1006,44 @@ def _install_hooks(
         full = realpath(text)
         return full == root or full.startswith(prefix) or full in _ALLOWED_DEVICES
 
-    def refuse(what: str) -> None:
+    def reads_memory(raw: Any) -> bool:
+        try:
+            text = fspath(raw)
+        except TypeError:
+            return False
+        if isinstance(text, bytes):
+            text = text.decode("utf-8", "surrogateescape")
+        full = realpath(text)
+        return bool(full.startswith("/proc/") and full.endswith("/mem"))
+
+    def refuse(what: str, kind: type[Exception] = PermissionError) -> None:
         if len(violations) < 50:
             violations.append(what if len(what) <= 300 else what[:297] + "...")
+        if kind is ImportError:
+            raise ImportError(f"sandbox: {what} is not allowed")
         raise PermissionError(errno.EACCES, f"sandbox: {what} is not allowed")
 
     def hook(event: str, args: tuple[Any, ...]) -> None:
+        # First, and touching nothing the program could have replaced: the reporter's own
+        # sys._getframe call passes through here while it holds the token (see _make_reporter).
+        if event == "sys._getframe":
+            return
+        if event in _INTROSPECTION_EVENTS:
+            # Ways to reach the reporter (an audit hook) or another thread's frames.
+            refuse(f"{event} (the sandbox's harness is off limits)")
+        if event == "import" and args and isinstance(args[0], str):
+            name = args[0]
+            if name in _NATIVE_MODULES or name.startswith(("_test", "ctypes.")):
+                refuse(f"importing {name} (native memory access)", ImportError)
+            if not with_network and name == "_posixsubprocess":
+                refuse(f"importing {name}", ImportError)
+            return
+        if event.startswith("ctypes."):
+            refuse(event)
         if event == "open":
             path, mode, flags = (*args, None, None, None)[:3]
+            if path is not None and not isinstance(path, int) and reads_memory(path):
+                refuse(f"opening {path!r} (process memory)")
             writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
                 isinstance(flags, int) and flags > 0 and bool(flags & _WRITE_FLAGS)
             )
@@ -979,10 +1075,6 @@ def _install_hooks(
                 refuse(f"network access ({event})")
         elif event in _SPAWN_EVENTS:
             refuse(f"starting a program ({event})")
-        elif event.startswith("ctypes.") or (
-            event == "import" and args and args[0] in {"_ctypes", "ctypes", "_posixsubprocess"}
-        ):
-            refuse(f"{event} {args[0] if args else ''}".strip())
 
     sys.addaudithook(hook)
 
@@ -1034,46 +1126,123 @@ def _drop_privileges(job: dict[str, Any], out_fd: int, err_fd: int) -> None:
     sys.dont_write_bytecode = True
 
 
-def _worker(job: dict[str, Any], result_fd: int, token_fd: int, out_fd: int, err_fd: int) -> None:
-    import resource
-    import traceback
-    import types
+def _make_reporter(token_fd: int, result_fd: int) -> None:
+    """Install the audit hook that alone can send the worker's report, and send the run's token
+    to the supervisor.
 
-    # The run's token, made here (after the fork) and sent to the supervisor before any of the
-    # program's code runs; the token pipe is closed at once. The token then lives only in this
-    # frame: not in a descriptor, the environment, a file or the supervisor's inherited memory.
+    The token is made here, after the fork (nothing the worker inherited holds it), written to
+    the token pipe, which is closed at once, and kept only in this hook's closure. Python code
+    cannot list audit hooks, and ``gc.get_objects``/``get_referrers``/``get_referents``, new
+    audit hooks, tracing and ``ctypes`` are refused once the program runs; so the program can
+    neither read the token nor call the hook's inner functions.
+
+    The hook acts only on :data:`_REPORT_EVENT` raised from the harness frame (the caller of
+    this function, ``_worker``): the program can raise the event too, but from its own frames,
+    which only marks the run as forged. While the hook holds the token it runs no code the
+    program could have replaced: everything it calls was bound here (C functions), and the one
+    audit event it raises itself (``sys._getframe``) is the first thing the other hooks return
+    on.
+    """
     token = secrets.token_hex(16)
     try:
         os.write(token_fd, token.encode("ascii"))
     finally:
         os.close(token_fd)
+    harness = sys._getframe(1)
+    getframe = sys._getframe
+    getpid = os.getpid
+    owner = getpid()
+    write = os.write
+    close = os.close
+    str_type = str
+    head = '{"token": "' + token + '", "kind": "'
+    del token
+    state = [0, False]  # [forged attempts, sent]
+
+    def reporter(event: str, args: tuple[Any, ...]) -> None:
+        if event != "llmeval.sandbox.report":  # a constant: nothing the program can replace
+            return
+        try:
+            if getframe(1) is not harness or getpid() != owner:
+                state[0] += 1
+                return
+            if state[1]:
+                return
+            state[1] = True
+            kind, payload = args
+            if kind.__class__ is not str_type or payload.__class__ is not str_type:
+                return
+            data = (
+                head
+                + kind
+                + '", "forged": '
+                + ("1" if state[0] else "0")
+                + ', "report": '
+                + payload
+                + "}"
+            ).encode("utf-8", "backslashreplace")
+            while data:
+                written = write(result_fd, data)
+                data = data[written:]
+            close(result_fd)
+        except BaseException:
+            return
+
+    sys.addaudithook(reporter)
+
+
+def _worker(job: dict[str, Any], result_fd: int, token_fd: int, out_fd: int, err_fd: int) -> None:
+    import gc
+    import resource
+    import traceback
+    import types
+
+    # Everything the harness uses after the program started is bound here, before: the program
+    # may replace builtins and module attributes (exec, sys.audit, os.getpid, ...), but not
+    # this frame's locals.
+    run = exec
+    audit = sys.audit
+    getpid = os.getpid
+    exit_now = os._exit
+    dumps = json.dumps
+    is_instance = isinstance
+    set_handler = signal.signal
+    default_handler = signal.SIG_DFL
+    signals = tuple(int(s) for s in signal.valid_signals())
+    gc_disable = gc.disable
+    gc_callbacks = gc.callbacks
+    report_event = _REPORT_EVENT
+
+    _make_reporter(token_fd, result_fd)
     workdir = job["workdir"]
     program_path = os.path.join(workdir, "program.py")
     test_source = job.get("test")
     # The test is not written to disk: a program that opens a file beside it must not find the
     # expected answers there (tracebacks show "<test>" lines without their source).
     test_path = _TEST_FILENAME
+    unittest_check = _unittest_checker() if test_source is not None else None
     try:
         _drop_privileges(job, out_fd, err_fd)
         with open(program_path, "w", encoding="utf-8") as fh:
             fh.write(job["source"])
     except BaseException as exc:  # reported to the parent, which raises SandboxError
-        _send(result_fd, {"setup_error": f"{type(exc).__name__}: {exc}", "token": token})
-        os._exit(72)
-    my_pid = os.getpid()
+        audit(report_event, "setup_error", dumps({"setup_error": f"{type(exc).__name__}: {exc}"}))
+        exit_now(72)
+    my_pid = getpid()
     violations: list[str] = []
     forks = [0]
-    # Root is exempt from RLIMIT_NPROC: without a uid switch, forking is refused outright.
-    allow_fork = job["uid"] is not None or os.geteuid() != 0
-    _install_hooks(
-        workdir, with_network=job["namespaces"], allow_fork=allow_fork, violations=violations
-    )
 
     def count_forks(event: str, args: tuple[Any, ...]) -> None:
         if event in {"os.fork", "subprocess.Popen", "os.posix_spawn"}:
             forks[0] += 1
 
     sys.addaudithook(count_forks)
+    # Root is exempt from RLIMIT_NPROC: without a uid switch, forking is refused outright.
+    allow_fork = job["uid"] is not None or os.geteuid() != 0
+    # Last: from now on no audit hook can be added.
+    _install_hooks(
+        workdir, with_network=job["namespaces"], allow_fork=allow_fork, violations=violations
+    )
     module = types.ModuleType("__main__")
     module.__file__ = program_path
     module.__builtins__ = __builtins__  # type: ignore[attr-defined]
@@ -1081,43 +1250,118 @@ def _worker(job: dict[str, Any], result_fd: int, token_fd: int, out_fd: int, err
     sys.argv = [program_path]
     result: dict[str, Any]
     memory = int(job["limits"]["memory_mb"]) * _MiB
-    # The two phases run one after the other in one namespace; ``phase`` says which one an
-    # exception ended, and a pass needs both to have returned.
+    # The two phases run one after the other in one namespace. ``passed`` becomes True only
+    # where the control flow of this frame proves it: after both returned, or after the real
+    # unittest.main() ended a run that ran every test it collected.
+    passed = False
     phase = "program"
     try:
         code = compile(job["source"], program_path, "exec")
         test_code = compile(test_source, test_path, "exec") if test_source is not None else None
         resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-        exec(code, module.__dict__)  # running the program is the point
+        run(code, module.__dict__)  # running the program is the point
         if test_code is not None:
             phase = "test"
-            exec(test_code, module.__dict__)
-        result = {"status": "passed", "tests_run": 1 if test_code is not None else 0}
+            run(test_code, module.__dict__)
+        passed = True
+        result = {"status": "passed"}
     except BaseException as exc:  # every way the program ends is a result
-        result = _classify(exc, forks[0], phase, program_path)
-        try:
-            text = "".join(traceback.format_exception(exc))
-        except BaseException:
-            text = f"{type(exc).__name__}: (traceback unavailable)"
-        if result["status"] != "passed":
+        if (
+            phase == "test"
+            and unittest_check is not None
+            and is_instance(exc, SystemExit)
+            and unittest_check(exc, program_path)
+        ):
+            passed = True
+            result = {"status": "passed"}
+        else:
+            try:
+                result = _classify(exc, forks[0], phase, program_path)
+                text = "".join(traceback.format_exception(exc))
+                line = _last_line_in(exc, test_path)
+            except BaseException:
+                result = {"status": "error", "message": "(the exception could not be described)"}
+                text, line = f"{type(exc).__name__}: (traceback unavailable)", None
+            if result.get("status") == "passed":
+                result = {"status": "exited", "message": "the run ended without passing"}
             result["traceback"] = text[-8000:]
-            line = _last_line_in(exc, test_path)
             if line is not None:
                 result["test_line"] = line
-    if os.getpid() != my_pid:
-        os._exit(1)  # a process the program forked: only the original one reports
+    if getpid() != my_pid:
+        exit_now(1)  # a process the program forked: only the original one reports
     try:
         sys.stdout.flush()
         sys.stderr.flush()
     except BaseException:
         pass
     result["violations"] = violations
-    result["token"] = token
     try:
-        _send(result_fd, result)
+        payload = dumps(result)
     except BaseException:
-        os._exit(71)
-    os._exit(0)
+        payload = '{"status": "error", "message": "the report could not be encoded"}'
+    # No Python signal handler or gc callback of the program may run while the reporter holds
+    # the token (a handler receives the current frame): back to the defaults, collection off.
+    for signum in signals:
+        try:
+            set_handler(signum, default_handler)
+        except (OSError, ValueError, RuntimeError):
+            pass
+    gc_disable()
+    gc_callbacks.clear()
+    audit(report_event, "passed" if passed else "failed", payload)
+    exit_now(0)
+
+
+def _unittest_checker() -> Any:
+    """A check bound to the real unittest objects, taken before the program runs: whether a
+    ``SystemExit`` is ``unittest.main()``'s after a successful run that ran every test it
+    collected (at least one). The program could still patch unittest's classes, as it could
+    patch ``TestCase.assertEqual``: see docs/sandbox.md."""
+    import unittest
+    import unittest.main
+
+    # unittest.main is also the name of the TestProgram class (unittest/__init__.py).
+    program_class = sys.modules["unittest.main"].TestProgram
+    run_tests = program_class.runTests.__code__
+    result_classes = (unittest.TextTestResult, unittest.TestResult)
+    suite_class = unittest.TestSuite
+    count_cases = unittest.TestSuite.countTestCases
+    was_successful = unittest.TestResult.wasSuccessful
+    traceback_of = BaseException.__dict__["__traceback__"].__get__
+    code_of = SystemExit.__dict__["code"].__get__
+    int_type, type_of = int, type
+
+    def check(exc: SystemExit, program_path: str) -> bool:
+        code = code_of(exc)
+        if not (code is None or code is False or (type_of(code) is int_type and code == 0)):
+            return False
+        tb = traceback_of(exc)
+        last = None
+        while tb is not None:
+            if tb.tb_frame.f_code.co_filename == program_path:
+                return False  # the program's own code raised it
+            last = tb
+            tb = tb.tb_next
+        if last is None or last.tb_frame.f_code is not run_tests:
+            return False
+        program = last.tb_frame.f_locals.get("self")
+        if type_of(program) is not program_class:
+            return False
+        result = program.__dict__.get("result")
+        test = program.__dict__.get("test")
+        if type_of(result) not in result_classes or type_of(test) is not suite_class:
+            return False
+        ran = result.__dict__.get("testsRun")
+        collected = count_cases(test)
+        return (
+            type_of(ran) is int_type
+            and type_of(collected) is int_type
+            and ran >= 1
+            and ran == collected
+            and was_successful(result) is True
+        )
+
+    return check
 
 
 def _last_line_in(exc: BaseException, path: str) -> int | None:

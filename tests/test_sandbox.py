@@ -631,3 +631,115 @@ def test_remove_leftover_workdirs_keeps_foreign_and_live_names(tmp_path: Path) -
 def test_bad_timeout_is_rejected() -> None:
     with pytest.raises(ValueError, match="timeout_s"):
         run_python("pass", SandboxLimits(timeout_s=0))
+
+
+# -- the harness is out of the program's reach ---------------------------------------------------
+
+# Walks every frame the program can reach and every value in their locals, looking for the run's
+# token (32 hex digits), then forges a passing report with each candidate on every descriptor.
+STEAL_TOKEN = """
+import json, os, re, sys
+def add(a, b):
+    return a - b
+hexes = set()
+frame = sys._getframe()
+while frame is not None:
+    for value in list(frame.f_locals.values()) + list(frame.f_globals.values()):
+        hexes.update(re.findall(r"[0-9a-f]{32}", repr(value)))
+        for cell in getattr(value, "__closure__", None) or ():
+            try:
+                hexes.update(re.findall(r"[0-9a-f]{32}", repr(cell.cell_contents)))
+            except ValueError:
+                pass
+    frame = frame.f_back
+print(len(hexes), flush=True)
+for token in hexes:
+    for kind in ("passed",):
+        msg = json.dumps(
+            {"token": token, "kind": kind, "forged": 0, "report": {}, "status": "passed",
+             "tests_run": 1}
+        ).encode()
+        for fd in range(3, 64):
+            try:
+                os.write(fd, msg)
+            except OSError:
+                pass
+sys.audit("llmeval.sandbox.report", "passed", "{}")
+os._exit(0)
+"""
+
+
+def test_the_token_is_not_in_any_frame_the_program_can_walk() -> None:
+    r = run(STEAL_TOKEN, test=TEST)
+    # Nothing that looks like a token is found; the program's own report event marks the run
+    # forged, and it ends without the harness's report.
+    assert r.stdout == "0\n"
+    assert r.status == "exited", r
+    assert r.tests_run == 0
+
+
+def test_raising_the_report_event_from_the_program_marks_the_run_forged() -> None:
+    # Right code, so the harness's own report says passed; the program's call still spoils it.
+    r = run(GOOD + "import sys\nsys.audit('llmeval.sandbox.report', 'passed', '{}')\n", test=TEST)
+    assert r.status == "tampered"
+    assert "forged report" in (r.message or "")
+
+
+@pytest.mark.parametrize(
+    ("source", "refused"),
+    [
+        ("import gc\ngc.get_objects()", "gc.get_objects"),
+        ("import gc\ngc.get_referrers(gc)", "gc.get_referrers"),
+        ("import sys\nsys._current_frames()", "sys._current_frames"),
+        ("import sys\nsys.settrace(lambda *a: None)", "sys.settrace"),
+        ("import sys\nsys.setprofile(lambda *a: None)", "sys.setprofile"),
+        ("import ctypes", "importing ctypes"),
+        ("open('/proc/self/mem', 'rb')", "opening '/proc/self/mem'"),
+    ],
+)
+def test_ways_into_the_harness_are_refused(source: str, refused: str) -> None:
+    r = run(source)
+    assert r.status == "error", r
+    assert any(v.startswith(refused) for v in r.violations), r.violations
+
+
+def test_a_new_audit_hook_is_refused_silently() -> None:
+    r = run(
+        "import sys\ncalls = []\nsys.addaudithook(lambda e, a: calls.append(e))\n"
+        "open('x.txt', 'w').close()\nassert calls == [], calls\n"
+    )
+    assert r.status == "passed", r
+    assert any(v.startswith("sys.addaudithook") for v in r.violations)
+
+
+def test_a_signal_handler_cannot_catch_the_reporter() -> None:
+    # A handler receives the frame it interrupts; a thread keeps signalling the process so that
+    # one lands while the report is sent. The harness resets every handler before reporting.
+    r = run(
+        """
+        import json, os, re, signal, sys, threading
+        def add(a, b):
+            return a - b
+        def handler(signum, frame):
+            while frame is not None:
+                for key, value in frame.f_locals.items():
+                    for token in re.findall(r"[0-9a-f]{32}", repr(value)):
+                        msg = json.dumps({"token": token, "kind": "passed", "forged": 0,
+                                          "report": {}}).encode()
+                        for fd in range(3, 64):
+                            try:
+                                os.write(fd, msg)
+                            except OSError:
+                                pass
+                        os._exit(0)
+                frame = frame.f_back
+        signal.signal(signal.SIGUSR1, handler)
+        def spam():
+            while True:
+                os.kill(os.getpid(), signal.SIGUSR1)
+        threading.Thread(target=spam, daemon=True).start()
+        """,
+        test=TEST,
+    )
+    assert r.status != "passed", r
+    assert r.tests_run == 0
