@@ -966,8 +966,8 @@ _SPAWN_EVENTS = frozenset(
     {"os.exec", "os.posix_spawn", "os.spawn", "os.system", "subprocess.Popen", "os.forkpty"}
 )
 # Refused in every mode once the program runs: they reach objects (audit hooks, other threads'
-# frames, any object on the heap) that only the harness may use, or let code run inside the
-# harness's frames (tracing, profiling, new audit hooks).
+# frames, any object on the heap, raw memory) that only the harness may use, or let code run
+# inside the harness's frames (tracing, profiling, new audit hooks).
 _INTROSPECTION_EVENTS = frozenset(
     {
         "sys.addaudithook",
@@ -979,6 +979,9 @@ _INTROSPECTION_EVENTS = frozenset(
         "sys.settrace",
         "sys.setprofile",
         "sys.monitoring.register_callback",
+        # Hand-made code objects: CPython does not verify bytecode, and out-of-range operands
+        # read arbitrary memory.
+        "code.__new__",
     }
 )
 # Modules that read or write raw memory (refused in every mode: they could read the run's token).

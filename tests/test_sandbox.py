@@ -694,6 +694,7 @@ def test_raising_the_report_event_from_the_program_marks_the_run_forged() -> Non
         ("import sys\nsys.settrace(lambda *a: None)", "sys.settrace"),
         ("import sys\nsys.setprofile(lambda *a: None)", "sys.setprofile"),
         ("import ctypes", "importing ctypes"),
+        ("(lambda: 0).__code__.replace(co_code=b'')", "code.__new__"),
         ("open('/proc/self/mem', 'rb')", "opening '/proc/self/mem'"),
     ],
 )
