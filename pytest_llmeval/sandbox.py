@@ -21,11 +21,14 @@ Layers of containment, strongest first (``SandboxResult.containment`` says which
 - **Resource limits** on the worker: address space (``RLIMIT_AS``), CPU seconds, processes and
   threads, open files, size of a written file; no core dumps.
 - **Audit hooks** (PEP 578) installed before the program runs: writes, renames, deletions and
-  the like outside the working directory are refused. Without a network namespace the hook
-  also refuses socket creation, and, since a child program would escape the hooks, starting
-  programs (``exec``, ``subprocess``, ``os.system``) and ``ctypes``. Audit hooks are a second
-  layer only: C extensions do not pass through them. Where ``RLIMIT_NPROC`` cannot bind (root
-  without a uid switch, or root inside a user namespace) the hook refuses ``fork`` as well.
+  the like outside the working directory are refused, and in every mode so is what reaches the
+  harness or raw memory (``gc`` object walks, tracing and profiling, new audit hooks, other
+  threads' frames, hand-made code objects, ``ctypes``/``cffi``, ``/proc/*/mem``). Without a
+  network namespace the hook also refuses socket creation and, since a child program would
+  escape the hooks, starting programs (``exec``, ``subprocess``, ``os.system``). Audit hooks are
+  a second layer only: C extensions do not pass through them. Where ``RLIMIT_NPROC`` cannot bind
+  (root without a uid switch, or root inside a user namespace) the hook refuses ``fork`` as
+  well.
 - The environment is minimal (nothing of the parent's, so no API key is in it), Python runs in
   isolated mode (``-I``), stdin is ``/dev/null``, and a wall-clock timeout kills the whole
   process group (and, with the PID namespace, everything inside it).
@@ -40,12 +43,13 @@ user may read.
 
 **How a pass is decided.** The program runs first, then the test (``test=``), as two phases in one
 module namespace, in the worker. The worker makes a per-run token after the fork, sends it to the
-supervisor on a pipe it closes before any of the program's code runs, and keeps it only in its own
-frame. Only the harness code after both phases returned sends the ``passed`` report, carrying the
-token; the supervisor accepts nothing else on the result pipe (a report without the token, or any
-extra byte the program wrote there, makes the run ``tampered``), and a process that ends without
-a report ended early. What an adversary inside the process can still do is in
-``docs/sandbox.md``.
+supervisor on a pipe it closes before any of the program's code runs, and keeps it only in the
+closure of an audit hook (:func:`_make_reporter`) that writes the report when, and only when, the
+harness frame raises the report event: ``passed`` after both phases returned. The supervisor
+accepts nothing else on the result pipe (a report without the token, any extra byte the program
+wrote there, or the program raising the report event itself makes the run ``tampered``), and a
+process that ends without a report ended early. What an adversary inside the process can still
+do is in ``docs/sandbox.md``.
 
 How a run ended (``SandboxResult.status``): ``passed`` (``tests_run`` is 1 when a test was given);
 ``failure`` (an ``AssertionError``, or a ``SystemExit`` with a non-zero status raised by the test,
@@ -54,9 +58,10 @@ names its type); ``timeout`` (wall clock or CPU time); ``memory`` (``MemoryError
 ``process_limit`` (``fork`` refused by the process limit); ``signal`` (killed by a signal, named
 in ``signal``); ``exited`` (the run ended early: ``SystemExit`` raised by the program in any
 phase, with any status, or by the test outside a successful ``unittest.main()``; or the process
-ended without a report, e.g. ``os._exit``); ``tampered`` (the result pipe held data that is not
-the harness's report). The one clean exit that passes is ``unittest.main()``'s after a successful
-run that ran every test it collected, at least one.
+ended without a report, e.g. ``os._exit``); ``tampered`` (the result pipe held data that is
+not the harness's report, or the program raised the report event). The one clean exit that
+passes is ``unittest.main()``'s after a successful run that ran every test it collected, at
+least one.
 
 Working directories are named ``llmeval-sandbox-<pid>.<start time>-<random>`` in the temporary
 directory and removed after each run; those of a process that died without cleaning up (SIGKILL)
@@ -68,6 +73,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -995,7 +1001,13 @@ def _install_hooks(
     root = os.path.realpath(workdir)
     prefix = root.rstrip("/") + "/"
     realpath = os.path.realpath
+    normpath = os.path.normpath
+    join = os.path.join
+    getcwd = os.getcwd
     fspath = os.fspath
+    proc_private = re.compile(
+        r"/proc/[^/]+/(?:task/[^/]+/)?(?:environ|mem|fd/.*|fdinfo/.*|map_files/.*)\Z"
+    )
 
     def inside(raw: Any) -> bool:
         if isinstance(raw, int):
@@ -1009,15 +1021,19 @@ def _install_hooks(
         full = realpath(text)
         return full == root or full.startswith(prefix) or full in _ALLOWED_DEVICES
 
-    def reads_memory(raw: Any) -> bool:
+    def private_proc_file(raw: Any) -> bool:
+        """A process's memory, environment or open descriptors under /proc (as written, or
+        once resolved): another process's secrets (same user in the weak mode) or the
+        harness's own memory and pipes."""
         try:
             text = fspath(raw)
         except TypeError:
             return False
         if isinstance(text, bytes):
             text = text.decode("utf-8", "surrogateescape")
-        full = realpath(text)
-        return bool(full.startswith("/proc/") and full.endswith("/mem"))
+        return bool(proc_private.match(normpath(join(getcwd(), text)))) or bool(
+            proc_private.match(realpath(text))
+        )
 
     def refuse(what: str, kind: type[Exception] = PermissionError) -> None:
         if len(violations) < 50:
@@ -1045,8 +1061,8 @@ def _install_hooks(
             refuse(event)
         if event == "open":
             path, mode, flags = (*args, None, None, None)[:3]
-            if path is not None and not isinstance(path, int) and reads_memory(path):
-                refuse(f"opening {path!r} (process memory)")
+            if path is not None and not isinstance(path, int) and private_proc_file(path):
+                refuse(f"opening {path!r} (another process's memory, environment or files)")
             writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
                 isinstance(flags, int) and flags > 0 and bool(flags & _WRITE_FLAGS)
             )

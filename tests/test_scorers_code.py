@@ -555,24 +555,36 @@ def test_weak_mode_end_to_end_refuses_then_warns_once(pytester: pytest.Pytester)
 def test_weak_mode_key_read_from_the_pytest_process_never_reaches_report_or_cache(
     pytester: pytest.Pytester,
 ) -> None:
-    """Issue 13's escape as it happened: in the weak mode the program (same user) reads
-    /proc/<pytest pid>/environ, where the API key is, and prints it to stderr."""
+    """Issue 13's escape: in the weak mode the program (same user) read /proc/<pytest pid>/environ,
+    where the API key is, and printed it. The read is now refused; and should the key get out
+    anyway (native code is not bound by the audit hooks: simulated here by handing the program
+    the key), it is redacted from everything stored."""
     pytester.makepyfile(
         """
         import os
         from pytest_llmeval import score
 
         def test_steal():
+            leaked = os.environ["OPENAI_API_KEY"]  # what native code could read
             program = (
                 "import sys\\n"
-                f"data = open('/proc/{os.getpid()}/environ', 'rb').read().decode()\\n"
-                "sys.stderr.write(data.replace(chr(0), chr(10)))\\n"
-                "raise ValueError([l for l in data.split(chr(0)) if 'API_KEY' in l])\\n"
+                "try:\\n"
+                f"    open('/proc/{os.getpid()}/environ', 'rb').read()\\n"
+                "except PermissionError as exc:\\n"
+                "    print('refused:', exc, file=sys.stderr)\\n"
+                f"sys.stderr.write('OPENAI_API_KEY={leaked}\\\\n')\\n"
+                f"raise ValueError('OPENAI_API_KEY={leaked}')\\n"
             )
-            result = score("python_unit_testing", output=program, tests="pass\\nx = 1")
+            result = score("python_unit_testing", output=program, tests="x = 1")
             assert result.value == 0.0
-            assert "OPENAI_API_KEY=[REDACTED]" in result.metadata["message"]
-            assert "OPENAI_API_KEY=[REDACTED]" in result.metadata["stderr"]
+            meta = result.metadata
+            assert meta["message"] == "OPENAI_API_KEY=[REDACTED]"
+            assert "OPENAI_API_KEY=[REDACTED]" in meta["stderr"]
+            assert "refused:" in meta["stderr"]
+            assert meta["violations"] == [
+                f"opening '/proc/{os.getpid()}/environ' "
+                "(another process's memory, environment or files)"
+            ]
         """
     )
     pytester._monkeypatch.setenv(sandbox.FORCE_WEAK_ENV, "1")
