@@ -1226,7 +1226,7 @@ def _worker(job: dict[str, Any], result_fd: int, token_fd: int, out_fd: int, err
     dumps = json.dumps
     is_instance = isinstance
     set_handler = signal.signal
-    default_handler = signal.SIG_DFL
+    ignore_handler = signal.SIG_IGN
     signals = tuple(int(s) for s in signal.valid_signals())
     gc_disable = gc.disable
     gc_callbacks = gc.callbacks
@@ -1319,10 +1319,11 @@ def _worker(job: dict[str, Any], result_fd: int, token_fd: int, out_fd: int, err
     except BaseException:
         payload = '{"status": "error", "message": "the report could not be encoded"}'
     # No Python signal handler or gc callback of the program may run while the reporter holds
-    # the token (a handler receives the current frame): back to the defaults, collection off.
+    # the token (a handler receives the current frame): all ignored (a late alarm
+    # must not kill a run that passed), collection off.
     for signum in signals:
         try:
-            set_handler(signum, default_handler)
+            set_handler(signum, ignore_handler)
         except (OSError, ValueError, RuntimeError):
             pass
     gc_disable()

@@ -724,7 +724,7 @@ def test_a_new_audit_hook_is_refused_silently() -> None:
 
 def test_a_signal_handler_cannot_catch_the_reporter() -> None:
     # A handler receives the frame it interrupts; a thread keeps signalling the process so that
-    # one lands while the report is sent. The harness resets every handler before reporting.
+    # one lands while the report is sent. The harness ignores every signal before reporting.
     r = run(
         """
         import json, os, re, signal, sys, threading

@@ -21,12 +21,13 @@ fallback even when the weak sandbox is allowed).
 Score: 1 if the tests pass, else 0; with several samples, pass@k = 1 - C(n-c, k) / C(n, k).
 Like Bench (and HuggingFace ``code_eval``), a test is just code: it passes when it runs to the end
 without an exception. The program runs first, then the test, in one namespace; a pass needs the
-sandbox's harness to report (with a token the program never sees through a descriptor, a file or
-the environment) that the test returned, for every test: tests run == tests given, and a test
-that holds no code is a failure, not a pass. Leaving early is a failure naming how: ``SystemExit``
-raised by the program (``sys.exit(0)``, ``exit()``, ``raise SystemExit``) or ``os._exit``; data
-the program writes to the result pipe makes the run ``tampered``. The one clean exit that passes
-is ``unittest.main()``'s after a successful run of every test it collected (at least one).
+sandbox's harness to report (with a token the program cannot reach through a descriptor, a file,
+the environment or a frame) that the test returned, for every test: tests run == tests given, and a
+test that holds no code is a failure, not a pass. Leaving early is a failure naming how:
+``SystemExit`` raised by the program (``sys.exit(0)``, ``exit()``, ``raise SystemExit``) or
+``os._exit``; data the program writes to the result pipe makes the run ``tampered``. The one clean
+exit that passes is ``unittest.main()``'s after a successful run of every test it collected (at
+least one).
 
 Where namespaces are unavailable the scorer refuses unless the weak audit-hook fallback is allowed
 (``--llm-eval-allow-weak-sandbox``, ini ``llm_eval_allow_weak_sandbox``,
