@@ -1343,7 +1343,8 @@ def _unittest_checker() -> Any:
     # unittest.main is also the name of the TestProgram class (unittest/__init__.py).
     program_class = sys.modules["unittest.main"].TestProgram
     run_tests = program_class.runTests.__code__
-    result_classes = (unittest.TextTestResult, unittest.TestResult)
+    text_result, plain_result = unittest.TextTestResult, unittest.TestResult
+    default_runner = unittest.TextTestRunner
     suite_class = unittest.TestSuite
     count_cases = unittest.TestSuite.countTestCases
     was_successful = unittest.TestResult.wasSuccessful
@@ -1367,9 +1368,17 @@ def _unittest_checker() -> Any:
         program = last.tb_frame.f_locals.get("self")
         if type_of(program) is not program_class:
             return False
-        result = program.__dict__.get("result")
-        test = program.__dict__.get("test")
-        if type_of(result) not in result_classes or type_of(test) is not suite_class:
+        state = program.__dict__
+        # The default runner (a runner passed in could return any result it likes), its own
+        # result and suite classes; identity checks only (a class's __eq__ could lie).
+        if state.get("testRunner") is not default_runner:
+            return False
+        result = state.get("result")
+        test = state.get("test")
+        result_type = type_of(result)
+        if (result_type is not text_result and result_type is not plain_result) or type_of(
+            test
+        ) is not suite_class:
             return False
         ran = result.__dict__.get("testsRun")
         collected = count_cases(test)
@@ -1418,31 +1427,6 @@ def _raised_by(exc: BaseException, path: str) -> bool:
     return False
 
 
-def _unittest_passed(exc: SystemExit) -> bool:
-    """Whether ``exc`` is ``unittest.main()``'s exit after a successful run that ran every test
-    it collected (at least one): raised in ``TestProgram.runTests``, whose result says so."""
-    tb = exc.__traceback__
-    if tb is None:
-        return False
-    while tb.tb_next is not None:
-        tb = tb.tb_next
-    frame = tb.tb_frame
-    where = frame.f_code.co_filename.replace(os.sep, "/")
-    if frame.f_code.co_name != "runTests" or not where.endswith("/unittest/main.py"):
-        return False
-    program = frame.f_locals.get("self")
-    result = getattr(program, "result", None)
-    ran = getattr(result, "testsRun", None)
-    if type(ran) is not int or ran < 1:
-        return False
-    try:
-        collected = program.test.countTestCases()  # type: ignore[union-attr]
-        ok = result.wasSuccessful()  # type: ignore[union-attr]
-    except Exception:
-        return False
-    return type(collected) is int and collected == ran and ok is True
-
-
 def _classify(exc: BaseException, forks: int, phase: str, program_path: str) -> dict[str, Any]:
     name = type(exc).__name__
     if isinstance(exc, SystemExit):
@@ -1456,8 +1440,7 @@ def _classify(exc: BaseException, forks: int, phase: str, program_path: str) -> 
                     "exception": name,
                     "message": f"SystemExit with status {_small_repr(code)}",
                 }
-            if _unittest_passed(exc):
-                return {"status": "passed", "tests_run": 1}
+            # (the harness has already checked for a successful unittest.main(): not that)
             return {
                 "status": "exited",
                 "exception": name,

@@ -753,3 +753,31 @@ def test_a_signal_handler_cannot_catch_the_reporter() -> None:
     )
     assert r.status != "passed", r
     assert r.tests_run == 0
+
+
+def test_unittest_main_with_a_lying_runner_is_not_a_pass() -> None:
+    # The program hands unittest.main() a runner whose result claims success, and makes the
+    # test's own assertion raise that exit from C code (no frame of the program on the stack).
+    r = run(
+        """
+        import functools, unittest
+        class Liar(unittest.TextTestRunner):
+            def run(self, test):
+                result = unittest.TextTestResult(self.stream, True, 1)
+                result.testsRun = test.countTestCases()
+                return result
+        class T(unittest.TestCase):
+            def test_nothing(self):
+                pass
+        class Yes:
+            __bool__ = functools.partial(unittest.main, testRunner=Liar, argv=["x"])
+        class R:
+            def __eq__(self, other):
+                return Yes()
+        def add(a, b):
+            return R()
+        """,
+        test=TEST,
+    )
+    assert r.status == "exited", r
+    assert "outside a successful unittest.main()" in (r.message or "")
