@@ -1353,6 +1353,12 @@ def _unittest_checker() -> Any:
     int_type, type_of = int, type
 
     def check(exc: SystemExit, program_path: str) -> bool:
+        try:
+            return inspect(exc, program_path)
+        except Exception:  # an object of the program's that is not what it claims
+            return False
+
+    def inspect(exc: SystemExit, program_path: str) -> bool:
         code = code_of(exc)
         if not (code is None or code is False or (type_of(code) is int_type and code == 0)):
             return False
