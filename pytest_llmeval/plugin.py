@@ -184,6 +184,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         type="bool",
         default=False,
     )
+    group.addoption(
+        "--llm-eval-allow-weak-sandbox",
+        action="store_true",
+        default=None,
+        dest="llm_eval_allow_weak_sandbox",
+        help="where namespaces are unavailable, let python_unit_testing run code in the WEAK "
+        "audit-hook fallback (same user; the code can defeat the hooks) instead of refusing",
+    )
+    parser.addini(
+        "llm_eval_allow_weak_sandbox",
+        "let python_unit_testing use the weak audit-hook fallback where namespaces are unavailable",
+        type="bool",
+        default=False,
+    )
     parser.addini(
         "llm_eval_api_key_env",
         "name of the environment variable holding the judge's API key (default OPENAI_API_KEY)",
@@ -286,6 +300,11 @@ def build_settings(config: pytest.Config, environ: dict[str, str] | None = None)
         allow_code = bool(config.getini("llm_eval_allow_code_execution")) or env.get(
             "LLM_EVAL_SANDBOX", ""
         ) in {"1", "true", "yes"}
+    allow_weak = config.getoption("llm_eval_allow_weak_sandbox", default=None)
+    if allow_weak is None:
+        allow_weak = bool(config.getini("llm_eval_allow_weak_sandbox")) or env.get(
+            "LLM_EVAL_ALLOW_WEAK_SANDBOX", ""
+        ) in {"1", "true", "yes"}
     return Settings(
         judge=judge,
         cache_dir=cache_dir,
@@ -294,6 +313,7 @@ def build_settings(config: pytest.Config, environ: dict[str, str] | None = None)
         prices=_parse_prices(list(config.getini("llm_eval_prices"))),
         embedding_model=_opt(config, "llm_eval_embedding_model"),
         sandbox_enabled=bool(allow_code),
+        sandbox_allow_weak=bool(allow_weak),
     )
 
 

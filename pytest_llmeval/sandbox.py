@@ -21,27 +21,51 @@ Layers of containment, strongest first (``SandboxResult.containment`` says which
 - **Resource limits** on the worker: address space (``RLIMIT_AS``), CPU seconds, processes and
   threads, open files, size of a written file; no core dumps.
 - **Audit hooks** (PEP 578) installed before the program runs: writes, renames, deletions and
-  the like outside the working directory are refused. Without a network namespace the hook
-  also refuses socket creation, and, since a child program would escape the hooks, starting
-  programs (``exec``, ``subprocess``, ``os.system``) and ``ctypes``. Audit hooks are a second
-  layer only: C extensions do not pass through them. Where ``RLIMIT_NPROC`` cannot bind (root
-  without a uid switch, or root inside a user namespace) the hook refuses ``fork`` as well.
-- The environment is minimal (nothing of the parent's, so no API key leaks), Python runs in
+  the like outside the working directory are refused, and in every mode so is what reaches the
+  harness or raw memory (``gc`` object walks, tracing and profiling, new audit hooks, other
+  threads' frames, hand-made code objects, ``ctypes``/``cffi``, ``/proc/*/mem``). Without a
+  network namespace the hook also refuses socket creation and, since a child program would
+  escape the hooks, starting programs (``exec``, ``subprocess``, ``os.system``). Audit hooks are
+  a second layer only: C extensions do not pass through them. Where ``RLIMIT_NPROC`` cannot bind
+  (root without a uid switch, or root inside a user namespace) the hook refuses ``fork`` as
+  well.
+- The environment is minimal (nothing of the parent's, so no API key is in it), Python runs in
   isolated mode (``-I``), stdin is ``/dev/null``, and a wall-clock timeout kills the whole
   process group (and, with the PID namespace, everything inside it).
 
+The fallback mode (no namespaces) is weak: the audit hooks are then the only network and
+filesystem barrier besides the uid, and the program can defeat them. :func:`run_python` refuses
+it unless called with ``allow_weak=True``.
+
 What it does not do: the memory limit is per process (a program may hold up to
 ``max_processes * memory_mb``; no cgroup is created); the program can read any file that every
-user may read; in the fallback mode (no namespaces) the audit hooks are the only network and
-filesystem barrier besides the uid, and they do not bind C code.
+user may read.
 
-How a run ended (``SandboxResult.status``): ``passed``; ``failure`` (an ``AssertionError``, or a
-``SystemExit`` with a non-zero status, as ``unittest.main()`` raises when a test fails); ``error``
-(any other exception; ``exception`` names its type); ``timeout`` (wall clock or CPU time);
-``memory`` (``MemoryError``); ``process_limit`` (``fork`` refused by the process limit);
-``signal`` (killed by a signal, named in ``signal``); ``exited`` (the program ended the process,
-e.g. ``os._exit``, before its tests finished). A ``SystemExit`` with status 0 or ``None`` counts
-as passed.
+**How a pass is decided.** The program runs first, then the test (``test=``), as two phases in one
+module namespace, in the worker. The worker makes a per-run token after the fork, sends it to the
+supervisor on a pipe it closes before any of the program's code runs, and keeps it only in the
+closure of an audit hook (:func:`_make_reporter`) that writes the report when, and only when, the
+harness frame raises the report event: ``passed`` after both phases returned. The supervisor
+accepts nothing else on the result pipe (a report without the token, any extra byte the program
+wrote there, or the program raising the report event itself makes the run ``tampered``), and a
+process that ends without a report ended early. What an adversary inside the process can still
+do is in ``docs/sandbox.md``.
+
+How a run ended (``SandboxResult.status``): ``passed`` (``tests_run`` is 1 when a test was given);
+``failure`` (an ``AssertionError``, or a ``SystemExit`` with a non-zero status raised by the test,
+as ``unittest.main()`` raises when a test fails); ``error`` (any other exception; ``exception``
+names its type); ``timeout`` (wall clock or CPU time); ``memory`` (``MemoryError``);
+``process_limit`` (``fork`` refused by the process limit); ``signal`` (killed by a signal, named
+in ``signal``); ``exited`` (the run ended early: ``SystemExit`` raised by the program in any
+phase, with any status, or by the test outside a successful ``unittest.main()``; or the process
+ended without a report, e.g. ``os._exit``); ``tampered`` (the result pipe held data that is
+not the harness's report, or the program raised the report event). The one clean exit that
+passes is ``unittest.main()``'s after a successful run that ran every test it collected, at
+least one.
+
+Working directories are named ``llmeval-sandbox-<pid>.<start time>-<random>`` in the temporary
+directory and removed after each run; those of a process that died without cleaning up (SIGKILL)
+are removed by the next process's first run (:func:`remove_leftover_workdirs`).
 """
 
 from __future__ import annotations
@@ -49,6 +73,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -66,6 +91,7 @@ __all__ = [
     "SandboxLimits",
     "SandboxResult",
     "containment_mode",
+    "remove_leftover_workdirs",
     "run_python",
 ]
 
@@ -79,9 +105,19 @@ STATUSES = (
     "process_limit",
     "signal",
     "exited",
+    "tampered",
 )
 
+#: Environment variable that makes :func:`containment_mode` report no namespaces, as on a machine
+#: without them (for testing the weak mode; it still needs ``allow_weak=True`` to run anything).
+FORCE_WEAK_ENV = "LLM_EVAL_SANDBOX_FORCE_WEAK"
+#: Prefix of the sandbox's working directories in the temporary directory; the rest of the name
+#: says which process owns it (``<pid>.<start time>-<random>``), so that directories left by a
+#: killed run are recognised and removed by the next one.
+WORKDIR_PREFIX = "llmeval-sandbox-"
+
 _THIS_FILE = os.path.abspath(__file__)
+_TEST_FILENAME = "<test>"
 _MiB = 1024 * 1024
 # The flags unshare(1) gets in namespace mode. --kill-child: if unshare dies (we kill the group on
 # timeout) its child, PID 1 of the new namespace, gets SIGKILL, which tears the namespace down.
@@ -146,6 +182,9 @@ class SandboxResult:
     returncode: int | None = None
     signal: str | None = None
     duration_s: float = 0.0
+    tests_run: int = 0
+    """Test programs that ran to their end (0 or 1; 0 when no ``test`` was given). Reported by
+    the harness with the run's token, after the test returned: never by the program."""
     violations: list[str] = field(default_factory=list)
     """Operations the audit hooks refused (even when the program caught the error)."""
     containment: dict[str, Any] = field(default_factory=dict)
@@ -155,6 +194,11 @@ class SandboxResult:
     @property
     def passed(self) -> bool:
         return self.status == "passed"
+
+    @property
+    def weak(self) -> bool:
+        """The run had no namespaces (the audit-hook fallback)."""
+        return self.containment.get("network") != "namespace"
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -191,7 +235,16 @@ def containment_mode(*, refresh: bool = False) -> dict[str, Any]:
     ``{"namespaces": bool, "user_namespace": bool, "switch_uid": bool, "unshare": path|None}``:
     namespaces via ``unshare`` (as root; or, not root, inside a new user namespace), and whether
     the program can run as a separate user (only when we are root without a user namespace).
+    With the environment variable ``LLM_EVAL_SANDBOX_FORCE_WEAK=1`` namespaces count as
+    unavailable (``"forced_weak": True``): the weak mode can be tested on a machine that has them.
     """
+    mode = _probed_mode(refresh)
+    if os.environ.get(FORCE_WEAK_ENV, "") == "1":
+        mode.update(namespaces=False, user_namespace=False, forced_weak=True)
+    return mode
+
+
+def _probed_mode(refresh: bool) -> dict[str, Any]:
     global _mode_cache
     with _mode_lock:
         if _mode_cache is not None and not refresh:
@@ -236,6 +289,67 @@ def _random_id() -> int:
     return 1_000_000_000 + secrets.randbelow(900_000_000)
 
 
+def _start_time(pid: int) -> str | None:
+    """The process's start time (clock ticks since boot), which tells it from a later process
+    that got the same pid."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as fh:
+            stat_line = fh.read()
+    except OSError:
+        return None
+    # The command name (field 2) may hold spaces and parentheses: split after its last ")".
+    fields = stat_line.rpartition(")")[2].split()
+    return fields[19] if len(fields) > 19 else None
+
+
+def _owner_tag() -> str:
+    return f"{os.getpid()}.{_start_time(os.getpid()) or 0}"
+
+
+_leftovers_lock = threading.Lock()
+_leftovers_checked = False
+
+
+def remove_leftover_workdirs(base: str | None = None) -> list[str]:
+    """Remove working directories whose owning process is gone (a run killed by SIGKILL, where
+    no ``finally`` ran). A directory is left alone while a process with its pid and start time
+    lives. Returns the paths removed. :func:`run_python` calls this once per process."""
+    root = base if base is not None else tempfile.gettempdir()
+    removed: list[str] = []
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return removed
+    for name in names:
+        if not name.startswith(WORKDIR_PREFIX):
+            continue
+        owner = name[len(WORKDIR_PREFIX) :].partition("-")[0]
+        pid_text, _, start = owner.partition(".")
+        if not pid_text.isdigit() or not start.isdigit():
+            continue  # not one of ours (or the old unnamed form): leave it
+        if _start_time(int(pid_text)) == start:
+            continue  # its owner still runs
+        path = os.path.join(root, name)
+        try:
+            if not stat.S_ISDIR(os.lstat(path).st_mode):
+                continue
+        except OSError:
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        if not os.path.lexists(path):
+            removed.append(path)
+    return removed
+
+
+def _remove_leftovers_once() -> None:
+    global _leftovers_checked
+    with _leftovers_lock:
+        if _leftovers_checked:
+            return
+        _leftovers_checked = True
+    remove_leftover_workdirs()
+
+
 def _kill_group(pgid: int) -> None:
     try:
         os.killpg(pgid, signal.SIGKILL)
@@ -247,26 +361,47 @@ def run_python(
     source: str,
     limits: SandboxLimits | None = None,
     *,
+    test: str | None = None,
     python: str | None = None,
+    allow_weak: bool = False,
     require_namespaces: bool = False,
 ) -> SandboxResult:
     """Run Python ``source`` in the sandbox and report how it ended.
 
-    ``python``: the interpreter (default: this one). ``require_namespaces``: raise
-    :class:`SandboxError` instead of falling back to audit hooks when namespaces are unavailable.
+    ``test``: a test program, run after ``source`` in the same module namespace. The run passes
+    only when the harness saw both return normally and said so with the run's token
+    (``tests_run == 1``); leaving early in any way (``SystemExit`` raised by the program,
+    ``os._exit``, a signal) is not a pass. Without ``test``, ``source`` passes by running to its
+    end.
+
+    ``allow_weak``: run in the audit-hook fallback when namespaces are unavailable; without it
+    that raises :class:`SandboxError` (the fallback is weak: see ``docs/sandbox.md``).
+    ``require_namespaces``: refuse the fallback even with ``allow_weak``.
+    ``python``: the interpreter (default: this one).
     Raises :class:`SandboxError` when the sandbox cannot be set up or reports nothing.
     """
     lim = limits if limits is not None else SandboxLimits()
     if lim.timeout_s <= 0:
         raise ValueError("timeout_s must be > 0")
     mode = containment_mode()
-    if require_namespaces and not mode["namespaces"]:
-        raise SandboxError(
-            "namespaces are not available here (unshare --mount --net --pid failed) and "
-            "require_namespaces=True"
+    if not mode["namespaces"] and (require_namespaces or not allow_weak):
+        why = (
+            f"{FORCE_WEAK_ENV}=1 is set"
+            if mode.get("forced_weak")
+            else "unshare --mount --net --pid failed or is missing"
         )
+        raise SandboxError(
+            f"namespaces are not available here ({why}); the only other containment is the "
+            "weak audit-hook fallback (same user, hooks the program can defeat), used only when "
+            + (
+                "require_namespaces is off"
+                if require_namespaces
+                else "explicitly allowed (allow_weak=True)"
+            )
+        )
+    _remove_leftovers_once()
     exe = python or sys.executable
-    workdir = tempfile.mkdtemp(prefix="llmeval-sandbox-")
+    workdir = tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}{_owner_tag()}-")
     expose = _paths_to_expose(exe)
     uid = gid = None
     # Without a mount namespace we cannot re-expose a Python installation that other users may
@@ -280,6 +415,7 @@ def run_python(
         os.chown(workdir, uid, gid if gid is not None else -1)
     job = {
         "source": source,
+        "test": test,
         "workdir": workdir,
         "uid": uid,
         "gid": gid,
@@ -347,16 +483,23 @@ def run_python(
     if data.get("setup_error"):
         raise SandboxError(f"the sandbox could not be set up: {data['setup_error']}")
     containment.update(data.get("containment") or {})
+    message = data.get("message")
+    line = data.get("test_line")
+    if test is not None and type(line) is int and message is not None:
+        lines = test.splitlines()
+        if 1 <= line <= len(lines):
+            message = f"{message} (test line {line}: {lines[line - 1].strip()[:200]})"
     return SandboxResult(
         status=str(data["status"]),
         exception=data.get("exception"),
-        message=data.get("message"),
+        message=message,
         traceback=str(data.get("traceback") or ""),
         stdout=str(data.get("stdout") or ""),
         stderr=str(data.get("stderr") or ""),
         returncode=data.get("returncode"),
         signal=data.get("signal"),
         duration_s=duration,
+        tests_run=1 if data.get("tests_run") == 1 and data["status"] == "passed" else 0,
         violations=[str(v) for v in data.get("violations") or []],
         containment=containment,
         pgid=pgid,
@@ -611,15 +754,21 @@ def _supervise() -> None:
     out_fd = _hidden_file(workdir, "stdout")
     err_fd = _hidden_file(workdir, "stderr")
     rfd, wfd = os.pipe()
+    # The token pipe: the worker makes the run's token after the fork (so no frame or object of
+    # this process, which the worker inherits, holds it), sends it here and closes its end
+    # before any of the program's code runs.
+    token_r, token_w = os.pipe()
     t0 = time.monotonic()
     pid = os.fork()
     if pid == 0:
         try:
             os.close(rfd)
-            _worker(job, wfd, out_fd, err_fd)
+            os.close(token_r)
+            _worker(job, wfd, token_w, out_fd, err_fd)
         finally:
             os._exit(70)
     os.close(wfd)
+    os.close(token_w)
     os.set_blocking(rfd, False)
     deadline = t0 + float(lim["timeout_s"])
     status: int | None = None
@@ -649,14 +798,9 @@ def _supervise() -> None:
     chunks.extend(_drain(rfd))
     os.close(rfd)
     report = b"".join(chunks)
+    token = _read_token(token_r)
     n = int(lim["output_chars"])
-    verdict: dict[str, Any]
-    try:
-        verdict = json.loads(report.decode("utf-8", "replace")) if report else {}
-    except ValueError:
-        verdict = {}
-    if not isinstance(verdict, dict):
-        verdict = {}
+    verdict = _check_report(report, token, has_test=job.get("test") is not None)
     if verdict.get("setup_error"):
         _report(marker, {"setup_error": str(verdict["setup_error"])})
         os._exit(3)
@@ -688,6 +832,80 @@ def _supervise() -> None:
     os._exit(0)
 
 
+def _read_token(fd: int) -> str:
+    """The token the worker sent before the program ran ("" when it sent none)."""
+    data = b""
+    try:
+        while len(data) < 64:
+            chunk = os.read(fd, 64)
+            if not chunk:
+                break
+            data += chunk
+    except OSError:
+        pass
+    os.close(fd)
+    return data.decode("ascii", "replace").strip()
+
+
+def _check_report(report: bytes, token: str, *, has_test: bool) -> dict[str, Any]:
+    """The worker's report, if it is one: exactly one JSON object that the reporter hook wrote,
+    carrying the run's token, the kind (``passed``, ``failed``, ``setup_error``) and the
+    harness's details.
+
+    Empty: the process ended without reporting (``{}``; the wait status says how). Anything else
+    that is not exactly that report (the program wrote to the inherited result pipe, with or
+    without a forged report of its own), or a report saying the program raised the report event
+    itself, is ``tampered``, never a pass. Only the kind ``passed`` passes: the details cannot
+    turn a failure into a pass.
+    """
+    import hmac
+
+    if not report:
+        return {}
+    tampered = {
+        "status": "tampered",
+        "message": "the result channel held data that is not the harness's report "
+        f"({len(report)} bytes without the run's token): the program wrote to it",
+    }
+    try:
+        data = json.loads(report.decode("utf-8", "strict"))
+    except ValueError:
+        return tampered
+    if (
+        not isinstance(data, dict)
+        or len(token) < 32
+        or not isinstance(data.get("token"), str)
+        or not hmac.compare_digest(data["token"].encode(), token.encode())
+    ):
+        return tampered
+    details = data.get("report")
+    if not isinstance(details, dict):
+        details = {}
+    kind = data.get("kind")
+    if kind == "setup_error":
+        return {"setup_error": str(details.get("setup_error") or "unknown")}
+    if data.get("forged") != 0:
+        return {
+            "status": "tampered",
+            "message": "the program raised the sandbox's report event itself (a forged report)",
+            "violations": details.get("violations", []),
+        }
+    if kind == "passed":
+        return {
+            "status": "passed",
+            "tests_run": 1 if has_test else 0,
+            "violations": details.get("violations", []),
+        }
+    if kind != "failed" or details.get("status") in (None, "passed"):
+        return {
+            "status": "error",
+            "message": "the harness's report was incomplete",
+            **{k: details[k] for k in ("violations", "traceback") if k in details},
+        }
+    details.pop("tests_run", None)
+    return details
+
+
 def _status_from_wait(status: int | None, job: dict[str, Any]) -> dict[str, Any]:
     if status is None:
         return {"status": "error", "message": "the program's process vanished"}
@@ -709,7 +927,8 @@ def _status_from_wait(status: int | None, job: dict[str, Any]) -> dict[str, Any]
     code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
     return {
         "status": "exited",
-        "message": f"the program ended its process (exit status {code}) before the tests finished",
+        "message": f"the program ended its process (exit status {code}, e.g. os._exit) "
+        "before its tests finished",
     }
 
 
@@ -752,6 +971,28 @@ _PATH_EVENTS: dict[str, tuple[int, ...]] = {
 _SPAWN_EVENTS = frozenset(
     {"os.exec", "os.posix_spawn", "os.spawn", "os.system", "subprocess.Popen", "os.forkpty"}
 )
+# Refused in every mode once the program runs: they reach objects (audit hooks, other threads'
+# frames, any object on the heap, raw memory) that only the harness may use, or let code run
+# inside the harness's frames (tracing, profiling, new audit hooks).
+_INTROSPECTION_EVENTS = frozenset(
+    {
+        "sys.addaudithook",
+        "sys._current_frames",
+        "sys._current_exceptions",
+        "gc.get_objects",
+        "gc.get_referrers",
+        "gc.get_referents",
+        "sys.settrace",
+        "sys.setprofile",
+        "sys.monitoring.register_callback",
+        # Hand-made code objects: CPython does not verify bytecode, and out-of-range operands
+        # read arbitrary memory.
+        "code.__new__",
+    }
+)
+# Modules that read or write raw memory (refused in every mode: they could read the run's token).
+_NATIVE_MODULES = frozenset({"_ctypes", "ctypes", "cffi", "_cffi_backend"})
+_REPORT_EVENT = "llmeval.sandbox.report"
 
 
 def _install_hooks(
@@ -760,7 +1001,13 @@ def _install_hooks(
     root = os.path.realpath(workdir)
     prefix = root.rstrip("/") + "/"
     realpath = os.path.realpath
+    normpath = os.path.normpath
+    join = os.path.join
+    getcwd = os.getcwd
     fspath = os.fspath
+    proc_private = re.compile(
+        r"/proc/[^/]+/(?:task/[^/]+/)?(?:environ|mem|fd/.*|fdinfo/.*|map_files/.*)\Z"
+    )
 
     def inside(raw: Any) -> bool:
         if isinstance(raw, int):
@@ -774,14 +1021,48 @@ def _install_hooks(
         full = realpath(text)
         return full == root or full.startswith(prefix) or full in _ALLOWED_DEVICES
 
-    def refuse(what: str) -> None:
+    def private_proc_file(raw: Any) -> bool:
+        """A process's memory, environment or open descriptors under /proc (as written, or
+        once resolved): another process's secrets (same user in the weak mode) or the
+        harness's own memory and pipes."""
+        try:
+            text = fspath(raw)
+        except TypeError:
+            return False
+        if isinstance(text, bytes):
+            text = text.decode("utf-8", "surrogateescape")
+        return bool(proc_private.match(normpath(join(getcwd(), text)))) or bool(
+            proc_private.match(realpath(text))
+        )
+
+    def refuse(what: str, kind: type[Exception] = PermissionError) -> None:
         if len(violations) < 50:
             violations.append(what if len(what) <= 300 else what[:297] + "...")
+        if kind is ImportError:
+            raise ImportError(f"sandbox: {what} is not allowed")
         raise PermissionError(errno.EACCES, f"sandbox: {what} is not allowed")
 
     def hook(event: str, args: tuple[Any, ...]) -> None:
+        # First, and touching nothing the program could have replaced: the reporter's own
+        # sys._getframe call passes through here while it holds the token (see _make_reporter).
+        if event == "sys._getframe":
+            return
+        if event in _INTROSPECTION_EVENTS:
+            # Ways to reach the reporter (an audit hook) or another thread's frames.
+            refuse(f"{event} (the sandbox's harness is off limits)")
+        if event == "import" and args and isinstance(args[0], str):
+            name = args[0]
+            if name in _NATIVE_MODULES or name.startswith(("_test", "ctypes.")):
+                refuse(f"importing {name} (native memory access)", ImportError)
+            if not with_network and name == "_posixsubprocess":
+                refuse(f"importing {name}", ImportError)
+            return
+        if event.startswith("ctypes."):
+            refuse(event)
         if event == "open":
             path, mode, flags = (*args, None, None, None)[:3]
+            if path is not None and not isinstance(path, int) and private_proc_file(path):
+                refuse(f"opening {path!r} (another process's memory, environment or files)")
             writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
                 isinstance(flags, int) and flags > 0 and bool(flags & _WRITE_FLAGS)
             )
@@ -813,10 +1094,6 @@ def _install_hooks(
                 refuse(f"network access ({event})")
         elif event in _SPAWN_EVENTS:
             refuse(f"starting a program ({event})")
-        elif event.startswith("ctypes.") or (
-            event == "import" and args and args[0] in {"_ctypes", "ctypes", "_posixsubprocess"}
-        ):
-            refuse(f"{event} {args[0] if args else ''}".strip())
 
     sys.addaudithook(hook)
 
@@ -868,34 +1145,123 @@ def _drop_privileges(job: dict[str, Any], out_fd: int, err_fd: int) -> None:
     sys.dont_write_bytecode = True
 
 
-def _worker(job: dict[str, Any], result_fd: int, out_fd: int, err_fd: int) -> None:
+def _make_reporter(token_fd: int, result_fd: int) -> None:
+    """Install the audit hook that alone can send the worker's report, and send the run's token
+    to the supervisor.
+
+    The token is made here, after the fork (nothing the worker inherited holds it), written to
+    the token pipe, which is closed at once, and kept only in this hook's closure. Python code
+    cannot list audit hooks, and ``gc.get_objects``/``get_referrers``/``get_referents``, new
+    audit hooks, tracing and ``ctypes`` are refused once the program runs; so the program can
+    neither read the token nor call the hook's inner functions.
+
+    The hook acts only on :data:`_REPORT_EVENT` raised from the harness frame (the caller of
+    this function, ``_worker``): the program can raise the event too, but from its own frames,
+    which only marks the run as forged. While the hook holds the token it runs no code the
+    program could have replaced: everything it calls was bound here (C functions), and the one
+    audit event it raises itself (``sys._getframe``) is the first thing the other hooks return
+    on.
+    """
+    token = secrets.token_hex(16)
+    try:
+        os.write(token_fd, token.encode("ascii"))
+    finally:
+        os.close(token_fd)
+    harness = sys._getframe(1)
+    getframe = sys._getframe
+    getpid = os.getpid
+    owner = getpid()
+    write = os.write
+    close = os.close
+    str_type = str
+    head = '{"token": "' + token + '", "kind": "'
+    del token
+    state = [0, False]  # [forged attempts, sent]
+
+    def reporter(event: str, args: tuple[Any, ...]) -> None:
+        if event != "llmeval.sandbox.report":  # a constant: nothing the program can replace
+            return
+        try:
+            if getframe(1) is not harness or getpid() != owner:
+                state[0] += 1
+                return
+            if state[1]:
+                return
+            state[1] = True
+            kind, payload = args
+            if kind.__class__ is not str_type or payload.__class__ is not str_type:
+                return
+            data = (
+                head
+                + kind
+                + '", "forged": '
+                + ("1" if state[0] else "0")
+                + ', "report": '
+                + payload
+                + "}"
+            ).encode("utf-8", "backslashreplace")
+            while data:
+                written = write(result_fd, data)
+                data = data[written:]
+            close(result_fd)
+        except BaseException:
+            return
+
+    sys.addaudithook(reporter)
+
+
+def _worker(job: dict[str, Any], result_fd: int, token_fd: int, out_fd: int, err_fd: int) -> None:
+    import gc
     import resource
     import traceback
     import types
 
+    # Everything the harness uses after the program started is bound here, before: the program
+    # may replace builtins and module attributes (exec, sys.audit, os.getpid, ...), but not
+    # this frame's locals.
+    run = exec
+    audit = sys.audit
+    getpid = os.getpid
+    exit_now = os._exit
+    dumps = json.dumps
+    is_instance = isinstance
+    set_handler = signal.signal
+    ignore_handler = signal.SIG_IGN
+    signals = tuple(int(s) for s in signal.valid_signals())
+    gc_disable = gc.disable
+    gc_callbacks = gc.callbacks
+    report_event = _REPORT_EVENT
+
+    _make_reporter(token_fd, result_fd)
     workdir = job["workdir"]
     program_path = os.path.join(workdir, "program.py")
+    test_source = job.get("test")
+    # The test is not written to disk: a program that opens a file beside it must not find the
+    # expected answers there (tracebacks show "<test>" lines without their source).
+    test_path = _TEST_FILENAME
+    unittest_check = _unittest_checker() if test_source is not None else None
     try:
         _drop_privileges(job, out_fd, err_fd)
         with open(program_path, "w", encoding="utf-8") as fh:
             fh.write(job["source"])
     except BaseException as exc:  # reported to the parent, which raises SandboxError
-        _send(result_fd, {"setup_error": f"{type(exc).__name__}: {exc}"})
-        os._exit(72)
-    my_pid = os.getpid()
+        audit(report_event, "setup_error", dumps({"setup_error": f"{type(exc).__name__}: {exc}"}))
+        exit_now(72)
+    my_pid = getpid()
     violations: list[str] = []
     forks = [0]
-    # Root is exempt from RLIMIT_NPROC: without a uid switch, forking is refused outright.
-    allow_fork = job["uid"] is not None or os.geteuid() != 0
-    _install_hooks(
-        workdir, with_network=job["namespaces"], allow_fork=allow_fork, violations=violations
-    )
 
     def count_forks(event: str, args: tuple[Any, ...]) -> None:
         if event in {"os.fork", "subprocess.Popen", "os.posix_spawn"}:
             forks[0] += 1
 
     sys.addaudithook(count_forks)
+    # Root is exempt from RLIMIT_NPROC: without a uid switch, forking is refused outright.
+    allow_fork = job["uid"] is not None or os.geteuid() != 0
+    # Last: from now on no audit hook can be added.
+    _install_hooks(
+        workdir, with_network=job["namespaces"], allow_fork=allow_fork, violations=violations
+    )
     module = types.ModuleType("__main__")
     module.__file__ = program_path
     module.__builtins__ = __builtins__  # type: ignore[attr-defined]
@@ -903,21 +1269,45 @@ def _worker(job: dict[str, Any], result_fd: int, out_fd: int, err_fd: int) -> No
     sys.argv = [program_path]
     result: dict[str, Any]
     memory = int(job["limits"]["memory_mb"]) * _MiB
+    # The two phases run one after the other in one namespace. ``passed`` becomes True only
+    # where the control flow of this frame proves it: after both returned, or after the real
+    # unittest.main() ended a run that ran every test it collected.
+    passed = False
+    phase = "program"
     try:
         code = compile(job["source"], program_path, "exec")
+        test_code = compile(test_source, test_path, "exec") if test_source is not None else None
         resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-        exec(code, module.__dict__)  # running the program is the point
+        run(code, module.__dict__)  # running the program is the point
+        if test_code is not None:
+            phase = "test"
+            run(test_code, module.__dict__)
+        passed = True
         result = {"status": "passed"}
     except BaseException as exc:  # every way the program ends is a result
-        result = _classify(exc, forks[0])
-        try:
-            text = "".join(traceback.format_exception(exc))
-        except BaseException:
-            text = f"{type(exc).__name__}: (traceback unavailable)"
-        if result["status"] != "passed":
+        if (
+            phase == "test"
+            and unittest_check is not None
+            and is_instance(exc, SystemExit)
+            and unittest_check(exc, program_path)
+        ):
+            passed = True
+            result = {"status": "passed"}
+        else:
+            try:
+                result = _classify(exc, forks[0], phase, program_path)
+                text = "".join(traceback.format_exception(exc))
+                line = _last_line_in(exc, test_path)
+            except BaseException:
+                result = {"status": "error", "message": "(the exception could not be described)"}
+                text, line = f"{type(exc).__name__}: (traceback unavailable)", None
+            if result.get("status") == "passed":
+                result = {"status": "exited", "message": "the run ended without passing"}
             result["traceback"] = text[-8000:]
-    if os.getpid() != my_pid:
-        os._exit(1)  # a process the program forked: only the original one reports
+            if line is not None:
+                result["test_line"] = line
+    if getpid() != my_pid:
+        exit_now(1)  # a process the program forked: only the original one reports
     try:
         sys.stdout.flush()
         sys.stderr.flush()
@@ -925,23 +1315,156 @@ def _worker(job: dict[str, Any], result_fd: int, out_fd: int, err_fd: int) -> No
         pass
     result["violations"] = violations
     try:
-        _send(result_fd, result)
+        payload = dumps(result)
     except BaseException:
-        os._exit(71)
-    os._exit(0)
+        payload = '{"status": "error", "message": "the report could not be encoded"}'
+    # No Python signal handler or gc callback of the program may run while the reporter holds
+    # the token (a handler receives the current frame): all ignored (a late alarm
+    # must not kill a run that passed), collection off.
+    for signum in signals:
+        try:
+            set_handler(signum, ignore_handler)
+        except (OSError, ValueError, RuntimeError):
+            pass
+    gc_disable()
+    gc_callbacks.clear()
+    audit(report_event, "passed" if passed else "failed", payload)
+    exit_now(0)
 
 
-def _classify(exc: BaseException, forks: int) -> dict[str, Any]:
+def _unittest_checker() -> Any:
+    """A check bound to the real unittest objects, taken before the program runs: whether a
+    ``SystemExit`` is ``unittest.main()``'s after a successful run that ran every test it
+    collected (at least one). The program could still patch unittest's classes, as it could
+    patch ``TestCase.assertEqual``: see docs/sandbox.md."""
+    import unittest
+    import unittest.main
+
+    # unittest.main is also the name of the TestProgram class (unittest/__init__.py).
+    program_class = sys.modules["unittest.main"].TestProgram
+    run_tests = program_class.runTests.__code__
+    text_result, plain_result = unittest.TextTestResult, unittest.TestResult
+    default_runner = unittest.TextTestRunner
+    suite_class = unittest.TestSuite
+    count_cases = unittest.TestSuite.countTestCases
+    was_successful = unittest.TestResult.wasSuccessful
+    traceback_of = BaseException.__dict__["__traceback__"].__get__
+    code_of = SystemExit.__dict__["code"].__get__
+    int_type, type_of = int, type
+
+    def check(exc: SystemExit, program_path: str) -> bool:
+        try:
+            return inspect(exc, program_path)
+        except Exception:  # an object of the program's that is not what it claims
+            return False
+
+    def inspect(exc: SystemExit, program_path: str) -> bool:
+        code = code_of(exc)
+        if not (code is None or code is False or (type_of(code) is int_type and code == 0)):
+            return False
+        tb = traceback_of(exc)
+        last = None
+        while tb is not None:
+            if tb.tb_frame.f_code.co_filename == program_path:
+                return False  # the program's own code raised it
+            last = tb
+            tb = tb.tb_next
+        if last is None or last.tb_frame.f_code is not run_tests:
+            return False
+        program = last.tb_frame.f_locals.get("self")
+        if type_of(program) is not program_class:
+            return False
+        state = program.__dict__
+        # The default runner (a runner passed in could return any result it likes), its own
+        # result and suite classes; identity checks only (a class's __eq__ could lie).
+        if state.get("testRunner") is not default_runner:
+            return False
+        result = state.get("result")
+        test = state.get("test")
+        result_type = type_of(result)
+        if (result_type is not text_result and result_type is not plain_result) or type_of(
+            test
+        ) is not suite_class:
+            return False
+        ran = result.__dict__.get("testsRun")
+        collected = count_cases(test)
+        return (
+            type_of(ran) is int_type
+            and type_of(collected) is int_type
+            and ran >= 1
+            and ran == collected
+            and was_successful(result) is True
+        )
+
+    return check
+
+
+def _last_line_in(exc: BaseException, path: str) -> int | None:
+    """The line of ``path`` the exception last passed through (the failing line of the test)."""
+    tb = exc.__traceback__
+    line = None
+    seen = 0
+    while tb is not None and seen < 10_000:
+        if tb.tb_frame.f_code.co_filename == path:
+            line = tb.tb_lineno
+        tb = tb.tb_next
+        seen += 1
+    return line
+
+
+def _small_repr(value: Any) -> str:
+    """A short description of a value the program chose (its own ``__repr__`` never runs)."""
+    if value is None or type(value) in (bool, int):
+        return repr(value)
+    if type(value) is str:
+        return repr(value[:80])
+    return f"a {type(value).__name__} object"
+
+
+def _raised_by(exc: BaseException, path: str) -> bool:
+    """Whether a frame of the file ``path`` is in the exception's traceback."""
+    tb = exc.__traceback__
+    seen = 0
+    while tb is not None and seen < 10_000:
+        if tb.tb_frame.f_code.co_filename == path:
+            return True
+        tb = tb.tb_next
+        seen += 1
+    return False
+
+
+def _classify(exc: BaseException, forks: int, phase: str, program_path: str) -> dict[str, Any]:
     name = type(exc).__name__
-    message = str(exc)[:500]
     if isinstance(exc, SystemExit):
-        if exc.code in (None, 0, False):
-            return {"status": "passed"}
+        code = exc.code
+        # ``is``/``type`` checks: the status is the program's object, whose __eq__ may lie.
+        clean = code is None or code is False or (type(code) is int and code == 0)
+        if phase == "test" and not _raised_by(exc, program_path):
+            if not clean:  # e.g. unittest.main() after a failed run
+                return {
+                    "status": "failure",
+                    "exception": name,
+                    "message": f"SystemExit with status {_small_repr(code)}",
+                }
+            # (the harness has already checked for a successful unittest.main(): not that)
+            return {
+                "status": "exited",
+                "exception": name,
+                "message": f"the test ended with SystemExit({_small_repr(code)}) outside a "
+                "successful unittest.main() run (one that ran every test it collected, at "
+                "least one): a clean exit counts only from there",
+            }
+        when = "before its tests ran" if phase == "program" else "while a test ran"
         return {
-            "status": "failure",
+            "status": "exited",
             "exception": name,
-            "message": f"SystemExit with status {exc.code!r}",
+            "message": f"the program raised SystemExit({_small_repr(code)}) (sys.exit, exit() "
+            f"or raise SystemExit) {when}",
         }
+    try:
+        message = str(exc)[:500]
+    except Exception:
+        message = "(the exception's message could not be read)"
     if isinstance(exc, AssertionError):
         return {"status": "failure", "exception": name, "message": message or "assertion failed"}
     if isinstance(exc, MemoryError):

@@ -113,6 +113,9 @@ class Settings:
     """Local embedding model: a hub id or a directory (for embedding/BERTScore scorers)."""
     sandbox_enabled: bool = False
     """Opt-in for ``python_unit_testing``, which runs model-written code."""
+    sandbox_allow_weak: bool = False
+    """Second opt-in: let ``python_unit_testing`` run code in the weak audit-hook fallback where
+    namespaces are unavailable (it refuses otherwise; see docs/sandbox.md)."""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -126,5 +129,6 @@ class Settings:
             judge=judge,
             cache_dir=Path(env.get("LLM_EVAL_CACHE_DIR", ".llmeval")),
             sandbox_enabled=env.get("LLM_EVAL_SANDBOX", "") in {"1", "true", "yes"},
+            sandbox_allow_weak=env.get("LLM_EVAL_ALLOW_WEAK_SANDBOX", "") in {"1", "true", "yes"},
         )
         return dataclasses.replace(base, **overrides) if overrides else base

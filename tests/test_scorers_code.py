@@ -3,15 +3,26 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from pytest_llmeval import sandbox
 from pytest_llmeval.context import ScoringContext
 from pytest_llmeval.errors import ScorerConfigError, ScorerInputError, ScorerNotAvailableError
-from pytest_llmeval.scorers.code import PythonUnitTesting, pass_at_k
-from pytest_llmeval.settings import Settings
+from pytest_llmeval.scorers import code as code_module
+from pytest_llmeval.scorers.code import (
+    PythonUnitTesting,
+    WeakSandboxWarning,
+    known_secrets,
+    pass_at_k,
+    redact,
+)
+from pytest_llmeval.settings import Secret, Settings
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux sandbox")
 
@@ -243,3 +254,354 @@ def test_samples_give_pass_at_k_with_per_sample_results(enabled: ScoringContext)
 def test_more_k_than_samples_is_an_input_error(enabled: ScoringContext) -> None:
     with pytest.raises(ScorerInputError, match="k=3"):
         PythonUnitTesting(k=3).compute({"output": [GOOD, GOOD], "tests": TEST}, enabled)
+
+
+# -- issue 13, item 1: a pass needs every test to have run and passed ------------------------------
+
+EXITS = {
+    "sys.exit(0)": "import sys\nsys.exit(0)\n",
+    "exit()": "exit()\n",
+    "raise SystemExit": "raise SystemExit\n",
+    "os._exit(0)": "import os\nos._exit(0)\n",
+}
+
+
+@pytest.mark.parametrize("how", sorted(EXITS))
+def test_wrong_code_that_exits_early_scores_zero(enabled: ScoringContext, how: str) -> None:
+    s = PythonUnitTesting().compute({"output": WRONG + EXITS[how], "tests": TEST}, enabled)
+    assert s.value == 0.0
+    assert s.metadata["status"] == "exited"
+    assert s.metadata["tests_run"] == 0
+    assert (s.rationale or "").startswith("test 1 of 1: exited")
+    if how == "os._exit(0)":
+        assert "exit status 0, e.g. os._exit" in (s.rationale or "")
+    else:
+        assert "before its tests ran" in (s.rationale or "")
+
+
+def test_forged_result_on_the_inherited_pipe_then_os_exit_scores_zero(
+    enabled: ScoringContext,
+) -> None:
+    forge = (
+        WRONG + "import json, os\n"
+        "msg = json.dumps({'status': 'passed', 'tests_run': 1}).encode()\n"
+        "for fd in range(3, 64):\n"
+        "    try:\n"
+        "        os.write(fd, msg)\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "os._exit(0)\n"
+    )
+    s = PythonUnitTesting().compute({"output": forge, "tests": [TEST, TEST2]}, enabled)
+    assert s.value == 0.0
+    assert s.metadata["status"] == "tampered"
+    assert s.metadata["failed_test"] == 0
+    assert "the program wrote to it" in (s.rationale or "")
+
+
+def test_every_test_must_run_counted(enabled: ScoringContext) -> None:
+    s = PythonUnitTesting().compute({"output": GOOD, "tests": [TEST, TEST2]}, enabled)
+    assert (s.value, s.metadata["tests_run"], s.metadata["tests"]) == (1.0, 2, 2)
+
+
+@pytest.mark.parametrize("empty", ["", "   \n# only a comment\n", '"""a docstring"""\npass\n...\n'])
+def test_a_test_with_no_code_is_a_failure_not_a_pass(enabled: ScoringContext, empty: str) -> None:
+    s = PythonUnitTesting().compute({"output": GOOD, "tests": [TEST, empty]}, enabled)
+    assert s.value == 0.0
+    assert s.metadata["status"] == "no_tests"
+    assert s.metadata["tests_run"] == 0
+    assert s.rationale == "test 2 of 2 holds no code: 0 tests, nothing was tested"
+
+
+def test_unittest_with_zero_tests_collected_is_a_failure(enabled: ScoringContext) -> None:
+    s = PythonUnitTesting().compute(
+        {"output": GOOD, "tests": "import unittest\nunittest.main()\n"}, enabled
+    )
+    assert s.value == 0.0
+    assert s.metadata["status"] == "exited"
+    assert "outside a successful unittest.main() run" in (s.rationale or "")
+
+
+def test_unittest_tests_pass_when_all_ran(enabled: ScoringContext) -> None:
+    test = (
+        "import unittest\n"
+        "class T(unittest.TestCase):\n"
+        "    def test_a(self):\n"
+        "        self.assertEqual(add(2, 3), 5)\n"
+        "unittest.main()\n"
+    )
+    assert PythonUnitTesting().compute({"output": GOOD, "tests": test}, enabled).value == 1.0
+    bad = PythonUnitTesting().compute({"output": WRONG, "tests": test}, enabled)
+    assert (bad.value, bad.metadata["status"]) == (0.0, "failure")
+
+
+def test_scorer_version_is_bumped() -> None:
+    assert PythonUnitTesting.version == "2"
+
+
+# -- issue 13, item 3: the weak fallback ------------------------------------------------------
+
+
+@pytest.fixture
+def weak(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Namespaces count as unavailable (the sandbox's internal switch), the warning not yet
+    given in this process."""
+    monkeypatch.setenv(sandbox.FORCE_WEAK_ENV, "1")
+    monkeypatch.setattr(code_module, "_weak_warned", False)
+
+
+def test_weak_fallback_is_refused_without_the_opt_in(enabled: ScoringContext, weak: None) -> None:
+    assert enabled.settings.sandbox_allow_weak is False
+    with pytest.raises(ScorerNotAvailableError) as info:
+        PythonUnitTesting().compute({"output": GOOD, "tests": TEST}, enabled)
+    msg = str(info.value)
+    for name in (
+        "--llm-eval-allow-weak-sandbox",
+        "llm_eval_allow_weak_sandbox",
+        "LLM_EVAL_ALLOW_WEAK_SANDBOX=1",
+        "configure(sandbox_allow_weak=True)",
+        "WEAK",
+    ):
+        assert name in msg
+
+
+@pytest.fixture
+def weak_ok(enabled: ScoringContext, weak: None) -> Iterator[ScoringContext]:
+    """The weak mode, allowed; its warning is not shown (a test that counts it records it)."""
+    enabled.settings = dataclasses.replace(enabled.settings, sandbox_allow_weak=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", WeakSandboxWarning)
+        yield enabled
+
+
+def test_weak_fallback_with_opt_in_runs_and_warns_once(weak_ok: ScoringContext) -> None:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        first = PythonUnitTesting().compute({"output": GOOD, "tests": TEST}, weak_ok)
+        second = PythonUnitTesting().compute({"output": WRONG, "tests": TEST}, weak_ok)
+    assert (first.value, second.value) == (1.0, 0.0)
+    assert first.metadata["containment"]["network"] == "audit_hook"
+    weak_warnings = [w for w in caught if issubclass(w.category, WeakSandboxWarning)]
+    assert len(weak_warnings) == 1
+    assert "WEAK audit-hook fallback" in str(weak_warnings[0].message)
+
+
+def test_require_namespaces_refuses_even_with_the_weak_opt_in(weak_ok: ScoringContext) -> None:
+    with pytest.raises(ScorerNotAvailableError, match="require_namespaces=True"):
+        PythonUnitTesting(require_namespaces=True).compute({"output": GOOD, "tests": TEST}, weak_ok)
+
+
+SECRET_KEY = "sk-proj-Z9y8X7w6V5u4T3s2R1q0"
+SECRET_ENV = "ghp_weakSandboxTokenValue42"
+
+# The program reads the environment of the pytest process (in the weak mode it may run as the
+# same user) and prints it to stderr after 5000 other characters (so that a cap cuts through),
+# then prints the secrets again and fails with them in the exception's message.
+STEAL = """
+import os, sys
+try:
+    data = open("/proc/{pid}/environ", "rb").read().decode("utf-8", "replace")
+except OSError as exc:
+    data = "unreadable: " + str(exc)
+sys.stderr.write("x" * 5000 + data.replace(chr(0), " ") + chr(10))
+sys.stderr.write("{key}" + chr(10) + "{env}" + chr(10))
+raise ValueError("stolen: {key} {env}")
+"""
+
+
+def _steal_program() -> str:
+    return STEAL.format(pid=os.getpid(), key=SECRET_KEY, env=SECRET_ENV)
+
+
+def _assert_clean(text: str) -> None:
+    assert SECRET_KEY not in text
+    assert SECRET_ENV not in text
+    for secret in (SECRET_KEY, SECRET_ENV):  # not even a piece cut by a cap
+        for i in range(len(secret) - 8):
+            assert secret[i : i + 8] not in text, secret[i : i + 8]
+
+
+def test_weak_mode_child_environment_holds_no_secret(
+    weak_ok: ScoringContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET_KEY)
+    monkeypatch.setenv("GITHUB_TOKEN", SECRET_ENV)
+    check = (
+        "import os\n"
+        "env = repr(sorted(os.environ.items()))\n"
+        f"assert {SECRET_KEY!r} not in env and {SECRET_ENV!r} not in env, env\n"
+        "assert 'OPENAI_API_KEY' not in os.environ and 'GITHUB_TOKEN' not in os.environ\n"
+    )
+    s = PythonUnitTesting().compute({"output": GOOD + check, "tests": TEST}, weak_ok)
+    assert s.value == 1.0, s.rationale
+    assert s.metadata["containment"]["environment"] == "minimal"
+
+
+def test_weak_mode_stored_output_is_capped_and_redacted(
+    weak_ok: ScoringContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET_KEY)
+    monkeypatch.setenv("GITHUB_TOKEN", SECRET_ENV)
+    weak_ok.settings = dataclasses.replace(
+        weak_ok.settings,
+        judge=dataclasses.replace(weak_ok.settings.judge, api_key=Secret(SECRET_KEY)),
+    )
+    s = PythonUnitTesting().compute({"output": _steal_program(), "tests": TEST}, weak_ok)
+    assert s.value == 0.0
+    meta = s.metadata
+    assert meta["exception"] == "ValueError"
+    assert meta["message"] == "stolen: [REDACTED] [REDACTED]"
+    assert meta["stderr"].endswith("[REDACTED]\n[REDACTED]\n")
+    assert len(meta["stderr"]) <= 1003
+    assert len(meta["traceback"]) <= 1003
+    for text in (meta["stderr"], meta["traceback"], meta["message"], meta["reason"], s.rationale):
+        _assert_clean(text or "")
+
+
+def test_weak_mode_secrets_never_reach_the_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, weak: None
+) -> None:
+    from pytest_llmeval import score as score_fn
+    from pytest_llmeval.context import configure, set_context
+
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET_KEY)
+    monkeypatch.setenv("GITHUB_TOKEN", SECRET_ENV)
+    prev = set_context(None)
+    ctx = configure(
+        Settings.from_env(),
+        sandbox_enabled=True,
+        sandbox_allow_weak=True,
+        cache_dir=tmp_path / "cache",
+    )
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", WeakSandboxWarning)
+            result = score_fn("python_unit_testing", output=_steal_program(), tests=TEST)
+            assert (result.value, result.cached) == (0.0, False)
+            again = score_fn("python_unit_testing", output=_steal_program(), tests=TEST)
+        assert again.cached is True
+        _assert_clean(repr(again.metadata))
+    finally:
+        ctx.close()
+        set_context(prev)
+    stored = b"".join(f.read_bytes() for f in (tmp_path / "cache").rglob("*") if f.is_file())
+    assert b"[REDACTED]" in stored
+    assert SECRET_KEY.encode() not in stored
+    assert SECRET_ENV.encode() not in stored
+
+
+def test_redact_replaces_whole_secrets_and_pieces_cut_by_a_cap() -> None:
+    secret = "sk-abcdefghijklmnop"
+    assert redact(f"key={secret}!", [secret]) == "key=[REDACTED]!"
+    assert redact("...ghijklmnop tail", [secret]) == "...[REDACTED] tail"  # its end, cut
+    assert redact("head sk-abcdefg", [secret]) == "head [REDACTED]"  # its start, cut
+    assert redact("nothing here", [secret]) == "nothing here"
+
+
+def test_known_secrets_are_the_key_and_secret_looking_variables() -> None:
+    env = {"GITHUB_TOKEN": "ghp_1234567890", "PATH": "/usr/bin:/bin:/x", "DB_PASSWORD": "short"}
+    assert known_secrets("sk-judge-key-1", env) == ["ghp_1234567890", "sk-judge-key-1"]
+
+
+def test_weak_sandbox_option_twins(pytester: pytest.Pytester) -> None:
+    """--llm-eval-allow-weak-sandbox, ini llm_eval_allow_weak_sandbox, env."""
+    pytester.makepyfile(
+        """
+        import os
+        from pytest_llmeval import get_context
+
+        def test_settings():
+            assert get_context().settings.sandbox_allow_weak is (os.environ["EXPECT"] == "1")
+        """
+    )
+    env = pytester._monkeypatch
+    env.delenv("LLM_EVAL_ALLOW_WEAK_SANDBOX", raising=False)
+    env.setenv("EXPECT", "0")
+    pytester.runpytest().assert_outcomes(passed=1)
+    env.setenv("EXPECT", "1")
+    pytester.runpytest("--llm-eval-allow-weak-sandbox").assert_outcomes(passed=1)
+    env.setenv("LLM_EVAL_ALLOW_WEAK_SANDBOX", "1")
+    pytester.runpytest().assert_outcomes(passed=1)
+    env.delenv("LLM_EVAL_ALLOW_WEAK_SANDBOX")
+    pytester.makeini("[pytest]\nllm_eval_allow_weak_sandbox = true\n")
+    pytester.runpytest().assert_outcomes(passed=1)
+    assert Settings.from_env({"LLM_EVAL_ALLOW_WEAK_SANDBOX": "1"}).sandbox_allow_weak is True
+    assert Settings.from_env({}).sandbox_allow_weak is False
+
+
+def test_weak_mode_end_to_end_refuses_then_warns_once(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        from pytest_llmeval import assert_score
+
+        def test_one():
+            assert_score("python_unit_testing", output="x = 1", tests="assert x == 1", min=1)
+
+        def test_two():
+            assert_score("python_unit_testing", output="x = 2", tests="assert x == 2", min=1)
+        """
+    )
+    pytester._monkeypatch.setenv(sandbox.FORCE_WEAK_ENV, "1")
+    args = ["--llm-eval-allow-code-execution", "--llm-eval-cache=off", "-p", "no:cacheprovider"]
+    refused = pytester.runpytest_subprocess(*args)
+    refused.assert_outcomes(errors=2)
+    refused.stdout.fnmatch_lines(["*--llm-eval-allow-weak-sandbox*"])
+    allowed = pytester.runpytest_subprocess(*args, "--llm-eval-allow-weak-sandbox")
+    allowed.assert_outcomes(passed=2)
+    text = allowed.stdout.str()
+    assert text.count("WeakSandboxWarning") == 1, text
+
+
+def test_weak_mode_key_read_from_the_pytest_process_never_reaches_report_or_cache(
+    pytester: pytest.Pytester,
+) -> None:
+    """Issue 13's escape: in the weak mode the program (same user) read /proc/<pytest pid>/environ,
+    where the API key is, and printed it. The read is now refused; and should the key get out
+    anyway (native code is not bound by the audit hooks: simulated here by handing the program
+    the key), it is redacted from everything stored."""
+    pytester.makepyfile(
+        """
+        import os
+        from pytest_llmeval import score
+
+        def test_steal():
+            leaked = os.environ["OPENAI_API_KEY"]  # what native code could read
+            program = (
+                "import sys\\n"
+                "try:\\n"
+                f"    open('/proc/{os.getpid()}/environ', 'rb').read()\\n"
+                "except PermissionError as exc:\\n"
+                "    print('refused:', exc, file=sys.stderr)\\n"
+                f"sys.stderr.write('OPENAI_API_KEY={leaked}\\\\n')\\n"
+                f"raise ValueError('OPENAI_API_KEY={leaked}')\\n"
+            )
+            result = score("python_unit_testing", output=program, tests="x = 1")
+            assert result.value == 0.0
+            meta = result.metadata
+            assert meta["message"] == "OPENAI_API_KEY=[REDACTED]"
+            assert "OPENAI_API_KEY=[REDACTED]" in meta["stderr"]
+            assert "refused:" in meta["stderr"]
+            assert meta["violations"] == [
+                f"opening '/proc/{os.getpid()}/environ' "
+                "(another process's memory, environment or files)"
+            ]
+        """
+    )
+    pytester._monkeypatch.setenv(sandbox.FORCE_WEAK_ENV, "1")
+    pytester._monkeypatch.setenv("OPENAI_API_KEY", SECRET_KEY)
+    result = pytester.runpytest_subprocess(
+        "--llm-eval-allow-code-execution",
+        "--llm-eval-allow-weak-sandbox",
+        "--llm-eval-report=report.json",
+        "-p",
+        "no:cacheprovider",
+        "-W",
+        "ignore::UserWarning",
+    )
+    result.assert_outcomes(passed=1)
+    stored = (pytester.path / "report.json").read_bytes()
+    cache_files = [f for f in (pytester.path / ".llmeval").rglob("*") if f.is_file()]
+    assert cache_files
+    stored += b"".join(f.read_bytes() for f in cache_files)
+    assert b"[REDACTED]" in stored
+    assert SECRET_KEY.encode() not in stored

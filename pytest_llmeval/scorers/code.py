@@ -16,12 +16,25 @@ Options: ``unit_tests`` / ``unit_test_dir`` (Bench's constructor arguments; used
 no ``tests``), ``timeout`` (seconds, Bench: 3), ``k`` (pass@k, default 1), the sandbox limits
 ``memory_mb``, ``cpu_seconds``, ``max_processes``, ``max_open_files``, ``max_file_size_mb``,
 ``concurrency`` (sandboxes run at once) and ``require_namespaces`` (refuse the audit-hook
-fallback).
+fallback even when the weak sandbox is allowed).
 
 Score: 1 if the tests pass, else 0; with several samples, pass@k = 1 - C(n-c, k) / C(n, k).
 Like Bench (and HuggingFace ``code_eval``), a test is just code: it passes when it runs to the end
-without an exception. Differences, on purpose: ``SystemExit`` with status 0/None counts as passed
-(``unittest.main()`` raises it after a successful run), a non-zero one as a failure.
+without an exception. The program runs first, then the test, in one namespace; a pass needs the
+sandbox's harness to report (with a token the program cannot reach through a descriptor, a file,
+the environment or a frame) that the test returned, for every test: tests run == tests given, and a
+test that holds no code is a failure, not a pass. Leaving early is a failure naming how:
+``SystemExit`` raised by the program (``sys.exit(0)``, ``exit()``, ``raise SystemExit``) or
+``os._exit``; data the program writes to the result pipe makes the run ``tampered``. The one clean
+exit that passes is ``unittest.main()``'s after a successful run of every test it collected (at
+least one).
+
+Where namespaces are unavailable the scorer refuses unless the weak audit-hook fallback is allowed
+(``--llm-eval-allow-weak-sandbox``, ini ``llm_eval_allow_weak_sandbox``,
+``LLM_EVAL_ALLOW_WEAK_SANDBOX=1`` or ``configure(sandbox_allow_weak=True)``), and then warns once
+per process. Stored text (stderr, traceback, messages) is capped and known secrets (the judge's API
+key, secret-looking environment variables of this process) are replaced by ``[REDACTED]``. The
+threat model is in ``docs/sandbox.md``.
 
 Running code needs an explicit opt-in (``--llm-eval-allow-code-execution``, the ini option
 ``llm_eval_allow_code_execution``, ``LLM_EVAL_SANDBOX=1`` or ``configure(sandbox_enabled=True)``);
@@ -30,9 +43,13 @@ without it the scorer raises :class:`~pytest_llmeval.errors.ScorerNotAvailableEr
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import math
 import os
+import re
+import threading
+import warnings
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from fractions import Fraction
@@ -51,7 +68,13 @@ if TYPE_CHECKING:
     from pytest_llmeval.context import ScoringContext
     from pytest_llmeval.sandbox import SandboxLimits, SandboxResult
 
-__all__ = ["OPT_IN_HELP", "PythonUnitTesting", "pass_at_k"]
+__all__ = [
+    "OPT_IN_HELP",
+    "WEAK_SANDBOX_HELP",
+    "PythonUnitTesting",
+    "WeakSandboxWarning",
+    "pass_at_k",
+]
 
 OPT_IN_HELP = (
     "python_unit_testing runs model-written code and is disabled unless you opt in: run pytest "
@@ -60,7 +83,95 @@ OPT_IN_HELP = (
     "or call pytest_llmeval.configure(sandbox_enabled=True)"
 )
 
+WEAK_SANDBOX_HELP = (
+    "python_unit_testing needs Linux namespaces (unshare --mount --net --pid) to contain the "
+    "code it runs, and they are not available here. The only other containment is a WEAK "
+    "fallback: the code runs as your user (or root) behind audit hooks that it can defeat, so it "
+    "may reach the network, write files and read other processes' environments. To run it "
+    "anyway, opt in explicitly: --llm-eval-allow-weak-sandbox, or llm_eval_allow_weak_sandbox = "
+    "true in the [pytest] ini section, or LLM_EVAL_ALLOW_WEAK_SANDBOX=1, or "
+    "pytest_llmeval.configure(sandbox_allow_weak=True). See docs/sandbox.md"
+)
+
+
+class WeakSandboxWarning(UserWarning):
+    """python_unit_testing runs code in the weak audit-hook fallback (the user allowed it)."""
+
+
+_weak_warned_lock = threading.Lock()
+_weak_warned = False
+
 _STDERR_CHARS = 1000
+_REDACTED = "[REDACTED]"
+# Environment variables whose values count as secrets (besides the judge's API key).
+_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION", re.IGNORECASE)
+# Shortest secret value redacted (shorter values would blank out ordinary words) and shortest
+# piece of one recognised where a cap cut it.
+_MIN_SECRET = 8
+_MIN_PIECE = 6
+
+
+def known_secrets(api_key: str | None, environ: Mapping[str, str] | None = None) -> list[str]:
+    """Values the sandbox's output must not carry into a record: the judge's API key and every
+    environment variable of this process whose name looks secret. Longest first."""
+    env = os.environ if environ is None else environ
+    found = {api_key} if api_key and len(api_key) >= _MIN_SECRET else set()
+    for name, value in env.items():
+        if len(value) >= _MIN_SECRET and _SECRET_NAME.search(name):
+            found.add(value)
+    return sorted(found, key=lambda v: (-len(v), v))
+
+
+def redact(text: str, secrets: Sequence[str]) -> str:
+    """``text`` with every secret replaced by ``[REDACTED]``; also a secret's end at the start
+    of the text and its beginning at the end, where a cap may have cut it."""
+    for secret in secrets:
+        if secret in text:
+            text = text.replace(secret, _REDACTED)
+    for secret in secrets:
+        head = 3 if text.startswith("...") else 0
+        for size in range(len(secret) - 1, _MIN_PIECE - 1, -1):
+            if text.startswith(secret[-size:], head):
+                text = text[:head] + _REDACTED + text[head + size :]
+                break
+        for size in range(len(secret) - 1, _MIN_PIECE - 1, -1):
+            if text.endswith(secret[:size]):
+                text = text[: len(text) - size] + _REDACTED
+                break
+    return text
+
+
+def _cap(text: str, limit: int) -> str:
+    return text if len(text) <= limit else "..." + text[-limit:]
+
+
+def _holds_no_code(test: str) -> bool:
+    """A test with no statement beyond ``pass``, ``...`` or strings tests nothing."""
+    try:
+        tree = ast.parse(test)
+    except (SyntaxError, ValueError):
+        return False  # the sandbox reports the error
+    return all(
+        isinstance(node, ast.Pass)
+        or (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant))
+        for node in tree.body
+    )
+
+
+def _warn_weak_once() -> None:
+    global _weak_warned
+    with _weak_warned_lock:
+        if _weak_warned:
+            return
+        _weak_warned = True
+    warnings.warn(
+        WeakSandboxWarning(
+            "python_unit_testing runs model-written code in the WEAK audit-hook fallback "
+            "(no namespaces here; allowed by --llm-eval-allow-weak-sandbox or its twins): the "
+            "code runs as this user behind hooks it can defeat. See docs/sandbox.md"
+        ),
+        stacklevel=3,
+    )
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -142,7 +253,8 @@ class PythonUnitTesting(Scorer):
     optional_inputs: ClassVar[tuple[str, ...]] = ("tests", "test_index")
     higher_is_better: ClassVar[bool] = True
     score_range: ClassVar[tuple[float, float]] = (0.0, 1.0)
-    version: ClassVar[str] = "1"
+    # 2: program and test run as two phases; early exits and forged reports fail (issue 13).
+    version: ClassVar[str] = "2"
     default_options: ClassVar[Mapping[str, Any]] = {
         "unit_tests": None,
         "unit_test_dir": None,
@@ -333,16 +445,34 @@ class PythonUnitTesting(Scorer):
                 f"holds {n} sample(s) but pass@k needs at least k={k}",
                 hint="Give at least k samples as a list, or lower the option k",
             )
-        from pytest_llmeval.sandbox import SandboxError
+        from pytest_llmeval.sandbox import SandboxError, containment_mode
 
+        allow_weak = (
+            bool(ctx.settings.sandbox_allow_weak) and not self.options["require_namespaces"]
+        )
+        if not containment_mode()["namespaces"]:
+            if not allow_weak:
+                if self.options["require_namespaces"]:
+                    raise ScorerNotAvailableError(
+                        f"scorer {self.name!r}: namespaces are not available here and the option "
+                        "require_namespaces=True refuses the weak fallback"
+                    )
+                raise ScorerNotAvailableError(WEAK_SANDBOX_HELP)
+            _warn_weak_once()
+        key = ctx.settings.judge.api_key
+        secrets = known_secrets(key.get() if key else None)
         limits = self._limits()
         workers = max(1, min(int(self.options["concurrency"]), n))
+
+        def run(program: str) -> dict[str, Any]:
+            return self._run_sample(program, tests, limits, allow_weak, secrets)
+
         try:
             if workers == 1:
-                samples = [self._run_sample(p, tests, limits) for p in programs]
+                samples = [run(p) for p in programs]
             else:
                 with ThreadPoolExecutor(max_workers=workers) as pool:
-                    samples = list(pool.map(lambda p: self._run_sample(p, tests, limits), programs))
+                    samples = list(pool.map(run, programs))
         except SandboxError as exc:
             raise ScorerNotAvailableError(
                 f"scorer {self.name!r}: the sandbox could not run the program here: {exc}"
@@ -371,29 +501,67 @@ class PythonUnitTesting(Scorer):
         return Score(value=value, rationale=rationale, metadata=metadata)
 
     def _run_sample(
-        self, program: str, tests: Sequence[str], limits: SandboxLimits
+        self,
+        program: str,
+        tests: Sequence[str],
+        limits: SandboxLimits,
+        allow_weak: bool,
+        secrets: Sequence[str],
     ) -> dict[str, Any]:
         from pytest_llmeval.sandbox import run_python
 
+        total = len(tests)
+        for i, test in enumerate(tests):
+            if _holds_no_code(test):
+                return self._no_tests(i, total)
         result: SandboxResult | None = None
         duration = 0.0
+        tests_run = 0
         for i, test in enumerate(tests):
             result = run_python(
-                program + "\n" + test,
+                program,
                 limits,
+                test=test,
+                allow_weak=allow_weak,
                 require_namespaces=bool(self.options["require_namespaces"]),
             )
             duration += result.duration_s
-            if not result.passed:
-                return self._summary(result, i, len(tests), duration)
+            if not result.passed or result.tests_run != 1:
+                return self._summary(result, i, total, tests_run, duration, secrets)
+            tests_run += 1
         assert result is not None  # tests is never empty
-        return self._summary(result, None, len(tests), duration)
+        return self._summary(result, None, total, tests_run, duration, secrets)
+
+    @staticmethod
+    def _no_tests(index: int, total: int) -> dict[str, Any]:
+        return {
+            "passed": False,
+            "status": "no_tests",
+            "reason": f"test {index + 1} of {total} holds no code: 0 tests, nothing was tested",
+            "exception": None,
+            "message": None,
+            "signal": None,
+            "failed_test": index,
+            "tests_run": 0,
+            "stderr": "",
+            "traceback": "",
+            "violations": [],
+            "duration_s": 0.0,
+            "containment": {},
+        }
 
     @staticmethod
     def _summary(
-        result: SandboxResult, failed_test: int | None, total: int, duration: float
+        result: SandboxResult,
+        failed_test: int | None,
+        total: int,
+        tests_run: int,
+        duration: float,
+        secrets: Sequence[str],
     ) -> dict[str, Any]:
-        if result.passed:
+        # A pass needs every test run to have been reported as completed by the harness.
+        passed = failed_test is None and result.passed and tests_run == total and total > 0
+        if passed:
             reason = f"passed all {total} test(s)"
         else:
             detail = result.status
@@ -404,20 +572,23 @@ class PythonUnitTesting(Scorer):
                 detail += f" ({result.message})"
             where = f"test {failed_test + 1} of {total}" if failed_test is not None else "a test"
             reason = f"{where}: {detail}"
-        stderr = result.stderr
-        if len(stderr) > _STDERR_CHARS:
-            stderr = "..." + stderr[-_STDERR_CHARS:]
+
+        def clean(text: str | None, limit: int = _STDERR_CHARS) -> str:
+            # Redact before and after the cap: the sandbox's own cap may have cut a secret.
+            return redact(_cap(redact(text or "", secrets), limit), secrets)
+
         return {
-            "passed": result.passed,
+            "passed": passed,
             "status": result.status,
-            "reason": reason,
-            "exception": result.exception,
-            "message": result.message,
+            "reason": clean(reason),
+            "exception": clean(result.exception, 200) if result.exception else None,
+            "message": clean(result.message, 500) if result.message else None,
             "signal": result.signal,
             "failed_test": failed_test,
-            "stderr": stderr,
-            "traceback": result.traceback[-_STDERR_CHARS:],
-            "violations": list(result.violations),
+            "tests_run": tests_run,
+            "stderr": clean(result.stderr),
+            "traceback": clean(result.traceback),
+            "violations": [clean(v, 300) for v in result.violations],
             "duration_s": round(duration, 3),
             "containment": dict(result.containment),
         }
