@@ -414,7 +414,7 @@ def evaluate_gates(
         if not run.ran:
             continue  # every item skipped or deselected: nothing to judge
         name = f"{file}::{test}"
-        for spec in run.specs:
+        for spec in sorted(run.specs, key=lambda s: (s.scorer, s.source)):
             matched[spec.source] = matched.get(spec.source, 0) + 1
             recs = by_test.get((file, test, spec.scorer), [])
             if not any(not _unreached(r) for r in recs):

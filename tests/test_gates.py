@@ -15,6 +15,7 @@ mean over cases 0.7, pass rate 3/5 = 0.6.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -30,6 +31,8 @@ class AppDown(Exception):
 def app(case, llm_eval_sample):
     def answer(question):
         out = case.outputs[llm_eval_sample]
+        if out == "SKIP":
+            pytest.skip(f"no answer for {case.id}")
         if out == "RAISE":
             raise AppDown(f"app failed on {case.id} sample {llm_eval_sample}")
         return out
@@ -210,12 +213,14 @@ def test_statistics_section_in_the_terminal(project: pytest.Pytester) -> None:
 def test_same_verdicts_and_numbers_with_and_without_xdist(project: pytest.Pytester) -> None:
     pytest.importorskip("xdist")
     runs = [
-        _run(project, *args, subprocess=True)
+        _run(project, "-v", *args, subprocess=True)
         for args in (("-n", "0"), ("-n", "2"), ("-p", "no:xdist"))
     ]
     for result, _ in runs:
         result.assert_outcomes(passed=10)
         assert result.ret == 1
+        # the per-case status crosses xdist with the report
+        assert len([line for line in result.outlines if "PASSED (gated miss)" in line]) == 3
     reports = [r for _, r in runs]
     assert reports[1]["run"]["workers"] == 2
     assert reports[0]["gates"] == reports[1]["gates"] == reports[2]["gates"]
@@ -574,3 +579,87 @@ def test_skipped_gated_tests_have_no_verdict(project: pytest.Pytester) -> None:
     assert set(result.parseoutcomes()) == {"skipped"}
     assert result.ret == 0
     assert not any("llm-eval gates" in line for line in result.outlines)
+
+
+def test_skipped_cases_are_said_and_not_judged(pytester: pytest.Pytester) -> None:
+    rows = [dict(r) for r in ROWS]
+    rows[1] = {**rows[1], "outputs": ["SKIP", "SKIP"]}
+    _project(pytester, rows=rows)
+    result, report = _run(pytester)
+    result.assert_outcomes(passed=8, skipped=2)
+    gate = _gate(report)
+    assert gate["note"] == "gate over 4 of 5 cases (1 skipped)"
+    # b (the flaky case) is gone: cases a, d, e pass, c fails
+    assert gate["result"]["n_cases"] == 4 and gate["verdict"] == "fail"
+    assert {c["metric"]: c["interval"]["estimate"] for c in gate["result"]["checks"]} == {
+        "mean": pytest.approx(0.75),
+        "pass_rate": pytest.approx(0.75),
+    }
+
+
+def test_bad_repeat_and_inconclusive_options_are_usage_errors(project: pytest.Pytester) -> None:
+    result = project.runpytest("--llm-eval", "--llm-eval-repeat=0")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--llm-eval-repeat / ini llm_eval_repeat must be >= 1, not 0"])
+    project.makeini("[pytest]\nllm_eval_inconclusive = maybe\n")
+    result = project.runpytest("--llm-eval")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*llm_eval_inconclusive: 'maybe'; use fail or pass"])
+
+
+# -- the pure parts ----------------------------------------------------------------------------
+
+
+def test_score_record_round_trips_sample_and_gated() -> None:
+    from pytest_llmeval.records import ScoreRecord
+
+    rec = ScoreRecord("f.py", "t", "c", "exact_match", 0, 0.0, 1.0, None, False, False, 0.1)
+    rec = dataclasses.replace(rec, sample=3, gated=True)
+    data = json.loads(json.dumps(rec.to_json()))
+    assert (data["sample"], data["gated"]) == (3, True)
+    assert ScoreRecord.from_json(data) == rec
+    old = {k: v for k, v in data.items() if k not in ("sample", "gated")}
+    assert (ScoreRecord.from_json(old).sample, ScoreRecord.from_json(old).gated) == (0, False)
+
+
+def test_parse_gate_option() -> None:
+    from pytest_llmeval.gates import parse_gate_option
+
+    rule = parse_gate_option(
+        "tests/test_qa.py::test_qa:factuality:min_mean=0.7, min-pass-rate=0.9,reducer=majority,"
+        "max_errors=2,confidence=0.9"
+    )
+    assert rule.pattern == "tests/test_qa.py::test_qa" and not rule.wildcard
+    spec = rule.spec
+    assert (spec.scorer, spec.min_mean, spec.min_pass_rate, spec.reducer) == (
+        "factuality",
+        0.7,
+        0.9,
+        "majority",
+    )
+    assert (spec.max_errors, spec.confidence) == (2, 0.9)
+    assert rule.matches("tests/test_qa.py", "test_qa")
+    assert not rule.matches("tests/test_qa.py", "test_qa2")
+    star = parse_gate_option("tests/*::Test*::test_?:exact_match:max_mean=0.5")
+    assert star.wildcard and star.matches("tests/a/b.py", "TestX::test_1")
+
+
+def test_case_samples_group_cases_and_keep_errors_unscored() -> None:
+    from pytest_llmeval.gates import case_samples
+    from pytest_llmeval.records import ScoreRecord
+
+    def rec(case: str, sample: int, score: float | None, error: str | None = None) -> ScoreRecord:
+        passed = None if score is None else score >= 0.5
+        return ScoreRecord(
+            "f.py", "t", case, "s", 0, score, 0.5, None, passed, False, 0.0, error=error,
+            sample=sample,
+        )  # fmt: skip
+
+    cases = case_samples([rec("b", 1, 0.2), rec("a", 0, 0.9), rec("b", 0, None, "boom")])
+    assert [c.case for c in cases] == ["f.py::t[a]", "f.py::t[b]"]
+    b = cases[1]
+    assert [(x.sample, x.score, x.passed, x.error) for x in b.samples] == [
+        (0, None, None, "boom"),
+        (1, 0.2, False, None),
+    ]
+    assert (b.min, b.max) == (0.5, None)
