@@ -1,0 +1,922 @@
+"""Suite statistics (issue 9): per-case reducers over repeated samples, intervals, gate verdicts.
+
+A *case* is one dataset row (or one test) of one scorer; a *sample* is one scored record of that
+case (several when a case is repeated). Samples of one case are not independent (same input, same
+app), so every interval here resamples or clusters on **cases**, never on records.
+
+Everything is pure Python (``math``, ``statistics``, ``random``): the plugin imports this module,
+and the plugin must import fast (no numpy/scipy). The Student t quantile is computed here from the
+regularized incomplete beta function (a continued fraction) and refined by Newton's method; the
+tests check it against ``scipy.stats.t.ppf``.
+
+Degenerate cases, chosen so that a gate never claims with confidence what the data cannot show:
+
+* one scored case: the t interval is ``(-inf, inf)`` (no spread can be estimated), so a mean gate
+  with ``confidence=`` is **inconclusive**; a Wilson interval is always defined (n >= 1);
+* all case scores equal (zero spread): without a known score range the t interval would have zero
+  width, which claims certainty no sample of cases can give, so the mean check is inconclusive;
+  (it is reported as ``(-inf, inf)``); with a known range (``GateSpec.score_range``) the
+  interval is widened as below;
+* with a known score range ``[a, b]`` the mean interval always reaches the mean that ``z**2`` more
+  cases at the far end of the range would give: ``(n*m + z**2*a) / (n + z**2)`` below and the same
+  with ``b`` above. For scores that are all 0 or 1 this is the Wilson bound at a 0% or 100% rate
+  (all n cases perfect cannot prove more than ``n / (n + z**2)``); with dispersed scores and more
+  than a handful of cases the t interval is already wider and the floor changes nothing;
+* zero scored cases: no interval, the check's verdict is ``error``.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import random
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, final
+
+__all__ = [
+    "REDUCERS",
+    "VERDICTS",
+    "CaseResult",
+    "CaseSamples",
+    "CheckResult",
+    "GateResult",
+    "GateSpec",
+    "Interval",
+    "Sample",
+    "ScorerStats",
+    "cluster_bootstrap_interval",
+    "cluster_mean_interval",
+    "evaluate_gate",
+    "flaky_cases",
+    "normal_ppf",
+    "reduce_case",
+    "scorer_stats",
+    "t_cdf",
+    "t_interval",
+    "t_ppf",
+    "wilson_interval",
+]
+
+REDUCERS: tuple[str, ...] = ("mean", "median", "min", "max", "majority", "pass_at_k", "pass_all")
+VERDICTS: tuple[str, ...] = ("pass", "fail", "inconclusive", "error")
+# Worst first: a gate's verdict is the worst of its checks.
+_SEVERITY = {"error": 3, "fail": 2, "inconclusive": 1, "pass": 0}
+# `needed` is searched up to this many cases; beyond it the data cannot realistically decide.
+_NEEDED_CAP = 10_000_000
+
+
+# --------------------------------------------------------------------------------------------
+# Distributions (pure Python)
+# --------------------------------------------------------------------------------------------
+
+_NORMAL = statistics.NormalDist()
+
+
+def normal_ppf(p: float) -> float:
+    """Quantile of the standard normal (``statistics.NormalDist``: Wichura's AS241, ~1e-16)."""
+    return _NORMAL.inv_cdf(p)
+
+
+def _check_confidence(confidence: float) -> None:
+    if not (isinstance(confidence, (int, float)) and 0.0 < confidence < 1.0):
+        raise ValueError(
+            f"confidence must be a number strictly between 0 and 1, got {confidence!r}"
+        )
+
+
+def _betacf(a: float, b: float, x: float) -> float:
+    """Continued fraction of the incomplete beta function (modified Lentz), for x < (a+1)/(a+b+2)
+    where it converges quickly."""
+    tiny = 1e-300
+    qab, qap, qam = a + b, a + 1.0, a - 1.0
+    c = 1.0
+    d = 1.0 - qab * x / qap
+    if abs(d) < tiny:
+        d = tiny
+    d = 1.0 / d
+    h = d
+    for m in range(1, 10_000):
+        m2 = 2 * m
+        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
+        d = 1.0 + aa * d
+        d = tiny if abs(d) < tiny else d
+        c = 1.0 + aa / c
+        c = tiny if abs(c) < tiny else c
+        d = 1.0 / d
+        h *= d * c
+        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
+        d = 1.0 + aa * d
+        d = tiny if abs(d) < tiny else d
+        c = 1.0 + aa / c
+        c = tiny if abs(c) < tiny else c
+        d = 1.0 / d
+        delta = d * c
+        h *= delta
+        if abs(delta - 1.0) < 1e-16:
+            return h
+    raise ArithmeticError(f"incomplete beta continued fraction did not converge (a={a}, b={b})")
+
+
+def _betainc(a: float, b: float, x: float) -> float:
+    """Regularized incomplete beta function I_x(a, b), for a, b > 0 and 0 <= x <= 1."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    log_front = (
+        math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    )
+    front = math.exp(log_front)
+    if x < (a + 1.0) / (a + b + 2.0):
+        return front * _betacf(a, b, x) / a
+    return 1.0 - front * _betacf(b, a, 1.0 - x) / b
+
+
+def _t_upper_tail(t: float, df: float) -> float:
+    """P(T > t) for t >= 0."""
+    return 0.5 * _betainc(df / 2.0, 0.5, df / (df + t * t))
+
+
+def t_cdf(t: float, df: float) -> float:
+    """Cumulative distribution function of Student's t with ``df`` > 0 degrees of freedom."""
+    if df <= 0:
+        raise ValueError(f"degrees of freedom must be > 0, got {df!r}")
+    if math.isinf(t):
+        return 1.0 if t > 0 else 0.0
+    tail = _t_upper_tail(abs(t), df)
+    return 1.0 - tail if t >= 0 else tail
+
+
+def _t_pdf(t: float, df: float) -> float:
+    log_c = math.lgamma((df + 1.0) / 2.0) - math.lgamma(df / 2.0) - 0.5 * math.log(df * math.pi)
+    return math.exp(log_c - (df + 1.0) / 2.0 * math.log1p(t * t / df))
+
+
+def t_ppf(p: float, df: float) -> float:
+    """Quantile of Student's t with ``df`` > 0 degrees of freedom (accurate to ~1e-10).
+
+    df 1 and 2 have closed forms; otherwise Newton's method on the upper tail (from the
+    incomplete beta function), started from the normal quantile and kept inside a bracket.
+    """
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"p must be strictly between 0 and 1, got {p!r}")
+    if df <= 0:
+        raise ValueError(f"degrees of freedom must be > 0, got {df!r}")
+    if p == 0.5:
+        return 0.0
+    sign = 1.0 if p > 0.5 else -1.0
+    q = 1.0 - p if p > 0.5 else p  # the upper-tail probability of |t|
+    if df == 1:
+        return sign * math.tan(math.pi * (0.5 - q))
+    if df == 2:
+        a = 4.0 * q * (1.0 - q)
+        return sign * (1.0 - 2.0 * q) * math.sqrt(2.0 / a)
+    # Newton on the upper tail, which is convex and decreasing for t >= 0, so Newton converges
+    # monotonically once it is left of the root (it may overshoot left once from the right).
+    # The Cornish-Fisher expansion in 1/df is the start: within ~1e-6 for df >= 10.
+    # For df > 1000 the expansion's error (order z**11 / df**5) is below the rounding error of
+    # the incomplete beta (lgamma of large arguments), so it is the answer.
+    z = -normal_ppf(q)
+    t = _cornish_fisher(z, df)
+    if df > 1000:
+        return sign * t
+    for _ in range(60):
+        step = (_t_upper_tail(t, df) - q) / _t_pdf(t, df)
+        nxt = t + step
+        if nxt <= 0.0:
+            nxt = t / 2.0
+        if abs(nxt - t) <= 1e-13 * max(1.0, t):
+            t = nxt
+            break
+        t = nxt
+    return sign * t
+
+
+def _cornish_fisher(z: float, df: float) -> float:
+    """Cornish-Fisher expansion of the t quantile around the normal quantile z, to 1/df**4."""
+    z2 = z * z
+    g1 = (z2 + 1.0) * z / 4.0
+    g2 = ((5.0 * z2 + 16.0) * z2 + 3.0) * z / 96.0
+    g3 = (((3.0 * z2 + 19.0) * z2 + 17.0) * z2 - 15.0) * z / 384.0
+    g4 = ((((79.0 * z2 + 776.0) * z2 + 1482.0) * z2 - 1920.0) * z2 - 945.0) * z / 92160.0
+    return z + (g1 + (g2 + (g3 + g4 / df) / df) / df) / df
+
+
+def _z(confidence: float) -> float:
+    return normal_ppf(0.5 + confidence / 2.0)
+
+
+@functools.lru_cache(maxsize=4096)
+def _t_crit(confidence: float, df: float) -> float:
+    return t_ppf(0.5 + confidence / 2.0, df)
+
+
+# --------------------------------------------------------------------------------------------
+# Samples, cases, reducers
+# --------------------------------------------------------------------------------------------
+
+
+@final
+@dataclass(frozen=True)
+class Sample:
+    """One record of the gated scorer for one case (one sample of a repeat, or one assertion)."""
+
+    score: float | None  # None when the scoring errored
+    passed: bool | None  # the record's own bound check; None when errored or no bound
+    error: str | None = None
+    sample: int = 0  # repeat index, 0 without repeat
+
+    @property
+    def errored(self) -> bool:
+        return self.error is not None or self.score is None
+
+
+@final
+@dataclass(frozen=True)
+class CaseSamples:
+    """All samples of one case. ``min``/``max``: the per-case bound the test asserted, used by the
+    score reducers (mean, median, min, max) to re-derive the case verdict from the reduced score."""
+
+    case: str
+    samples: tuple[Sample, ...]
+    min: float | None = None
+    max: float | None = None
+
+
+@final
+@dataclass(frozen=True)
+class CaseResult:
+    """One case reduced to one score and one verdict."""
+
+    case: str
+    score: float | None  # reduced score; None if the case could not be scored
+    passed: bool | None  # reduced verdict; None if it could not be decided
+    n_samples: int
+    n_errors: int
+    flaky: bool  # scored samples disagree on pass/fail
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "case": self.case,
+            "score": self.score,
+            "passed": self.passed,
+            "n_samples": self.n_samples,
+            "n_errors": self.n_errors,
+            "flaky": self.flaky,
+        }
+
+
+def _is_flaky(samples: Sequence[Sample]) -> bool:
+    verdicts = {s.passed for s in samples if not s.errored and s.passed is not None}
+    return len(verdicts) > 1
+
+
+def reduce_case(case: CaseSamples, reducer: str = "mean") -> CaseResult:
+    """Reduce a case's samples to one score and verdict.
+
+    ``mean``/``median``/``min``/``max``: the score is that statistic of the samples' scores, and the
+    case passes when it meets the case's ``min``/``max`` bound (a case without a bound passes when
+    every sample that has a verdict passed; None if no sample has one). ``majority``: more than half
+    of the samples passed (a tie fails). ``pass_at_k``: any sample passed. ``pass_all`` (pass^k):
+    every sample passed. The last three score the case with the mean.
+
+    Any errored sample makes the whole case an error case (score and verdict None): an error is
+    never softened by other samples and never counted as a pass. Raises ValueError for an unknown
+    reducer.
+    """
+    if reducer not in REDUCERS:
+        raise ValueError(f"unknown reducer {reducer!r}; choose one of {', '.join(REDUCERS)}")
+    samples = case.samples
+    # one pass over the samples: this runs for every case of every gate and scorer
+    n_errors = 0
+    scores: list[float] = []
+    verdicts: list[bool] = []
+    for s in samples:
+        if s.error is not None or s.score is None:
+            n_errors += 1
+            continue
+        scores.append(float(s.score))
+        if s.passed is not None:
+            verdicts.append(s.passed)
+    flaky = True in verdicts and False in verdicts
+    if n_errors or not samples:
+        return CaseResult(case.case, None, None, len(samples), n_errors, flaky)
+    mean = scores[0] if len(scores) == 1 else math.fsum(scores) / len(scores)
+    score: float
+    passed: bool | None
+    if reducer in ("mean", "median", "min", "max"):
+        if reducer == "mean":
+            score = mean
+        elif reducer == "median":
+            score = float(statistics.median(scores))
+        elif reducer == "min":
+            score = min(scores)
+        else:
+            score = max(scores)
+        if case.min is not None or case.max is not None:
+            passed = (case.min is None or score >= case.min) and (
+                case.max is None or score <= case.max
+            )
+        else:
+            passed = all(verdicts) if verdicts else None
+    else:
+        score = mean
+        if not verdicts:
+            passed = None
+        elif reducer == "majority":
+            passed = 2 * sum(verdicts) > len(verdicts)
+        elif reducer == "pass_at_k":
+            passed = any(verdicts)
+        else:  # pass_all
+            passed = all(verdicts)
+    return CaseResult(case.case, score, passed, len(samples), 0, flaky)
+
+
+def flaky_cases(cases: Sequence[CaseSamples]) -> list[str]:
+    """Keys of the cases whose scored samples disagree on pass/fail, in input order."""
+    return [c.case for c in cases if _is_flaky(c.samples)]
+
+
+# --------------------------------------------------------------------------------------------
+# Intervals
+# --------------------------------------------------------------------------------------------
+
+
+def _json_float(x: float) -> float | None:
+    # JSON has no infinity: an unbounded side is null
+    return x if math.isfinite(x) else None
+
+
+@final
+@dataclass(frozen=True)
+class Interval:
+    """A point estimate and a two-sided confidence interval ``[low, high]``."""
+
+    estimate: float
+    low: float
+    high: float
+    confidence: float
+    method: str  # "t", "cluster-t", "cluster-bootstrap", "wilson"
+    n: int = 0  # independent units behind it (cases)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "estimate": self.estimate,
+            "low": _json_float(self.low),
+            "high": _json_float(self.high),
+            "confidence": self.confidence,
+            "method": self.method,
+            "n": self.n,
+        }
+
+
+def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> Interval:
+    """Wilson score interval for a proportion (no continuity correction; the bounds are exactly
+    0 at 0 successes and 1 at n). Raises ValueError for n < 1 or successes outside [0, n]."""
+    _check_confidence(confidence)
+    if n < 1:
+        raise ValueError(f"a Wilson interval needs at least one trial, got n={n}")
+    if not 0 <= successes <= n:
+        raise ValueError(f"successes must be in [0, {n}], got {successes}")
+    z = _z(confidence)
+    p = successes / n
+    z2 = z * z
+    center = (n * p + z2 / 2.0) / (n + z2)
+    half = z / (n + z2) * math.sqrt(n * p * (1.0 - p) + z2 / 4.0)
+    low = 0.0 if successes == 0 else max(0.0, center - half)
+    high = 1.0 if successes == n else min(1.0, center + half)
+    return Interval(p, low, high, confidence, "wilson", n)
+
+
+def _mean_sd(values: Sequence[float]) -> tuple[float, float]:
+    n = len(values)
+    mean = math.fsum(values) / n
+    if n < 2:
+        return mean, math.nan
+    var = math.fsum((v - mean) ** 2 for v in values) / (n - 1)
+    return mean, math.sqrt(var)
+
+
+def t_interval(values: Sequence[float], confidence: float = 0.95) -> Interval:
+    """Student t interval for the mean of independent values. One value: ``(-inf, inf)``.
+    Raises ValueError for no values."""
+    _check_confidence(confidence)
+    if not values:
+        raise ValueError("a t interval needs at least one value")
+    n = len(values)
+    mean, sd = _mean_sd(values)
+    if n < 2:
+        return Interval(mean, -math.inf, math.inf, confidence, "t", n)
+    half = _t_crit(confidence, n - 1) * sd / math.sqrt(n)
+    return Interval(mean, mean - half, mean + half, confidence, "t", n)
+
+
+def cluster_mean_interval(groups: Sequence[Sequence[float]], confidence: float = 0.95) -> Interval:
+    """Mean over all values, with a cluster-robust interval (clusters = cases).
+
+    The standard error is the CR1 sandwich estimate for a mean: with G non-empty groups, N values,
+    group sums S_g and sizes n_g, ``var = G/(G-1) * sum((S_g - n_g*mean)**2) / N**2``, and the
+    interval uses t with G-1 degrees of freedom. With equal group sizes this is exactly the t
+    interval over the group means. Fewer than two groups: ``(-inf, inf)``. Empty groups are
+    ignored; raises ValueError when there is no value at all.
+    """
+    _check_confidence(confidence)
+    nonempty = [list(g) for g in groups if len(g)]
+    if not nonempty:
+        raise ValueError("a cluster interval needs at least one value")
+    total = sum(len(g) for g in nonempty)
+    mean = math.fsum(math.fsum(g) for g in nonempty) / total
+    n_groups = len(nonempty)
+    if n_groups < 2:
+        return Interval(mean, -math.inf, math.inf, confidence, "cluster-t", n_groups)
+    resid = math.fsum((math.fsum(g) - len(g) * mean) ** 2 for g in nonempty)
+    se = math.sqrt(n_groups / (n_groups - 1) * resid) / total
+    half = _t_crit(confidence, n_groups - 1) * se
+    return Interval(mean, mean - half, mean + half, confidence, "cluster-t", n_groups)
+
+
+def _quantile_sorted(xs: Sequence[float], q: float) -> float:
+    """Linear-interpolation quantile of sorted values (numpy's default, type 7)."""
+    pos = q * (len(xs) - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def cluster_bootstrap_interval(
+    groups: Sequence[Sequence[float]],
+    confidence: float = 0.95,
+    *,
+    resamples: int = 2000,
+    seed: int = 0,
+) -> Interval:
+    """Mean over all values with a percentile cluster-bootstrap interval: each resample draws G
+    whole groups (cases) with replacement and takes the mean over all their values. Seeded, so
+    the same input gives the same interval. Fewer than two groups: ``(-inf, inf)``."""
+    _check_confidence(confidence)
+    if resamples < 1:
+        raise ValueError(f"resamples must be >= 1, got {resamples}")
+    nonempty = [list(g) for g in groups if len(g)]
+    if not nonempty:
+        raise ValueError("a cluster interval needs at least one value")
+    sums = [math.fsum(g) for g in nonempty]
+    sizes = [len(g) for g in nonempty]
+    mean = math.fsum(sums) / sum(sizes)
+    n_groups = len(nonempty)
+    if n_groups < 2:
+        return Interval(mean, -math.inf, math.inf, confidence, "cluster-bootstrap", n_groups)
+    rng = random.Random(seed)
+    means = []
+    for _ in range(resamples):
+        idx = rng.choices(range(n_groups), k=n_groups)
+        means.append(math.fsum(sums[i] for i in idx) / sum(sizes[i] for i in idx))
+    means.sort()
+    alpha = 1.0 - confidence
+    low = _quantile_sorted(means, alpha / 2.0)
+    high = _quantile_sorted(means, 1.0 - alpha / 2.0)
+    return Interval(mean, low, high, confidence, "cluster-bootstrap", n_groups)
+
+
+# --------------------------------------------------------------------------------------------
+# Gates
+# --------------------------------------------------------------------------------------------
+
+
+def _is_number(x: object) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+@final
+@dataclass(frozen=True)
+class GateSpec:
+    """A dataset-level gate on one scorer: bounds on the mean case score and/or the pass rate.
+
+    ``confidence=None`` compares the point estimate; otherwise the verdict comes from the
+    two-sided interval at that confidence (pass / fail / inconclusive). ``max_errors``: how many
+    unscored cases are allowed before the gate cannot pass. ``score_range``: the scorer's range
+    when known; it keeps a mean interval from claiming certainty from cases that all scored alike
+    (see the module docstring).
+    """
+
+    scorer: str
+    min_mean: float | None = None
+    max_mean: float | None = None
+    min_pass_rate: float | None = None
+    max_pass_rate: float | None = None
+    confidence: float | None = None
+    reducer: str = "mean"
+    max_errors: int = 0
+    source: str = ""
+    score_range: tuple[float, float] | None = None
+
+    def _where(self) -> str:
+        where = f" ({self.source})" if self.source else ""
+        return f"llm_eval gate on scorer {self.scorer!r}{where}"
+
+    def validate(self) -> None:
+        """Raise ValueError, naming the gate and what to fix, for a gate that cannot be run."""
+        where = self._where()
+        if not isinstance(self.scorer, str) or not self.scorer:
+            raise ValueError(f"{where}: scorer must be a non-empty scorer name")
+        bounds = {
+            "min_mean": self.min_mean,
+            "max_mean": self.max_mean,
+            "min_pass_rate": self.min_pass_rate,
+            "max_pass_rate": self.max_pass_rate,
+        }
+        if all(v is None for v in bounds.values()):
+            raise ValueError(
+                f"{where}: no bound given; set at least one of min_mean, max_mean, "
+                "min_pass_rate, max_pass_rate"
+            )
+        for name, value in bounds.items():
+            if value is None:
+                continue
+            if not _is_number(value) or not math.isfinite(value):
+                raise ValueError(f"{where}: {name} must be a finite number, got {value!r}")
+            if name.endswith("pass_rate") and not 0.0 <= value <= 1.0:
+                raise ValueError(
+                    f"{where}: {name} is a fraction of cases and must be in [0, 1], got {value!r}"
+                )
+        if (
+            self.min_mean is not None
+            and self.max_mean is not None
+            and self.min_mean > self.max_mean
+        ):
+            raise ValueError(
+                f"{where}: min_mean={self.min_mean!r} is above max_mean={self.max_mean!r}"
+            )
+        if (
+            self.min_pass_rate is not None
+            and self.max_pass_rate is not None
+            and self.min_pass_rate > self.max_pass_rate
+        ):
+            raise ValueError(
+                f"{where}: min_pass_rate={self.min_pass_rate!r} is above "
+                f"max_pass_rate={self.max_pass_rate!r}"
+            )
+        if self.confidence is not None and not (
+            _is_number(self.confidence) and 0.0 < self.confidence < 1.0
+        ):
+            raise ValueError(
+                f"{where}: confidence must be strictly between 0 and 1 (e.g. 0.95), "
+                f"got {self.confidence!r}"
+            )
+        if self.reducer not in REDUCERS:
+            raise ValueError(
+                f"{where}: unknown reducer {self.reducer!r}; choose one of {', '.join(REDUCERS)}"
+            )
+        if not isinstance(self.max_errors, int) or isinstance(self.max_errors, bool):
+            raise ValueError(f"{where}: max_errors must be an int >= 0, got {self.max_errors!r}")
+        if self.max_errors < 0:
+            raise ValueError(f"{where}: max_errors must be >= 0, got {self.max_errors!r}")
+        if self.score_range is not None:
+            lo, hi = self.score_range
+            if not (_is_number(lo) and _is_number(hi) and math.isfinite(lo) and math.isfinite(hi)):
+                raise ValueError(f"{where}: score_range must be two finite numbers")
+            if not lo < hi:
+                raise ValueError(f"{where}: score_range {self.score_range!r} must have low < high")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "scorer": self.scorer,
+            "min_mean": self.min_mean,
+            "max_mean": self.max_mean,
+            "min_pass_rate": self.min_pass_rate,
+            "max_pass_rate": self.max_pass_rate,
+            "confidence": self.confidence,
+            "reducer": self.reducer,
+            "max_errors": self.max_errors,
+            "source": self.source,
+            "score_range": list(self.score_range) if self.score_range is not None else None,
+        }
+
+
+@final
+@dataclass(frozen=True)
+class CheckResult:
+    """One bound of a gate (a gate with min_mean and min_pass_rate has two checks)."""
+
+    metric: str  # "mean" | "pass_rate"
+    side: str  # "min" | "max"
+    bound: float
+    interval: Interval | None  # None when nothing could be scored
+    verdict: str  # pass | fail | inconclusive | error
+    needed: int | None  # inconclusive: extra cases likely to decide it (None otherwise/unknown)
+    reason: str = ""  # one line saying why, for the summary
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "metric": self.metric,
+            "side": self.side,
+            "bound": self.bound,
+            "interval": self.interval.to_json() if self.interval is not None else None,
+            "verdict": self.verdict,
+            "needed": self.needed,
+            "reason": self.reason,
+        }
+
+
+@final
+@dataclass(frozen=True)
+class GateResult:
+    """The verdict of one gate over the cases of one test (or one run)."""
+
+    spec: GateSpec
+    verdict: str  # worst of the checks: error > fail > inconclusive > pass
+    checks: tuple[CheckResult, ...]
+    n_cases: int
+    n_scored: int
+    n_errors: int  # cases that could not be scored
+    n_samples: int
+    flaky: tuple[str, ...]
+    cases: tuple[CaseResult, ...]
+    reason: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "spec": self.spec.to_json(),
+            "verdict": self.verdict,
+            "reason": self.reason,
+            "checks": [c.to_json() for c in self.checks],
+            "n_cases": self.n_cases,
+            "n_scored": self.n_scored,
+            "n_errors": self.n_errors,
+            "n_samples": self.n_samples,
+            "flaky": list(self.flaky),
+            "cases": [c.to_json() for c in self.cases],
+        }
+
+
+def _point_verdict(estimate: float, side: str, bound: float) -> str:
+    ok = estimate >= bound if side == "min" else estimate <= bound
+    return "pass" if ok else "fail"
+
+
+def _interval_verdict(iv: Interval, side: str, bound: float) -> str:
+    if side == "min":
+        if iv.low >= bound:
+            return "pass"
+        if iv.high < bound:
+            return "fail"
+    else:
+        if iv.high <= bound:
+            return "pass"
+        if iv.low > bound:
+            return "fail"
+    return "inconclusive"
+
+
+def _decides(iv: Interval, side: str, bound: float) -> bool:
+    return _interval_verdict(iv, side, bound) != "inconclusive"
+
+
+def _needed(n: int, make: Callable[[int], Interval], side: str, bound: float) -> int | None:
+    """Extra cases that would likely decide a check: the smallest n' > n for which the interval
+    built from the same estimate and spread (``make(n')``) no longer straddles the bound, minus n.
+    None when no realistic number of cases would (the estimate sits on the bound)."""
+    if not _decides(make(_NEEDED_CAP), side, bound):
+        return None
+    lo, hi = n, n + 1
+    while not _decides(make(hi), side, bound):
+        lo, hi = hi, min(_NEEDED_CAP, 2 * hi)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if _decides(make(mid), side, bound):
+            hi = mid
+        else:
+            lo = mid
+    return hi - n
+
+
+def _t_crit_projection(confidence: float, df: int) -> float:
+    """The t critical value for `needed` projections: the df searched are many and differ from
+    run to run, so above 30 df the Cornish-Fisher expansion (error < 1e-5 there) stands in for
+    the exact quantile; the verdict itself always uses the exact one."""
+    if df < 30:
+        return _t_crit(confidence, df)
+    return _cornish_fisher(_z(confidence), df)
+
+
+def _mean_interval(
+    scores: Sequence[float], confidence: float, score_range: tuple[float, float] | None
+) -> tuple[Interval, Callable[[int], Interval] | None]:
+    """The gate's mean interval over case scores, and a function giving the interval the same
+    estimate and spread would have with n' cases (None when it cannot be extrapolated)."""
+    n = len(scores)
+    mean, sd = _mean_sd(scores)
+
+    def make(m: int, exact: bool = False) -> Interval:
+        if m < 2:
+            return Interval(mean, -math.inf, math.inf, confidence, "t", m)
+        crit = _t_crit(confidence, m - 1) if exact else _t_crit_projection(confidence, m - 1)
+        half = crit * sd / math.sqrt(m)
+        low, high = mean - half, mean + half
+        method = "t"
+        if score_range is not None:
+            # never narrower than z**2 more cases at the far end of the range would allow
+            k = _z(confidence) ** 2
+            floor_low = (m * mean + k * score_range[0]) / (m + k)
+            floor_high = (m * mean + k * score_range[1]) / (m + k)
+            if floor_low < low or floor_high > high:
+                method = "t+range"
+            low, high = min(low, floor_low), max(high, floor_high)
+        return Interval(mean, low, high, confidence, method, m)
+
+    if n < 2:
+        return make(n, True), None
+    return make(n, True), make
+
+
+def _check_mean(spec: GateSpec, side: str, bound: float, scores: Sequence[float]) -> CheckResult:
+    if not scores:
+        return CheckResult("mean", side, bound, None, "error", None, "no case could be scored")
+    confidence = spec.confidence if spec.confidence is not None else 0.95
+    iv, make = _mean_interval(scores, confidence, spec.score_range)
+    if spec.confidence is None:
+        return CheckResult("mean", side, bound, iv, _point_verdict(iv.estimate, side, bound), None)
+    n = len(scores)
+    if n < 2:
+        return CheckResult(
+            "mean",
+            side,
+            bound,
+            iv,
+            "inconclusive",
+            None,
+            "one scored case: no interval can be estimated; add cases",
+        )
+    spread = _mean_sd(scores)[1]
+    if spread == 0.0 and spec.score_range is None:
+        return CheckResult(
+            "mean",
+            side,
+            bound,
+            # a zero-width interval would claim certainty: report it as unbounded
+            Interval(iv.estimate, -math.inf, math.inf, confidence, "t", n),
+            "inconclusive",
+            None,
+            f"all {n} case scores are equal: no spread to estimate an interval from "
+            "(the scorer's range is not known)",
+        )
+    verdict = _interval_verdict(iv, side, bound)
+    if verdict != "inconclusive":
+        return CheckResult("mean", side, bound, iv, verdict, None)
+    needed = _needed(n, make, side, bound) if make is not None else None
+    return CheckResult("mean", side, bound, iv, verdict, needed, _straddles(iv, bound))
+
+
+def _straddles(iv: Interval, bound: float) -> str:
+    pct = round(iv.confidence * 100, 4)
+    return f"the {pct:g}% interval [{iv.low:.4g}, {iv.high:.4g}] straddles the bound {bound:g}"
+
+
+def _check_pass_rate(
+    spec: GateSpec, side: str, bound: float, verdicts: Sequence[bool]
+) -> CheckResult:
+    if not verdicts:
+        return CheckResult(
+            "pass_rate",
+            side,
+            bound,
+            None,
+            "error",
+            None,
+            "no case has a pass/fail verdict (assert a per-case bound, e.g. min=)",
+        )
+    n = len(verdicts)
+    k = sum(verdicts)
+    confidence = spec.confidence if spec.confidence is not None else 0.95
+    iv = wilson_interval(k, n, confidence)
+    if spec.confidence is None:
+        return CheckResult(
+            "pass_rate", side, bound, iv, _point_verdict(iv.estimate, side, bound), None
+        )
+    verdict = _interval_verdict(iv, side, bound)
+    if verdict != "inconclusive":
+        return CheckResult("pass_rate", side, bound, iv, verdict, None)
+    p = k / n
+
+    def make(m: int) -> Interval:
+        # same observed rate with m cases (successes need not be an integer here)
+        z = _z(confidence)
+        z2 = z * z
+        center = (m * p + z2 / 2.0) / (m + z2)
+        half = z / (m + z2) * math.sqrt(m * p * (1.0 - p) + z2 / 4.0)
+        low = 0.0 if k == 0 else max(0.0, center - half)
+        high = 1.0 if k == n else min(1.0, center + half)
+        return Interval(p, low, high, confidence, "wilson", m)
+
+    return CheckResult(
+        "pass_rate", side, bound, iv, verdict, _needed(n, make, side, bound), _straddles(iv, bound)
+    )
+
+
+def evaluate_gate(spec: GateSpec, cases: Sequence[CaseSamples]) -> GateResult:
+    """Reduce each case with ``spec.reducer`` and check every bound of the gate.
+
+    Mean bounds: t interval over the case scores (one value per case, so repeated samples count
+    once). Pass-rate bounds: Wilson interval over the case verdicts. With ``spec.confidence`` a
+    check passes when the interval clears the bound, fails when it lies entirely on the wrong
+    side, and is inconclusive otherwise (with ``needed``); without it the point estimate decides.
+    More unscored cases than ``spec.max_errors``, or no scored case at all, makes the gate
+    ``error`` (never a pass). Calls ``spec.validate()`` first (ValueError for a bad gate).
+    """
+    spec.validate()
+    results = tuple(reduce_case(c, spec.reducer) for c in cases)
+    scored = [r for r in results if r.score is not None]
+    n_errors = len(results) - len(scored)
+    scores = [r.score for r in scored if r.score is not None]
+    verdicts = [r.passed for r in scored if r.passed is not None]
+    checks: list[CheckResult] = []
+    for side, bound in (("min", spec.min_mean), ("max", spec.max_mean)):
+        if bound is not None:
+            checks.append(_check_mean(spec, side, float(bound), scores))
+    for side, bound in (("min", spec.min_pass_rate), ("max", spec.max_pass_rate)):
+        if bound is not None:
+            checks.append(_check_pass_rate(spec, side, float(bound), verdicts))
+    reason = ""
+    if not scored:
+        reason = f"none of the {len(results)} cases could be scored"
+    elif n_errors > spec.max_errors:
+        reason = (
+            f"{n_errors} of {len(results)} cases could not be scored "
+            f"(max_errors={spec.max_errors}); the gate cannot pass"
+        )
+    if reason:
+        checks = [
+            CheckResult(c.metric, c.side, c.bound, c.interval, "error", None, reason)
+            for c in checks
+        ]
+    verdict = max((c.verdict for c in checks), key=_SEVERITY.__getitem__)
+    if not reason:
+        reason = "; ".join(c.reason for c in checks if c.reason and c.verdict == verdict)
+    return GateResult(
+        spec=spec,
+        verdict=verdict,
+        checks=tuple(checks),
+        n_cases=len(results),
+        n_scored=len(scored),
+        n_errors=n_errors,
+        n_samples=sum(r.n_samples for r in results),
+        flaky=tuple(r.case for r in results if r.flaky),
+        cases=results,
+        reason=reason,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Per-scorer statistics for the summary
+# --------------------------------------------------------------------------------------------
+
+
+@final
+@dataclass(frozen=True)
+class ScorerStats:
+    """Per scorer in a test: the mean over all scored samples with a cluster-robust interval
+    (clusters = cases), the pass rate over case verdicts (mean reducer) with a Wilson interval,
+    and the flaky cases."""
+
+    scorer: str
+    n_cases: int
+    n_samples: int
+    mean: Interval | None
+    pass_rate: Interval | None
+    flaky: tuple[str, ...]
+    n_errors: int = 0  # cases with at least one errored sample
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "scorer": self.scorer,
+            "n_cases": self.n_cases,
+            "n_samples": self.n_samples,
+            "n_errors": self.n_errors,
+            "mean": self.mean.to_json() if self.mean is not None else None,
+            "pass_rate": self.pass_rate.to_json() if self.pass_rate is not None else None,
+            "flaky": list(self.flaky),
+        }
+
+
+def scorer_stats(
+    scorer: str, cases: Sequence[CaseSamples], confidence: float = 0.95
+) -> ScorerStats:
+    """Summary statistics of one scorer over its cases (see ScorerStats)."""
+    _check_confidence(confidence)
+    groups = [
+        [float(s.score) for s in c.samples if not s.errored and s.score is not None] for c in cases
+    ]
+    mean = cluster_mean_interval(groups, confidence) if any(groups) else None
+    results = [reduce_case(c, "mean") for c in cases]
+    verdicts = [r.passed for r in results if r.passed is not None]
+    pass_rate = wilson_interval(sum(verdicts), len(verdicts), confidence) if verdicts else None
+    return ScorerStats(
+        scorer=scorer,
+        n_cases=len(cases),
+        n_samples=sum(len(c.samples) for c in cases),
+        mean=mean,
+        pass_rate=pass_rate,
+        flaky=tuple(r.case for r in results if r.flaky),
+        n_errors=sum(1 for r in results if r.n_errors),
+    )
