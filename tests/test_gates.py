@@ -199,7 +199,8 @@ def test_the_json_report_records_samples_and_gated_misses(project: pytest.Pytest
 def test_statistics_section_in_the_terminal(project: pytest.Pytester) -> None:
     result, report = _run(project)
     lines = _section(result.outlines, "llm-eval statistics")
-    assert lines[1] == "test_qa.py::test_qa"
+    assert lines[1].startswith("mean: over all samples, interval with cases as clusters;")
+    assert lines[2] == "test_qa.py::test_qa"
     em = next(line for line in lines if line.startswith("  exact_match:"))
     iv = next(s for s in report["statistics"] if s["scorer"] == "exact_match")["pass_rate"]
     assert em.startswith("  exact_match: 5 cases, 10 samples, mean 0.700 [")

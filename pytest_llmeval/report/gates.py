@@ -114,6 +114,10 @@ def write_statistics(tr: Any, statistics: Sequence[TestStatistics]) -> None:
     """Per scorer of each dataset test: mean with its CI (cases as clusters), pass rate with its
     Wilson CI, flaky cases."""
     tr.write_sep("=", "llm-eval statistics")
+    tr.write_line(
+        "mean: over all samples, interval with cases as clusters; pass rate: cases whose mean "
+        "score meets their bound, Wilson interval"
+    )
     current = None
     for item in statistics:
         if item.test != current:
