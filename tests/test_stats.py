@@ -239,6 +239,15 @@ def test_an_errored_sample_makes_the_case_an_error_never_a_pass(reducer: str) ->
     assert reduce_case(c2, reducer).passed is None
 
 
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_a_non_finite_score_is_an_error_sample(bad: float) -> None:
+    c = CaseSamples("c", (Sample(1.0, True), Sample(bad, True)))
+    r = reduce_case(c, "pass_at_k")
+    assert (r.score, r.passed, r.n_errors) == (None, None, 1)
+    g = evaluate_gate(GateSpec("s", min_mean=0.0), [c, case("d", 1.0)])
+    assert g.verdict == "error" and g.n_errors == 1
+
+
 def test_unknown_reducer() -> None:
     with pytest.raises(ValueError, match="unknown reducer 'avg'"):
         reduce_case(case("c", 1.0), "avg")
@@ -273,6 +282,9 @@ def test_flaky_cases_lists_disagreeing_cases_in_order() -> None:
         ({"min_mean": True}, "min_mean must be a finite number"),
         ({"min_mean": 0.5, "max_errors": -1}, "max_errors must be >= 0"),
         ({"min_mean": 0.5, "score_range": (1.0, 0.0)}, "must have low < high"),
+        ({"min_mean": 0.5, "score_range": (0.0, 1.0, 2.0)}, "must be a \\(low, high\\) pair"),
+        ({"min_mean": 0.5, "score_range": (0.0, math.nan)}, "must be two numbers"),
+        ({"min_mean": 0.5, "score_range": (math.inf, math.inf)}, "must have low < high"),
     ],
 )
 def test_gate_spec_validation(kwargs: dict[str, object], message: str) -> None:
@@ -360,6 +372,13 @@ def test_no_scored_case_is_an_error() -> None:
     assert r.verdict == "error" and r.n_cases == 0
 
 
+def test_a_pass_rate_gate_says_how_many_scored_cases_had_no_verdict() -> None:
+    cases = [*rate_cases(3, 1), case("no-bound", 0.7)]
+    r = evaluate_gate(GateSpec("s", min_pass_rate=0.5), cases)
+    assert r.checks[0].interval is not None and r.checks[0].interval.n == 4
+    assert r.checks[0].reason == "1 scored case(s) have no pass/fail verdict and are not counted"
+
+
 def test_a_pass_rate_gate_without_case_verdicts_is_an_error() -> None:
     r = evaluate_gate(GateSpec("s", min_pass_rate=0.5), [case("a", 0.4), case("b", 0.9)])
     assert r.verdict == "error" and "no case has a pass/fail verdict" in r.reason
@@ -396,6 +415,22 @@ def test_a_known_range_keeps_five_perfect_cases_from_proving_a_mean_of_0_9() -> 
     many = [case(f"c{i}", 1.0) for i in range(35)]
     assert evaluate_gate(spec, many).verdict == "pass"
     assert evaluate_gate(spec, many[:34]).verdict == "inconclusive"
+
+
+def test_a_half_unbounded_range_floors_only_its_finite_side() -> None:
+    # readability's range is (-inf, 206.84): dispersed scores give the plain t interval
+    scores = [55.0, 61.0, 70.5, 48.0, 66.0, 59.5, 72.0, 63.0, 58.0, 65.5]
+    spec = GateSpec("readability", min_mean=50.0, confidence=0.95, score_range=(-math.inf, 206.84))
+    r = evaluate_gate(spec, [case(f"c{i}", s) for i, s in enumerate(scores)])
+    ref = t_interval(scores)
+    assert r.verdict == "pass" and r.checks[0].interval is not None
+    assert r.checks[0].interval.low == pytest.approx(ref.low)
+    assert r.checks[0].interval.high > ref.high  # floored towards 206.84 (10 cases)
+    # all equal: the unbounded side has no floor, so nothing can be claimed
+    same = [case(f"c{i}", 60.0) for i in range(30)]
+    r = evaluate_gate(spec, same)
+    assert r.verdict == "inconclusive" and "not known or not bounded" in r.reason
+    assert r.checks[0].interval is not None and r.checks[0].interval.low == -math.inf
 
 
 def test_needed_is_about_what_doubling_the_data_decides() -> None:
