@@ -246,6 +246,18 @@ class TestGates:
         return frozenset(s.scorer for s in self.specs)
 
 
+def _json_safe(value: Any) -> Any:
+    """JSON has no infinity (reports are written with allow_nan=False): a non-finite float, such
+    as the open end of an unbounded scorer's range, becomes null."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    return value
+
+
 def item_info(
     file: str, test: str, case: str | None, sample: int, ran: bool, gates: TestGates
 ) -> str:
@@ -259,7 +271,7 @@ def item_info(
             "ran": ran,
             "total": gates.total,
             "repeat": gates.repeat,
-            "gates": [s.to_json() for s in gates.specs],
+            "gates": [_json_safe(s.to_json()) for s in gates.specs],
         },
         allow_nan=False,
     )
@@ -281,8 +293,11 @@ def _spec_from_json(data: Mapping[str, Any]) -> GateSpec:
     known = {f.name for f in dataclasses.fields(GateSpec)}
     values = {k: v for k, v in data.items() if k in known}
     if values.get("score_range") is not None:
-        lo, hi = values["score_range"]
-        values["score_range"] = (float(lo), float(hi))
+        lo, hi = values["score_range"]  # an unbounded side travels as null
+        values["score_range"] = (
+            -math.inf if lo is None else float(lo),
+            math.inf if hi is None else float(hi),
+        )
     return GateSpec(**values)
 
 
@@ -322,6 +337,9 @@ class GateOutcome:
     problem: str | None = None
 
     def to_json(self) -> dict[str, Any]:
+        return _json_safe(self._json())  # type: ignore[no-any-return]
+
+    def _json(self) -> dict[str, Any]:
         return {
             "test": self.test,
             "scorer": self.spec.scorer,
@@ -477,7 +495,7 @@ class TestStatistics:
     stats: ScorerStats
 
     def to_json(self) -> dict[str, Any]:
-        return {"test": self.test, **self.stats.to_json()}
+        return _json_safe({"test": self.test, **self.stats.to_json()})  # type: ignore[no-any-return]
 
 
 def dataset_statistics(

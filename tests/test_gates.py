@@ -664,3 +664,29 @@ def test_case_samples_group_cases_and_keep_errors_unscored() -> None:
         (1, 0.2, False, None),
     ]
     assert (b.min, b.max) == (0.5, None)
+
+
+def test_gate_on_a_scorer_with_an_unbounded_range_reaches_the_json_report(
+    pytester: pytest.Pytester,
+) -> None:
+    # readability scores lie in (-inf, 206.84]: JSON has no infinity, the open end is null
+    pytester.makepyfile(
+        test_read="""
+        import pytest
+        from pytest_llmeval import assert_score
+
+        @pytest.mark.llm_eval
+        @pytest.mark.llm_eval_gate("readability", min_mean=50)
+        @pytest.mark.parametrize("text", ["The cat sat on the mat. It was happy.", "Dogs run."])
+        def test_read(text):
+            assert_score("readability", output=text, min=0)
+        """
+    )
+    pytester.makeini("[pytest]\n")
+    result, report = _run(pytester)
+    result.assert_outcomes(passed=2)
+    assert result.ret == 0
+    (gate,) = report["gates"]
+    assert gate["verdict"] == "pass"
+    assert gate["spec"]["score_range"] == [None, 206.84]
+    assert gate["result"]["n_cases"] == 2
