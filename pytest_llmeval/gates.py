@@ -385,7 +385,9 @@ def case_samples(records: Iterable[ScoreRecord]) -> list[CaseSamples]:
     return out
 
 
-def _subset_note(run: _TestRun, scorer: str, recs: Sequence[ScoreRecord]) -> str | None:
+def _subset_note(
+    run: _TestRun, scorer: str, recs: Sequence[ScoreRecord], stopped: bool
+) -> str | None:
     """Say when a gate saw fewer cases or samples than the test has (``-k``, ``--deselect``,
     skips, items that ended before scoring): a gate over a subset must say so."""
     cases = {r.case_id for r in recs}
@@ -395,7 +397,8 @@ def _subset_note(run: _TestRun, scorer: str, recs: Sequence[ScoreRecord]) -> str
     total = run.total
     parts = []
     if total is not None and len(selected_cases) < total:
-        parts.append(f"{total - len(selected_cases)} not selected: -k/deselect subset")
+        why = "not run: the run stopped early" if stopped else "not selected: -k/deselect subset"
+        parts.append(f"{total - len(selected_cases)} {why}")
     if len(selected_cases) > len(ran_cases):
         parts.append(f"{len(selected_cases) - len(ran_cases)} skipped")
     if len(ran_cases) > len(cases):
@@ -406,12 +409,18 @@ def _subset_note(run: _TestRun, scorer: str, recs: Sequence[ScoreRecord]) -> str
     if total is not None and run.repeat > 1 and len(samples) < total * run.repeat:
         gap = total * run.repeat - len(samples)
         why = "-k/deselect subset, skipped or unscored samples"
+        if stopped:
+            why = "the run stopped early, " + why
         return f"gate over {len(samples)} of {total * run.repeat} samples ({gap} missing: {why})"
     return None
 
 
 def evaluate_gates(
-    records: Sequence[ScoreRecord], book: GateBook, rules: Sequence[GateRule]
+    records: Sequence[ScoreRecord],
+    book: GateBook,
+    rules: Sequence[GateRule],
+    *,
+    stopped: bool = False,
 ) -> tuple[list[GateOutcome], list[str]]:
     """Judge every gate of every gated test that ran (skipped tests have no verdict), in a
     stable order. Returns the outcomes and the run gates (``rules``) that matched no test that
@@ -419,7 +428,8 @@ def evaluate_gates(
 
     A gate on a test without any record of its scorer is an ``error`` outcome ("no records of
     scorer X in test Y"); for a wildcard run gate that is judged over all its tests: it is an
-    error only when none of them recorded the scorer.
+    error only when none of them recorded the scorer. ``stopped``: the session stopped early
+    (-x, --maxfail), so missing items were not run rather than deselected.
     """
     by_test: dict[tuple[str, str, str], list[ScoreRecord]] = {}
     for r in records:
@@ -447,7 +457,11 @@ def evaluate_gates(
             result = evaluate_gate(spec, case_samples(recs))
             outcomes.append(
                 GateOutcome(
-                    name, spec, result.verdict, result, note=_subset_note(run, spec.scorer, recs)
+                    name,
+                    spec,
+                    result.verdict,
+                    result,
+                    note=_subset_note(run, spec.scorer, recs, stopped),
                 )
             )
     unmatched = []

@@ -907,7 +907,8 @@ class GateSession:
         llm = self.config.stash.get(session_key, None)
         records = llm.sorted_records() if llm is not None else []
         rules = self.config.stash[gate_rules_key]
-        self.outcomes, self.unmatched = evaluate_gates(records, self.book, rules)
+        stopped = bool(session.shouldstop or session.shouldfail)
+        self.outcomes, self.unmatched = evaluate_gates(records, self.book, rules, stopped=stopped)
         self.statistics = dataset_statistics(records)
         if failing_outcomes(self.outcomes, self.inconclusive) and session.exitstatus == 0:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -690,3 +690,11 @@ def test_gate_on_a_scorer_with_an_unbounded_range_reaches_the_json_report(
     assert gate["verdict"] == "pass"
     assert gate["spec"]["score_range"] == [None, 206.84]
     assert gate["result"]["n_cases"] == 2
+
+
+def test_a_gate_of_a_run_stopped_early_says_so(pytester: pytest.Pytester) -> None:
+    _project(pytester, gates='@pytest.mark.llm_eval_gate("levenshtein", min_mean=0.5)')
+    result, report = _run(pytester, "-x")  # b-s1 misses exact_match (not gated): stop there
+    result.assert_outcomes(passed=3, failed=1)
+    gate = _gate(report, "levenshtein")
+    assert gate["note"] == "gate over 2 of 5 cases (3 not run: the run stopped early)"
