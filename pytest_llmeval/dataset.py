@@ -35,28 +35,35 @@ class MissingFieldError(KeyError):
 @final
 class Case(Mapping[str, Any]):
     """One dataset row. Fields are attributes (``case.expected``) and mapping items
-    (``case["expected"]``). A field the row lacks reads as ``None`` through an attribute only for
-    the standard fields ``input``, ``output``, ``expected`` and ``context``; others raise
-    ``AttributeError`` naming the fields the row has."""
+    (``case["expected"]``). A field the row lacks raises either way, with the same message naming
+    the case, its ``file:line`` and the fields it has: an ``AttributeError`` for ``case.field``
+    (so ``getattr(case, "field", default)`` and ``hasattr`` work) and a :class:`MissingFieldError`
+    (a ``KeyError``) for ``case["field"]``. Read an optional field with ``case.get("field")``.
+
+    Why no ``None`` for an absent ``expected``: a typo in a dataset's column name would then
+    reach the scorer as "no reference" and could pass silently."""
 
     __slots__ = ("_fields", "id", "location")
-    _STANDARD = ("input", "output", "expected", "context")
 
     def __init__(self, id: str, fields: Mapping[str, Any], location: str) -> None:
         object.__setattr__(self, "id", id)
         object.__setattr__(self, "location", location)
         object.__setattr__(self, "_fields", dict(fields))
 
+    def _missing(self, name: str) -> str:
+        fields = object.__getattribute__(self, "_fields")
+        return (
+            f"dataset case {self.id!r} ({self.location}) has no field {name!r}; "
+            f"its fields are: {', '.join(fields) or 'none'} "
+            f"(read an optional field with case.get({name!r}))"
+        )
+
     def __getattr__(self, name: str) -> Any:
+        # Only called when normal lookup fails: slots, methods and Mapping mixins come first.
         fields = object.__getattribute__(self, "_fields")
         if name in fields:
             return fields[name]
-        if name in Case._STANDARD:
-            return None
-        raise AttributeError(
-            f"dataset case {self.id!r} ({self.location}) has no field {name!r}; "
-            f"its fields are: {', '.join(fields) or 'none'}"
-        )
+        raise AttributeError(self._missing(name), name=name, obj=self)
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("Case is read-only")
@@ -65,11 +72,7 @@ class Case(Mapping[str, Any]):
         try:
             return self._fields[key]
         except KeyError:
-            raise MissingFieldError(
-                key,
-                f"dataset case {self.id!r} ({self.location}) has no field {key!r}; "
-                f"its fields are: {', '.join(self._fields) or 'none'}",
-            ) from None
+            raise MissingFieldError(key, self._missing(key)) from None
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._fields)
@@ -198,38 +201,131 @@ def _csv_rows(text: str, shown: str) -> Iterator[tuple[int, dict[str, Any]]]:
         start = reader.line_num + 1
 
 
+#: JSON's own whitespace (RFC 8259): not ``\s``, which also matches characters JSON rejects.
+_JSON_WS = re.compile(r"[ \t\n\r]*")
+_JSON_SHAPE = 'a JSON dataset must be a list of objects or an object {"cases": [...]}'
+
+
+class _LineCounter:
+    """Line numbers of offsets in a text, counted incrementally: offsets come in increasing
+    order while walking the document, so a large file is scanned once, not once per row."""
+
+    def __init__(self, text: str) -> None:
+        self._text = text
+        self._pos = 0
+        self._line = 1
+
+    def __call__(self, pos: int) -> int:
+        if pos < self._pos:
+            self._pos, self._line = 0, 1
+        self._line += self._text.count("\n", self._pos, pos)
+        self._pos = pos
+        return self._line
+
+
+class _JSONWalker:
+    """Walks a JSON document that :func:`json.loads` has already accepted, by real parser
+    positions: every value (keys included) is read with ``JSONDecoder.raw_decode`` at the offset
+    where it starts, so escapes (``"\\u0063ases"``), brackets inside strings and nested objects
+    with a ``"cases"`` key are all seen the way the parser sees them, never by text search."""
+
+    def __init__(self, text: str, shown: str) -> None:
+        self.text = text
+        self.shown = shown
+        self.line = _LineCounter(text)
+        self._decode = json.JSONDecoder().raw_decode
+
+    def ws(self, pos: int) -> int:
+        return _JSON_WS.match(self.text, pos).end()  # type: ignore[union-attr]
+
+    def expect(self, pos: int, chars: str) -> str:
+        char = self.text[pos : pos + 1]
+        if not char or char not in chars:  # unreachable for a document json.loads accepted
+            raise DatasetError(
+                f"{self.shown}:{self.line(pos)}",
+                f"malformed JSON: expected one of {chars!r} at column {pos + 1}",
+            )
+        return char
+
+    def value(self, pos: int) -> tuple[Any, int]:
+        """The value starting at ``pos`` and the offset just after it."""
+        return self._decode(self.text, pos)
+
+    def cases_offset(self, pos: int) -> int | None:
+        """Offset of the value of the top-level object's ``"cases"`` member (the object starts
+        at ``pos``), or None. Two ``"cases"`` members are an error: json.loads would keep the
+        last one silently, and a dataset must not run rows its author may not mean."""
+        self.expect(pos, "{")
+        pos = self.ws(pos + 1)
+        found: int | None = None
+        if self.text.startswith("}", pos):
+            return None
+        while True:
+            key_at = pos
+            self.expect(pos, '"')
+            key, pos = self.value(pos)
+            pos = self.ws(pos)
+            self.expect(pos, ":")
+            pos = self.ws(pos + 1)
+            if key == "cases":
+                if found is not None:
+                    raise DatasetError(
+                        f"{self.shown}:{self.line(key_at)}",
+                        f'the JSON object has a second "cases" key (the first is at line '
+                        f"{self.line(found)}); keep one list of cases",
+                    )
+                found = pos
+            _, pos = self.value(pos)
+            pos = self.ws(pos)
+            if self.expect(pos, ",}") == "}":
+                return found
+            pos = self.ws(pos + 1)
+
+    def array_items(self, pos: int) -> Iterator[tuple[int, Any]]:
+        """(start offset, value) of each item of the array that starts at ``pos``."""
+        self.expect(pos, "[")
+        pos = self.ws(pos + 1)
+        if self.text.startswith("]", pos):
+            return
+        while True:
+            start = pos
+            item, pos = self.value(pos)
+            yield start, item
+            pos = self.ws(pos)
+            if self.expect(pos, ",]") == "]":
+                return
+            pos = self.ws(pos + 1)
+
+
 def _json_rows(text: str, shown: str) -> Iterator[tuple[int, dict[str, Any]]]:
-    decoder = json.JSONDecoder()
-
-    def lineno(pos: int) -> int:
-        return text.count("\n", 0, pos) + 1
-
+    # json.loads first: it validates the whole document (trailing data included) and gives the
+    # parser's own message and line for a malformed file. The walk then only locates rows.
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise DatasetError(f"{shown}:{exc.lineno}", f"malformed JSON: {exc.msg}") from None
-    if isinstance(doc, dict) and isinstance(doc.get("cases"), list):
-        # locate the array of cases to give per-row line numbers
-        start = text.find("[", text.find('"cases"'))
-    elif isinstance(doc, list):
-        start = text.find("[")
-    else:
         raise DatasetError(
-            f"{shown}:1", 'a JSON dataset must be a list of objects or {"cases": [...]}'
-        )
-    pos = start + 1
-    idx = 0
-    ws = re.compile(r"[\s,]*")
-    while True:
-        pos = ws.match(text, pos).end()  # type: ignore[union-attr]
-        if pos >= len(text) or text[pos] == "]":
-            return
-        obj, end = decoder.raw_decode(text, pos)
+            f"{shown}:{exc.lineno}", f"malformed JSON: {exc.msg} (column {exc.colno})"
+        ) from None
+    walker = _JSONWalker(text, shown)
+    start = walker.ws(0)
+    if isinstance(doc, list):
+        array_at = start
+    elif isinstance(doc, dict):
+        found = walker.cases_offset(start)
+        if found is None:
+            raise DatasetError(f"{shown}:{walker.line(start)}", f'{_JSON_SHAPE}; no "cases" key')
+        if not isinstance(doc["cases"], list):
+            raise DatasetError(
+                f"{shown}:{walker.line(found)}",
+                f'"cases" must be a list of objects, not {type(doc["cases"]).__name__}',
+            )
+        array_at = found
+    else:
+        raise DatasetError(f"{shown}:{walker.line(start)}", _JSON_SHAPE)
+    for idx, (pos, obj) in enumerate(walker.array_items(array_at), start=1):
         if not isinstance(obj, dict):
             raise DatasetError(
-                f"{shown}:{lineno(pos)}",
-                f"case {idx + 1} must be a JSON object, not {type(obj).__name__}",
+                f"{shown}:{walker.line(pos)}",
+                f"case {idx} must be a JSON object, not {type(obj).__name__}",
             )
-        yield lineno(pos), obj
-        idx += 1
-        pos = end
+        yield walker.line(pos), obj

@@ -373,7 +373,16 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 # -- collection ----------------------------------------------------------------------------
 
 
+#: The keywords ``@pytest.mark.llm_eval_dataset(...)`` accepts. Any other keyword is a collection
+#: error (a typo must not be ignored silently); a new marker option is added here.
+DATASET_MARKER_KEYWORDS: tuple[str, ...] = ("path", "id_field")
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Worker side (and the only process): one test per dataset row. Without ``--llm-eval`` an
+    ``llm_eval`` test stays one unparametrized item (skipped by
+    :func:`pytest_collection_modifyitems`) and its dataset is not read, so eval data never
+    breaks a plain ``pytest`` run. The marker itself is checked either way: that is code."""
     markers = list(metafunc.definition.iter_markers("llm_eval_dataset"))
     if not markers:
         return
@@ -383,6 +392,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             f"{where}: more than one llm_eval_dataset marker; use one dataset per test"
         )
     mark = markers[0]
+    unknown = [k for k in mark.kwargs if k not in DATASET_MARKER_KEYWORDS]
+    if unknown:
+        raise pytest.Collector.CollectError(
+            f"{where}: @pytest.mark.llm_eval_dataset got unknown keyword "
+            f"{', '.join(repr(k) for k in unknown)}; it accepts: "
+            f"{', '.join(DATASET_MARKER_KEYWORDS)}"
+        )
     if "case" not in metafunc.fixturenames:
         raise pytest.Collector.CollectError(
             f"{where}: @pytest.mark.llm_eval_dataset needs the test to take a `case` argument"
@@ -392,6 +408,17 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             f"{where}: llm_eval_dataset needs a path, e.g. "
             "@pytest.mark.llm_eval_dataset('data/cases.jsonl')"
         )
+    if len(mark.args) > 1 or (mark.args and "path" in mark.kwargs):
+        raise pytest.Collector.CollectError(
+            f"{where}: llm_eval_dataset takes one path (positional or path=...); "
+            "pass other options by keyword"
+        )
+    if metafunc.definition.get_closest_marker("llm_eval") is not None and not _enabled(
+        metafunc.config
+    ):
+        # Skipped anyway: reading the file now would turn a missing or malformed eval dataset
+        # into a collection error of the team's ordinary `pytest` run.
+        return
     raw = mark.args[0] if mark.args else mark.kwargs["path"]
     id_field = str(mark.kwargs.get("id_field", "id"))
     path = Path(raw)
@@ -418,8 +445,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture
-def case() -> Case:
+def case(request: pytest.FixtureRequest) -> Case:
     """Placeholder that explains how `case` gets its value (a dataset marker)."""
+    if request.node.get_closest_marker("llm_eval_dataset") is not None:
+        # An llm_eval test left unparametrized because evaluations are off: its skip mark
+        # normally stops it before fixtures; this covers runs without the skipping plugin.
+        pytest.skip(_SKIP_REASON)
     raise pytest.UsageError(
         "the `case` argument is filled from a dataset: add "
         "@pytest.mark.llm_eval_dataset('path/to/cases.jsonl') to the test"

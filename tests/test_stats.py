@@ -57,8 +57,31 @@ def verdict_case(key: str, *passed: bool, score: float = 1.0) -> CaseSamples:
 
 
 def test_normal_ppf_matches_scipy() -> None:
-    for p in (1e-9, 0.001, 0.025, 0.3, 0.5, 0.8, 0.975, 0.9995):
-        assert normal_ppf(p) == pytest.approx(sps.norm.ppf(p), abs=1e-12)
+    for p in (1e-300, 1e-20, 1e-9, 0.001, 0.025, 0.3, 0.5, 0.8, 0.975, 0.9995, 1 - 1e-12):
+        ref = float(sps.norm.ppf(p))
+        assert normal_ppf(p) == pytest.approx(ref, abs=1e-12 * max(1.0, abs(ref)))
+    with pytest.raises(ValueError, match="strictly between 0 and 1"):
+        normal_ppf(0.0)
+
+
+@settings(max_examples=300, deadline=None)
+@given(p=st.floats(1e-12, 1 - 1e-12))
+def test_prop_normal_ppf_matches_scipy(p: float) -> None:
+    ref = float(sps.norm.ppf(p))
+    assert abs(normal_ppf(p) - ref) <= 1e-12 * max(1.0, abs(ref))
+
+
+def test_stats_imports_only_math_and_random() -> None:
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys, pytest_llmeval; before = set(sys.modules); import pytest_llmeval.stats; "
+        "print(sorted(m for m in set(sys.modules) - before "
+        "if m.split('.')[0] in ('numpy', 'scipy', 'statistics', 'decimal', 'fractions')))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
 
 
 @pytest.mark.parametrize("confidence", [0.5, 0.8, 0.9, 0.95, 0.98, 0.99, 0.995, 0.999])
