@@ -375,7 +375,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 #: The keywords ``@pytest.mark.llm_eval_dataset(...)`` accepts. Any other keyword is a collection
 #: error (a typo must not be ignored silently); a new marker option is added here.
-DATASET_MARKER_KEYWORDS: tuple[str, ...] = ("path", "id_field")
+DATASET_MARKER_KEYWORDS: tuple[str, ...] = ("path", "id_field", "repeat")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
