@@ -13,6 +13,7 @@ __all__ = [
     "BudgetExceededError",
     "CacheMissError",
     "DatasetError",
+    "GateError",
     "JudgeError",
     "LLMEvalError",
     "ScorerConfigError",
@@ -160,3 +161,14 @@ def describe_value(value: Any) -> str:
     if len(text) > 60:
         text = text[:57] + "..."
     return f"{type(value).__name__} {text}"
+
+
+class GateError(LLMEvalError, ValueError):
+    """A suite gate (``@pytest.mark.llm_eval_gate`` or ``--llm-eval-gate``) is unusable: an
+    unknown scorer, a bound outside the scorer's range, a bad keyword or value. ``source`` says
+    where the gate was declared."""
+
+    def __init__(self, source: str, problem: str) -> None:
+        self.source = source
+        self.problem = problem
+        super().__init__(f"{source}: {problem}")
