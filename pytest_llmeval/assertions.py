@@ -22,7 +22,7 @@ from pytest_llmeval.errors import (
 )
 from pytest_llmeval.records import ScoreRecord, current_recorder
 from pytest_llmeval.registry import default_registry
-from pytest_llmeval.scoring import Score, Scorer, canonical_json
+from pytest_llmeval.scoring import Score, Scorer
 from pytest_llmeval.settings import Secret
 
 __all__ = [
@@ -157,7 +157,9 @@ def _about(inst: Scorer, inputs: Mapping[str, Any], ctx: ScoringContext) -> KeyA
     if rec is None:
         return KeyAbout(inst.name, parts)
     case = rec.where or (f"{rec.test}[{rec.case_id}]" if rec.case_id else rec.test)
-    return KeyAbout(inst.name, parts, canonical_json([rec.file, rec.test, rec.case_id]), case)
+    # ASCII JSON: a test or case id may hold a lone surrogate, which SQLite text cannot take.
+    locator = json.dumps([rec.file, rec.test, rec.case_id], ensure_ascii=True)
+    return KeyAbout(inst.name, parts, locator, case)
 
 
 def _replay_miss(

@@ -201,10 +201,10 @@ class ResultCache:
         handle: _Handle | None = getattr(self._local, "handle", None)
         if handle is not None and handle.generation == self._generation:
             return handle.conn
+        if handle is not None:
+            self._drop(handle)  # its file was set aside, or the cache switched off
         if self._disabled:
             return None
-        if handle is not None:
-            self._drop(handle)
         handle = self._connect_new()
         if handle is None:
             return None
@@ -420,9 +420,10 @@ class ResultCache:
             CacheWarning(f"result cache {self.path} cannot be used ({reason}); running without it"),
             stacklevel=4,
         )
-        self._problem = reason
-        self._disabled = True
-        self._generation += 1  # every thread drops its connection
+        with self._lock:
+            self._problem = reason
+            self._disabled = True
+            self._generation += 1  # every thread drops its connection
 
     # -- API -------------------------------------------------------------------------------
 
@@ -490,6 +491,8 @@ class ResultCache:
                     if conn.in_transaction:
                         conn.execute("ROLLBACK")
                     raise
+        except UnicodeEncodeError:
+            return  # a lone surrogate in a scorer name: not cached, never a failed test
         except sqlite3.Error as exc:
             if is_corrupt_error(exc):
                 self._damaged(exc)

@@ -650,3 +650,57 @@ def test_warm_lookup_stays_one_point_read(tmp_path: Path) -> None:
     conn.set_trace_callback(None)
     assert statements == ["SELECT value FROM results WHERE key = 'k'"] * 3
     c.close()
+
+
+def test_replay_of_a_damaged_file_renames_nothing_and_says_why(tmp_path: Path) -> None:
+    d = tmp_path / "c"
+    d.mkdir()
+    (d / "results.sqlite3").write_bytes(b"not a database" * 200)
+    c = _ctx(tmp_path, "replay")
+    prev = set_context(c)
+    try:
+        with (
+            pytest.warns(CacheWarning, match="cannot be used"),
+            pytest.raises(CacheMissError, match="the result cache cannot be used: file is not"),
+        ):
+            score(JudgedHere, output="a")
+    finally:
+        set_context(prev)
+        c.close()
+    assert _corrupt_files(tmp_path) == []
+    assert (d / "results.sqlite3").read_bytes() == b"not a database" * 200
+
+
+def test_batch_replay_miss_is_explained_too(tmp_path: Path) -> None:
+    from pytest_llmeval import score_many
+
+    _record_judged(tmp_path, "local", output="a")
+    c = _ctx(tmp_path, "replay", "other-model")
+    prev = set_context(c)
+    try:
+        with pytest.raises(
+            CacheMissError, match="judge model: recorded 'local', now 'other-model'"
+        ):
+            score_many(JudgedHere, [{"output": "a"}])
+    finally:
+        set_context(prev)
+        c.close()
+
+
+def test_nearest_recorded_entry_is_the_one_with_fewest_differences(tmp_path: Path) -> None:
+    from pytest_llmeval.records import current_recorder
+
+    for text in ("a", "b", "c"):
+        _record_judged(tmp_path, "local", output=text)
+    # same inputs as one of them, only the model differs: that one is named, not the inputs
+    message = _replay_error(tmp_path, "gpt-4o-mini", output="b")
+    assert "a recorded entry for this case differs in judge model: recorded 'local'" in message
+    assert "input output" not in message
+    # outside a test (no recorder) the entry recorded for the same inputs is the nearest
+    token = current_recorder.set(None)
+    try:
+        message = _replay_error(tmp_path, "gpt-4o-mini", output="b")
+    finally:
+        current_recorder.reset(token)
+    assert "(case " not in message
+    assert "for the same inputs differs in judge model: recorded 'local'" in message
