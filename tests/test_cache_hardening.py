@@ -704,3 +704,57 @@ def test_nearest_recorded_entry_is_the_one_with_fewest_differences(tmp_path: Pat
         current_recorder.reset(token)
     assert "(case " not in message
     assert "for the same inputs differs in judge model: recorded 'local'" in message
+
+
+def test_a_handle_on_a_file_set_aside_by_another_writes_to_the_fresh_one(tmp_path: Path) -> None:
+    """Another xdist worker renamed the damaged file aside: this worker's next write must land
+    in the fresh file, where the rest of the run (and the next one) looks."""
+    keys = _keys(3000)
+    c = ResultCache(tmp_path)
+    for i, k in enumerate(keys):
+        c.put(k, "s", {"value": i})
+    c.close()
+    _damage_table_leaves(tmp_path / "results.sqlite3")
+    other = ResultCache(tmp_path)
+    assert other.get(keys[0]) == {"value": 0}  # connected to the damaged file
+    finder = ResultCache(tmp_path)
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        for k in keys:
+            finder.get(k)
+    assert any("rebuilding" in str(w.message) for w in rec)
+    other.put("late", "s", {"value": 5})
+    assert finder.get("late") == {"value": 5}
+    assert ResultCache(tmp_path).get("late") == {"value": 5}
+    other.close()
+    finder.close()
+
+
+XDIST_CONFTEST = CASE_CONFTEST
+
+
+@needs_ro_mount
+def test_xdist_replay_run_on_a_read_only_cache_mount(pytester: pytest.Pytester) -> None:
+    pytest.importorskip("xdist")
+    pytester.makeconftest(XDIST_CONFTEST)
+    pytester.makepyfile(test_faq=CASE_TESTS)
+    pytester.makeini("[pytest]\n")
+    rows = [{"id": f"q{i}", "output": f"answer {i}"} for i in range(4)]
+    (pytester.path / "faq.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    pytester.runpytest_subprocess("--llm-eval", "-p", "no:cacheprovider").assert_outcomes(passed=4)
+    cache = pytester.path / ".llmeval"
+    before = _snapshot(cache)
+    argv = [sys.executable, "-m", "pytest", "--llm-eval", "--llm-eval-cache=replay"]
+    argv += ["-p", "no:cacheprovider", "-n", "2", "-q"]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.run(
+        _under_read_only_mount(cache, argv),
+        cwd=pytester.path,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert "4 passed" in proc.stdout
+    assert _snapshot(cache) == before
