@@ -130,10 +130,20 @@ def describe_differences(recorded: Mapping[str, Any], now: Mapping[str, Any]) ->
         if r == n and type(r) is type(n):
             continue
         label = _label(path)
-        if r is _UNSET or n is _UNSET:
-            side = "not set when recorded" if r is _UNSET else "not set now"
-            phrase = f"{label} ({side})"
-        elif path.startswith(_INPUTS) or path.endswith(_HASHED) or _HIDDEN in (r, n):
+        opaque = path.startswith(_INPUTS) or path.endswith(_HASHED) or _HIDDEN in (r, n)
+        if r is _UNSET:
+            phrase = (
+                f"{label} (given now, not when recorded)"
+                if opaque
+                else f"{label}: unset when recorded, now {_show(n)}"
+            )
+        elif n is _UNSET:
+            phrase = (
+                f"{label} (given when recorded, not now)"
+                if opaque
+                else f"{label}: recorded {_show(r)}, unset now"
+            )
+        elif opaque:
             phrase = f"{label} (other content)"
         else:
             phrase = f"{label}: recorded {_show(r)}, now {_show(n)}"

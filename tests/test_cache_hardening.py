@@ -758,3 +758,29 @@ def test_xdist_replay_run_on_a_read_only_cache_mount(pytester: pytest.Pytester) 
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert "4 passed" in proc.stdout
     assert _snapshot(cache) == before
+
+
+def test_key_parts_and_their_differences_read_plainly() -> None:
+    from pytest_llmeval.cache_protocol import describe_differences, key_parts
+
+    identity = {
+        "name": "s",
+        "version": "2",
+        "options": {"schema": {"type": "object"}, "api_key": "sk-x", "auth_token": "t"},
+        "extra": {"prompt_sha256": "abc", "judge": {"model": "m", "temperature": 0.0}},
+    }
+    parts = key_parts(identity, {"output": "o", "context": ["c"]})
+    assert parts["options.schema"] == {"type": "object"}  # an option's value stays one part
+    assert parts["options.api_key"] == parts["options.auth_token"] == "<hidden>"
+    assert parts["extra.judge.model"] == "m" and "name" not in parts
+    assert len(parts["inputs.output"]) == 16 and parts["inputs.output"] != "o"
+    now = dict(parts, **{"extra.judge.temperature": 0.7, "version": "3"})
+    now["inputs.output"] = "0" * 16
+    del now["inputs.context"]
+    now["options.auth_token"] = "<hidden>"
+    assert describe_differences(parts, now) == [
+        "judge temperature: recorded 0.0, now 0.7",
+        "scorer version: recorded '2', now '3'",
+        "input context (given when recorded, not now)",
+        "input output (other content)",
+    ]
