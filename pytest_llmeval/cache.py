@@ -313,7 +313,7 @@ class ResultCache:
 
     def _open_read_only(self, timeout: float) -> sqlite3.Connection:
         if not self.path.is_file():
-            raise FileNotFoundError(f"there is no result cache at {self.path} (nothing recorded)")
+            raise FileNotFoundError("the file does not exist: nothing was recorded there yet")
         uri = self.path.absolute().as_uri()
         wal = Path(str(self.path) + "-wal")
         if (
@@ -519,7 +519,9 @@ class ResultCache:
         instead. None when nothing useful can be said."""
         conn = self._connect()
         if conn is None:
-            return f"the result cache cannot be used: {self._problem}" if self._problem else None
+            if self._problem is None:
+                return None
+            return f"the result cache {self.path} cannot be used: {self._problem}"
         try:
             return self._explain(conn, about)
         except sqlite3.Error as exc:

@@ -312,8 +312,12 @@ def test_replay_without_a_cache_file_creates_nothing_and_says_so(tmp_path: Path)
     prev = set_context(c)
     try:
         with (
-            pytest.warns(CacheWarning, match="no result cache"),
-            pytest.raises(CacheMissError, match=r"no result cache .*results\.sqlite3"),
+            pytest.warns(CacheWarning, match="cannot be used .the file does not exist"),
+            pytest.raises(
+                CacheMissError,
+                match=r"the result cache .*missing.results\.sqlite3 cannot be used: the file "
+                "does not exist: nothing was recorded there yet",
+            ),
         ):
             score(JudgedHere, output="x")
     finally:
@@ -661,7 +665,9 @@ def test_replay_of_a_damaged_file_renames_nothing_and_says_why(tmp_path: Path) -
     try:
         with (
             pytest.warns(CacheWarning, match="cannot be used"),
-            pytest.raises(CacheMissError, match="the result cache cannot be used: file is not"),
+            pytest.raises(
+                CacheMissError, match=r"results\.sqlite3 cannot be used: file is not a database"
+            ),
         ):
             score(JudgedHere, output="a")
     finally:
