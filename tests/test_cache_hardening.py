@@ -790,3 +790,25 @@ def test_key_parts_and_their_differences_read_plainly() -> None:
         "input context (given when recorded, not now)",
         "input output (other content)",
     ]
+
+
+def test_keys_of_any_two_strings_surrogates_included_differ_exactly_when_they_do() -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    # lone surrogates, both halves of pairs, what lossy encodings produce, and everything else
+    alphabet = st.one_of(
+        st.integers(0xD800, 0xDFFF).map(chr),
+        st.sampled_from(["\ud83d", "\ude00", "😀", "\ufffd", "\\", "u", "d", "8"]),
+        st.characters(),
+    )
+    any_text = st.text(alphabet, max_size=4)
+
+    @settings(max_examples=300, deadline=None)
+    @given(any_text, any_text)
+    def check(a: str, b: str) -> None:
+        ka, kb = input_key("{}", {"output": a}), input_key("{}", {"output": b})
+        assert (ka == kb) == (a == b)
+        assert ka == input_key("{}", {"output": a})
+
+    check()
