@@ -373,6 +373,7 @@ def _record(
             completion_tokens=usage.completion_tokens if usage else 0,
             judge_calls=usage.calls if usage else 0,
             cost_usd=usage.cost_usd if usage else None,
+            judge_models=usage.models if usage else (),
             sample=rec.sample,
             gated=gated,
         )

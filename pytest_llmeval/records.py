@@ -38,6 +38,8 @@ class ScoreRecord:
     completion_tokens: int = 0
     judge_calls: int = 0
     cost_usd: float | None = None
+    #: the models the judge endpoint said answered this scoring's calls (none when cached)
+    judge_models: tuple[str, ...] = ()
     sample: int = 0
     gated: bool = False
 
@@ -67,6 +69,7 @@ class ScoreRecord:
             "completion_tokens": self.completion_tokens,
             "judge_calls": self.judge_calls,
             "cost_usd": self.cost_usd,
+            "judge_models": list(self.judge_models),
             "sample": self.sample,
             "gated": self.gated,
         }
@@ -74,7 +77,10 @@ class ScoreRecord:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ScoreRecord:
         known = set(cls.__dataclass_fields__)
-        return cls(**{k: v for k, v in data.items() if k in known})
+        fields = {k: v for k, v in data.items() if k in known}
+        if "judge_models" in fields:
+            fields["judge_models"] = tuple(str(m) for m in fields["judge_models"] or ())
+        return cls(**fields)
 
 
 @final

@@ -110,10 +110,15 @@ def write_summary(tr: Any, records: Sequence[ScoreRecord], verbosity: int) -> No
     total_calls = sum(a.judge_calls for a in aggs)
     hits = sum(a.cache_hits for a in aggs)
     n = sum(a.n for a in aggs)
+    unpriced = sum(r.judge_calls for r in records if r.judge_calls and r.cost_usd is None)
     tr.write_line(
         f"{n} scores, {hits} from cache, {total_calls} judge calls"
         + (f", ${total_cost:.4f}" if total_cost else "")
+        + (f" ({unpriced} calls at an unknown cost: see llm_eval_prices)" if unpriced else "")
     )
+    served = sorted({m for r in records for m in r.judge_models})
+    if served:
+        tr.write_line("judge calls answered by model: " + ", ".join(served))
     failing = [r for r in records if r.passed is False and not r.gated]
     gated_misses = [r for r in records if r.passed is False and r.gated]
     errored = [r for r in records if r.error is not None]
