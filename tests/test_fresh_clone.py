@@ -34,8 +34,9 @@ def _escaping_lines(text: str, steps_to_root: int) -> list[int]:
     for number, line in enumerate(text.splitlines(), 1):
         if line.lstrip().startswith("#"):
             continue
-        too_far = any(m.group(1).count(".parent") > steps_to_root for m in _FILE_PARENTS.finditer(line))
-        too_far |= any(int(m.group(1)) + 1 > steps_to_root for m in _FILE_PARENTS_INDEX.finditer(line))
+        steps = [m.group(1).count(".parent") for m in _FILE_PARENTS.finditer(line)]
+        steps += [int(m.group(1)) + 1 for m in _FILE_PARENTS_INDEX.finditer(line)]
+        too_far = any(n > steps_to_root for n in steps)
         if too_far or _ESCAPES.search(line):
             found.append(number)
     return found
