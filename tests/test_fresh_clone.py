@@ -98,3 +98,37 @@ def test_parity_data_lives_in_the_repository_with_its_origin() -> None:
     assert "shared/parity/" in readme  # where the copies come from
     lines = (parity / "autoevals_heuristics.jsonl").read_text("utf-8").splitlines()
     assert len([line for line in lines if line.strip()]) == 243
+
+
+# -- installing: the README's install line must install this project ------------------------------
+
+#: a pip command that installs the PyPI distribution "pytest-llmeval" (another project)
+_OTHER_PROJECT = re.compile(r"pip install\b[^\n]*?[\s\"']pytest-llmeval(?![\w-])")
+
+
+def test_the_distribution_is_named_pytest_llmeval_suite() -> None:
+    import tomllib
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text("utf-8"))["project"]
+    assert project["name"] == "pytest-llmeval-suite"
+    assert project["entry-points"]["pytest11"] == {"llmeval": "pytest_llmeval.plugin"}
+    assert project["dynamic"] == ["version"]  # from pytest_llmeval.__version__
+
+
+def test_no_install_instruction_installs_the_other_pytest_llmeval() -> None:
+    files = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+    files += sorted((REPO / "scripts").glob("*.sh"))
+    files += sorted((REPO / "pytest_llmeval").rglob("*.py"))
+    files += [p for p in sorted(TESTS.rglob("*.py")) if p.resolve() != Path(__file__).resolve()]
+    offending = [
+        f"{p.relative_to(REPO)}: {m.group(0)}"
+        for p in files
+        for m in _OTHER_PROJECT.finditer(p.read_text("utf-8"))
+    ]
+    assert offending == []
+    assert _OTHER_PROJECT.search('pip install "pytest-llmeval[bertscore]"')  # the scan works
+    assert _OTHER_PROJECT.search("pip install pytest-llmeval  # core")
+    assert not _OTHER_PROJECT.search("pip uninstall pytest-llmeval")
+    readme = (REPO / "README.md").read_text("utf-8")
+    assert "\npip install .   " in readme  # the install line installs this clone
+    assert "pytest-llmeval-suite" in readme

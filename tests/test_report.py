@@ -118,3 +118,14 @@ def test_git_commit_of_this_checkout() -> None:
     commit = git_commit(root)
     assert commit is not None and len(commit) == 40
     int(commit, 16)  # hexadecimal
+
+
+def test_report_names_this_projects_version_not_the_other_pytest_llmeval(tmp_path: Path) -> None:
+    # "pytest-llmeval" on PyPI is another project: its metadata must not stand for ours
+    import pytest_llmeval
+
+    versions = build_report([], started=1.0, settings=None, rootdir=tmp_path, exitstatus=0)["run"][
+        "versions"
+    ]
+    assert versions["pytest-llmeval-suite"] == pytest_llmeval.__version__
+    assert "pytest-llmeval" not in versions

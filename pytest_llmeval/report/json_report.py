@@ -38,11 +38,20 @@ def git_commit(directory: Path) -> str | None:
     return text if out.returncode == 0 and text else None
 
 
+#: This project's distribution name. ``pytest-llmeval`` on PyPI is another project that ships a
+#: module of the same name, so its metadata says nothing about the code that ran.
+DISTRIBUTION = "pytest-llmeval-suite"
+
+
 def _versions() -> dict[str, str]:
     from importlib.metadata import PackageNotFoundError, version
 
-    out = {"python": platform.python_version()}
-    for dist in ("pytest", "pytest-llmeval", "pytest-xdist", "openai"):
+    from pytest_llmeval import __version__
+
+    # our own version comes from the code that is running, never from distribution metadata
+    # looked up by name (an editable or renamed install may not match the imported module)
+    out = {"python": platform.python_version(), DISTRIBUTION: __version__}
+    for dist in ("pytest", "pytest-xdist", "openai"):
         try:
             out[dist] = version(dist)
         except PackageNotFoundError:
