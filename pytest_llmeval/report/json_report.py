@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import platform
@@ -92,8 +93,20 @@ def build_report(
 
 
 def write_report(path: Path, report: dict[str, Any]) -> None:
-    """Write ``report`` to ``path`` atomically (a temp file in the same folder, then rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Write ``report`` to ``path`` atomically (a temp file in the same folder, then rename).
+
+    Raises OSError naming the path that is in the way when ``path`` is a directory or its folder
+    is a file (``mkdir`` alone would say "File exists", and ``rename`` would name the temp file).
+    """
+    if path.is_dir():
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        # the folder of the report exists but is not a directory
+        raise NotADirectoryError(
+            errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(path.parent)
+        ) from None
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
