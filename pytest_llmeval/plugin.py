@@ -549,7 +549,8 @@ def pytest_runtest_makereport(
         # A judge that failed (or bad input, or a replay miss) is an ERROR of the test, not a
         # quality FAIL: the score is unknown. The flag crosses xdist with the report.
         setattr(report, ERROR_ATTR, f"{type(excinfo.value).__name__}")
-        _count_unrecorded_error(item, excinfo.value)
+        if report.failed:  # not when xfail turned it into an expected failure
+            _count_unrecorded_error(item, excinfo.value)
     if call.when == "teardown":
         recorder = item.stash.get(recorder_key, None)
         if recorder is not None and recorder.records:

@@ -260,3 +260,20 @@ def test_a_recorded_error_is_not_counted_twice(pytester: pytest.Pytester) -> Non
     assert [(r["scorer"], r["error"].split(":")[0]) for r in records] == [
         ("levenshtein", "ScorerInputError")
     ]
+
+
+def test_an_expected_failure_is_not_counted_as_an_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+        from pytest_llmeval import assert_scores
+
+        @pytest.mark.xfail(reason="documents a rejected option")
+        def test_threshold():
+            assert_scores("levenshtein", [{"output": "a", "expected": "a"}], threshold=0.5)
+        """
+    )
+    report = pytester.path / "r.json"
+    result = pytester.runpytest("--llm-eval-cache=off", f"--llm-eval-report={report}")
+    result.assert_outcomes(xfailed=1)
+    assert json.loads(report.read_text())["records"] == []
