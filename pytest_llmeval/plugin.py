@@ -500,7 +500,8 @@ def _hide_package_frames(item: pytest.Item, excinfo: pytest.ExceptionInfo[BaseEx
     for before, after in itertools.pairwise(kept):
         before.tb_next = after
     kept[-1].tb_next = None
-    excinfo.traceback = excinfo.traceback.filter(lambda entry: True)  # drop a cached one
+    # rebuild pytest's view from the shortened chain (it may have been computed already)
+    excinfo.traceback = type(excinfo.traceback)(excinfo.tb)
 
 
 def _count_unrecorded_error(item: pytest.Item, error: LLMEvalError) -> None:
