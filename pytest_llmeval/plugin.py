@@ -472,17 +472,36 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 _PACKAGE_DIR = Path(__file__).resolve().parent
 
 
-def _in_package(tb: TracebackType) -> bool:
+def _library_dirs() -> tuple[Path, ...]:
+    """The standard library and site-packages folders (frames there are nobody's own code)."""
+    import site
+    import sysconfig
+
+    found = {Path(os.__file__).resolve().parent}
+    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+        path = sysconfig.get_paths().get(key)
+        if path:
+            found.add(Path(path).resolve())
     try:
-        return Path(tb.tb_frame.f_code.co_filename).resolve().is_relative_to(_PACKAGE_DIR)
+        found.update(Path(p).resolve() for p in site.getsitepackages())
+    except AttributeError:  # some virtualenv builds lack it
+        pass
+    return tuple(found)
+
+
+def _frame_path(tb: TracebackType) -> Path | None:
+    try:
+        return Path(tb.tb_frame.f_code.co_filename).resolve()
     except (ValueError, OSError):
-        return False
+        return None
 
 
 def _hide_package_frames(item: pytest.Item, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
     """An error of ours (unknown scorer, bad option or input, judge failure) is shown from the
-    user's own frames: the message says what to do, and pytest-llmeval's internal frames (dozens
-    of lines per test) say nothing to the user. ``--fulltrace`` shows everything.
+    user's own frames: the message says what to do, and pytest-llmeval's internal frames (and
+    the standard library's under them, e.g. the future a judge call ran in: dozens of lines per
+    test) say nothing to the user. A user's own code called from ours (a custom scorer) stays.
+    ``--fulltrace`` shows everything.
 
     The frames are unlinked from the raw traceback chain: pytest rebuilds its traceback from
     the raw entries when it cuts it at the test function, so filtering its Traceback object
@@ -494,7 +513,20 @@ def _hide_package_frames(item: pytest.Item, excinfo: pytest.ExceptionInfo[BaseEx
     while tb is not None:
         chain.append(tb)
         tb = tb.tb_next
-    kept = [t for t in chain if not _in_package(t)]
+    libraries: tuple[Path, ...] | None = None
+    kept: list[TracebackType] = []
+    entered = False  # past the first frame of ours
+    for t in chain:
+        path = _frame_path(t)
+        if path is not None and path.is_relative_to(_PACKAGE_DIR):
+            entered = True
+            continue
+        if entered and path is not None:
+            if libraries is None:
+                libraries = _library_dirs()
+            if any(path.is_relative_to(d) for d in libraries):
+                continue
+        kept.append(t)
     if not kept or kept[0] is not chain[0] or len(kept) == len(chain):
         return
     for before, after in itertools.pairwise(kept):

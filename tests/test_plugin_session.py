@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from pytest_llmeval.testing import OpenAITestServer, error
+
 LONG_REASON = "because " + "x" * 4992  # 5000 characters
 
 CONFTEST = f"""
@@ -277,3 +279,69 @@ def test_an_expected_failure_is_not_counted_as_an_error(pytester: pytest.Pyteste
     result = pytester.runpytest("--llm-eval-cache=off", f"--llm-eval-report={report}")
     result.assert_outcomes(xfailed=1)
     assert json.loads(report.read_text())["records"] == []
+
+
+def _error_section(result: pytest.RunResult) -> list[str]:
+    lines = _lines(result)
+    start = _index(lines, "_____") + 1
+    return lines[start : start + _index(lines[start:], "=")]
+
+
+def test_a_judge_error_is_shown_from_the_test_without_library_frames(
+    pytester: pytest.Pytester, judge_server: OpenAITestServer
+) -> None:
+    # the judge call runs on the background loop and its error comes back through a future:
+    # neither our frames nor concurrent.futures' belong in the user's report
+    judge_server.enqueue(error(400, "model 'nope' does not exist"))
+    pytester.makepyfile(
+        test_judged=f"""
+        from pytest_llmeval import assert_score
+
+        def test_judged():
+            assert_score("l3score", input="q?", expected="a", output="a", min=0.5,
+                         base_url="{judge_server.base_url}", model="nope", max_tries=1)
+        """
+    )
+    pytester._monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    result = pytester.runpytest("--llm-eval-cache=off")
+    result.assert_outcomes(errors=1)
+    section = _error_section(result)
+    assert section[-1] == "test_judged.py:4: JudgeError"
+    assert any(line.startswith(">       assert_score(") for line in section)
+    (message,) = [line for line in section if line.startswith("E   ")]
+    assert "JudgeError" in message and "does not exist" in message
+    assert not [line for line in section if "concurrent" in line or "pytest_llmeval/" in line]
+    assert len(section) < 15
+
+
+def test_a_custom_scorers_own_frame_stays_in_the_traceback(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(
+        """
+        from pytest_llmeval import Score, Scorer, ScorerInputError
+
+        class Picky(Scorer):
+            name = "picky"
+            required_inputs = ("output",)
+
+            def compute(self, inputs, ctx):
+                raise ScorerInputError(self.name, "output", "must not be empty")
+
+        def pytest_llmeval_register_scorers(registry, config):
+            registry.register(Picky, replace=True)
+        """
+    )
+    pytester.makepyfile(
+        test_picky="""
+        from pytest_llmeval import assert_score
+
+        def test_picky():
+            assert_score("picky", output="")
+        """
+    )
+    result = pytester.runpytest("--llm-eval-cache=off")
+    result.assert_outcomes(errors=1)
+    section = _error_section(result)
+    assert section[-1] == "conftest.py:8: ScorerInputError"
+    assert any("raise ScorerInputError" in line for line in section)
+    assert any('assert_score("picky", output="")' in line for line in section)
+    assert not [line for line in section if "pytest_llmeval/" in line]
