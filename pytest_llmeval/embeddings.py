@@ -52,7 +52,7 @@ __all__ = [
 #: How to get the optional dependencies of the local backend and of BERTScore.
 INSTALL_HINT = (
     "pip install torch==2.13.0 (a CPU build; install it first), "
-    'then pip install "pytest-llmeval[bertscore]"'
+    'then the bertscore extra: pip install ".[bertscore]" in the pytest-llmeval-suite checkout'
 )
 
 #: Texts kept per embedder (vectors of a few hundred floats each).

@@ -10,10 +10,13 @@ execnet, and every test reported before a worker crash keeps its records.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import os
+import sys
 from collections.abc import Generator, Iterator
 from pathlib import Path
+from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -538,20 +541,121 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         current_recorder.reset(token)
 
 
+_PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+def _library_dirs() -> tuple[Path, ...]:
+    """The standard library and site-packages folders (frames there are nobody's own code)."""
+    import site
+    import sysconfig
+
+    found = {Path(os.__file__).resolve().parent}
+    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+        path = sysconfig.get_paths().get(key)
+        if path:
+            found.add(Path(path).resolve())
+    try:
+        found.update(Path(p).resolve() for p in site.getsitepackages())
+    except AttributeError:  # some virtualenv builds lack it
+        pass
+    return tuple(found)
+
+
+def _frame_path(tb: TracebackType) -> Path | None:
+    try:
+        return Path(tb.tb_frame.f_code.co_filename).resolve()
+    except (ValueError, OSError):
+        return None
+
+
+def _hide_package_frames(item: pytest.Item, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+    """An error of ours (unknown scorer, bad option or input, judge failure) is shown from the
+    user's own frames: the message says what to do, and pytest-llmeval's internal frames (and
+    the standard library's under them, e.g. the future a judge call ran in: dozens of lines per
+    test) say nothing to the user. A user's own code called from ours (a custom scorer) stays.
+    ``--fulltrace`` shows everything.
+
+    The frames are unlinked from the raw traceback chain: pytest rebuilds its traceback from
+    the raw entries when it cuts it at the test function, so filtering its Traceback object
+    would not last."""
+    if item.config.getoption("fulltrace", False):
+        return
+    chain: list[TracebackType] = []
+    tb: TracebackType | None = excinfo.tb
+    while tb is not None:
+        chain.append(tb)
+        tb = tb.tb_next
+    libraries: tuple[Path, ...] | None = None
+    kept: list[TracebackType] = []
+    entered = False  # past the first frame of ours
+    for t in chain:
+        path = _frame_path(t)
+        if path is not None and path.is_relative_to(_PACKAGE_DIR):
+            entered = True
+            continue
+        if entered and path is not None:
+            if libraries is None:
+                libraries = _library_dirs()
+            if any(path.is_relative_to(d) for d in libraries):
+                continue
+        kept.append(t)
+    if not kept or kept[0] is not chain[0] or len(kept) == len(chain):
+        return
+    for before, after in itertools.pairwise(kept):
+        before.tb_next = after
+    kept[-1].tb_next = None
+    # rebuild pytest's view from the shortened chain (it may have been computed already)
+    excinfo.traceback = type(excinfo.traceback)(excinfo.tb)
+
+
+def _count_unrecorded_error(item: pytest.Item, error: LLMEvalError) -> None:
+    """Every test ERROR caused by pytest-llmeval shows in the llm-eval summary: an error raised
+    before any scoring was recorded (assert_scores rejecting its options, say) gets a record, so
+    the summary's error count agrees with pytest's."""
+    recorder = item.stash.get(recorder_key, None)
+    if recorder is None or any(r.error is not None for r in recorder.records):
+        return
+    name = getattr(error, "scorer", None) or getattr(error, "name", None) or "?"
+    recorder.add(
+        ScoreRecord(
+            file=recorder.file,
+            test=recorder.test,
+            case_id=recorder.case_id,
+            scorer=str(name),
+            index=recorder.next_index(str(name)),
+            score=None,
+            min=None,
+            max=None,
+            passed=None,
+            cached=False,
+            duration_s=0.0,
+            error=f"{type(error).__name__}: {error}",
+            where=recorder.where,
+        )
+    )
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-    report = yield
     excinfo = call.excinfo
-    if (
+    ours = (
         excinfo is not None
         and isinstance(excinfo.value, LLMEvalError)
         and not isinstance(excinfo.value, AssertionError)
-    ):
+    )
+    if ours:
+        assert excinfo is not None
+        _hide_package_frames(item, excinfo)  # before the report renders the traceback
+    report = yield
+    if ours:
+        assert excinfo is not None and isinstance(excinfo.value, LLMEvalError)
         # A judge that failed (or bad input, or a replay miss) is an ERROR of the test, not a
         # quality FAIL: the score is unknown. The flag crosses xdist with the report.
         setattr(report, ERROR_ATTR, f"{type(excinfo.value).__name__}")
+        if report.failed:  # not when xfail turned it into an expected failure
+            _count_unrecorded_error(item, excinfo.value)
     if call.when == "teardown":
         recorder = item.stash.get(recorder_key, None)
         if recorder is not None and recorder.records:
@@ -581,6 +685,10 @@ class LLMEvalSession:
         import time
 
         self.started = time.time()
+        #: where the JSON report went (set in pytest_sessionfinish, shown in the summary)
+        self.report_path: Path | None = None
+        #: why the JSON report could not be written (the OS error), or None
+        self.report_error: str | None = None
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -611,16 +719,29 @@ class LLMEvalSession:
     def pytest_terminal_summary(
         self, terminalreporter: Any, exitstatus: int, config: pytest.Config
     ) -> None:
-        """Controller side: the ``llm-eval summary`` section."""
-        if not self.records:
-            return
-        from pytest_llmeval.report.terminal import write_summary
+        """Controller side: the ``llm-eval summary`` section, then where the JSON report went
+        (or why it could not be written)."""
+        from pytest_llmeval.report.terminal import write_report_outcome, write_summary
 
-        write_summary(terminalreporter, self.sorted_records(), config.get_verbosity())
+        report_written = self.report_path is not None and self.report_error is None
+        if self.records:
+            write_summary(
+                terminalreporter,
+                self.sorted_records(),
+                config.get_verbosity(),
+                report_written=report_written,
+            )
+        if self.report_path is not None:
+            write_report_outcome(terminalreporter, self.report_path, self.report_error)
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        """Controller side: write the JSON report atomically."""
+        """Controller side: write the JSON report atomically.
+
+        A report that cannot be written (unwritable path, disk full) must not end the run with a
+        traceback that swallows the summary: the summary is printed, then the error naming the
+        path and the OS error, and the run exits non-zero (pytest's INTERNAL_ERROR status, 3,
+        unless it already failed)."""
         target = _opt(self.config, "llm_eval_report")
         if not target:
             return
@@ -629,6 +750,7 @@ class LLMEvalSession:
         path = Path(target)
         if not path.is_absolute():
             path = Path(self.config.invocation_params.dir) / path
+        self.report_path = path
         ctx = self.config.stash.get(context_key, None)
         report = build_report(
             self.sorted_records(),
@@ -640,7 +762,16 @@ class LLMEvalSession:
             workers=_worker_count(self.config),
         )
         self.config.hook.pytest_llmeval_update_json_report(config=self.config, report=report)
-        write_report(path, report)
+        try:
+            write_report(path, report)
+        except OSError as exc:
+            self.report_error = str(exc)
+            if session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
+                session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+            if self.config.pluginmanager.get_plugin("terminalreporter") is None:
+                from pytest_llmeval.report.terminal import report_error_message
+
+                sys.stderr.write(report_error_message(path, self.report_error) + "\n")
 
 
 def _worker_count(config: pytest.Config) -> int:

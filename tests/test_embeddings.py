@@ -228,7 +228,7 @@ def test_missing_torch_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None
     message = str(info.value)
     assert "transformers" in message
     assert "pip install torch==2.13.0" in message
-    assert 'pip install "pytest-llmeval[bertscore]"' in message
+    assert 'pip install ".[bertscore]" in the pytest-llmeval-suite checkout' in message
 
 
 def test_an_unloadable_local_model_is_a_clear_error(minilm: str, tmp_path: Path) -> None:

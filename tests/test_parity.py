@@ -1,7 +1,7 @@
 """Parity of the deterministic scorers with their references.
 
-- Autoevals 0.4.1 heuristics: one test per vector of
-  ``../shared/parity/autoevals_heuristics.jsonl``.
+- Autoevals 0.4.1 heuristics: one test per vector of ``tests/parity/autoevals_heuristics.jsonl``
+  (the project's own copy of the reference vectors; origin in tests/parity/README.md).
   Plain vectors must match to 1e-9; ``error`` vectors must raise our ScorerInputError naming the
   scorer and the field; ``quirk`` vectors must give the value we decided on (docs/quirks.md).
 - Arthur Bench 0.3.1 golden values for readability, word_count_match and specificity.
@@ -19,13 +19,12 @@ from pytest_llmeval import ScorerInputError, score
 from pytest_llmeval.context import ScoringContext
 from pytest_llmeval.registry import default_registry
 
-_VECTOR_FILE = Path(__file__).resolve().parent.parent.parent / "shared" / "parity"
+#: The project's own copy of the reference vectors: a test never reads outside the repository.
+PARITY_DIR = Path(__file__).resolve().parent / "parity"
 
 
 def _vector_ids() -> list[str]:
-    path = _VECTOR_FILE / "autoevals_heuristics.jsonl"
-    if not path.is_file():
-        return ["<parity vectors missing>"]
+    path = PARITY_DIR / "autoevals_heuristics.jsonl"
     return [json.loads(line)["id"] for line in path.read_text("utf-8").splitlines() if line.strip()]
 
 
@@ -61,8 +60,8 @@ ERROR_FIELDS: dict[str, str] = {
 
 
 @pytest.fixture(scope="module")
-def vectors(shared_dir: Path) -> dict[str, dict[str, Any]]:
-    path = shared_dir / "parity" / "autoevals_heuristics.jsonl"
+def vectors() -> dict[str, dict[str, Any]]:
+    path = PARITY_DIR / "autoevals_heuristics.jsonl"
     out: dict[str, dict[str, Any]] = {}
     for line in path.read_text("utf-8").splitlines():
         if line.strip():
@@ -114,17 +113,15 @@ def test_every_quirk_is_documented(vectors: dict[str, dict[str, Any]]) -> None:
 APTAGGER_SPECIFICITY_CASE_1 = 0.43296
 
 
-def _golden(shared_dir: Path) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads(
-        (shared_dir / "parity" / "arthur_bench_golden.json").read_text("utf-8")
-    )
+def _golden() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((PARITY_DIR / "arthur_bench_golden.json").read_text("utf-8"))
     return data
 
 
 @pytest.mark.parametrize("case", [0, 1, 2, 3])
 @pytest.mark.parametrize("scorer", ["readability", "word_count_match", "specificity"])
-def test_bench_golden(scorer: str, case: int, shared_dir: Path, ctx: ScoringContext) -> None:
-    golden = _golden(shared_dir)
+def test_bench_golden(scorer: str, case: int, ctx: ScoringContext) -> None:
+    golden = _golden()
     row = golden["cases"][case]
     result = score(scorer, output=row["output"], expected=row["expected"], input=row["input"])
     want = golden["expected"][scorer][case]
@@ -135,8 +132,8 @@ def test_bench_golden(scorer: str, case: int, shared_dir: Path, ctx: ScoringCont
     assert result.value == pytest.approx(want, abs=tolerance)
 
 
-def test_bench_specificity_with_the_fallback_tagger(shared_dir: Path, ctx: ScoringContext) -> None:
-    row = _golden(shared_dir)["cases"][1]
+def test_bench_specificity_with_the_fallback_tagger(ctx: ScoringContext) -> None:
+    row = _golden()["cases"][1]
     result = score("specificity", output=row["output"], tagger="aptagger")
     assert result.metadata["tagger"].startswith("textblob-aptagger")
     assert result.metadata["pn_count"] == 1

@@ -71,7 +71,8 @@ def test_default_verbosity_caps_failures_and_shortens_reasons() -> None:
     write_summary(tr, recs(25), verbosity=0)
     assert "  ... and 5 more (use -v to see all)" in tr.lines
     reasons = [line for line in tr.lines if line.strip().startswith("reason:")]
-    assert len(reasons) == 20 and all(len(line) < 200 for line in reasons)
+    cut = "      reason: " + "r" * 160 + "… (240 more chars; --llm-eval-report keeps it whole)"
+    assert reasons == [cut] * 20
 
 
 def test_verbose_shows_everything() -> None:
@@ -118,3 +119,58 @@ def test_git_commit_of_this_checkout() -> None:
     commit = git_commit(root)
     assert commit is not None and len(commit) == 40
     int(commit, 16)  # hexadecimal
+
+
+def test_report_names_this_projects_version_not_the_other_pytest_llmeval(tmp_path: Path) -> None:
+    # "pytest-llmeval" on PyPI is another project: its metadata must not stand for ours
+    import pytest_llmeval
+
+    versions = build_report([], started=1.0, settings=None, rootdir=tmp_path, exitstatus=0)["run"][
+        "versions"
+    ]
+    assert versions["pytest-llmeval-suite"] == pytest_llmeval.__version__
+    assert "pytest-llmeval" not in versions
+
+
+def _long_failure(rationale: str, error: str | None = None) -> list[ScoreRecord]:
+    return [
+        ScoreRecord(
+            "t.py", "test_a", None, "s", 0, 0.1, 0.5, None, False, False, 0.01, rationale=rationale
+        ),
+        ScoreRecord(
+            "t.py", "test_e", None, "s", 0, None, None, None, None, False, 0.0, error=error
+        ),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("verbosity", "shown"), [(-1, None), (0, 160), (1, 1000), (2, 4000), (3, 4000)]
+)
+def test_a_rationale_is_bounded_at_every_verbosity(verbosity: int, shown: int | None) -> None:
+    # a judge can reply with pages: the terminal shows a bounded part, the JSON report keeps it
+    tr = FakeTR()
+    write_summary(tr, _long_failure("w" * 10_000), verbosity, report_written=True)
+    reasons = [line for line in tr.lines if line.lstrip().startswith("reason:")]
+    if shown is None:  # -q: no failing cases at all
+        assert reasons == []
+        return
+    assert reasons == [
+        f"      reason: {'w' * shown}… ({10_000 - shown} more chars; see the JSON report)"
+    ]
+    assert max(len(line) for line in tr.lines) < shown + 200
+
+
+@pytest.mark.parametrize(("verbosity", "shown"), [(0, 300), (1, 1000), (2, 4000)])
+def test_a_scoring_error_is_bounded_at_every_verbosity(verbosity: int, shown: int) -> None:
+    tr = FakeTR()
+    write_summary(tr, _long_failure("short", error="JudgeError: " + "e" * 9_988), verbosity)
+    (line,) = [line for line in tr.lines if line.startswith("  t.py::test_e s: ")]
+    text = ("JudgeError: " + "e" * 9_988)[:shown]
+    more = f"… ({10_000 - shown} more chars; --llm-eval-report keeps it whole)"
+    assert line == f"  t.py::test_e s: {text}{more}"
+
+
+def test_a_short_rationale_is_shown_whole() -> None:
+    tr = FakeTR()
+    write_summary(tr, _long_failure("the answer\nis   wrong"), 0)
+    assert "      reason: the answer is wrong" in tr.lines

@@ -20,9 +20,7 @@ from pytest_llmeval import score
 from pytest_llmeval.errors import ScorerConfigError, ScorerInputError, ScorerNotAvailableError
 
 pytest.importorskip("torch", reason="BERTScore needs torch (pip install torch==2.13.0 first)")
-pytest.importorskip(
-    "bert_score", reason='needs the bertscore extra: pip install "pytest-llmeval[bertscore]"'
-)
+pytest.importorskip("bert_score", reason='needs the bertscore extra: pip install ".[bertscore]"')
 
 from pytest_llmeval.scorers.bertscore import (
     DEFAULT_HEDGE,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import platform
@@ -38,11 +39,20 @@ def git_commit(directory: Path) -> str | None:
     return text if out.returncode == 0 and text else None
 
 
+#: This project's distribution name. ``pytest-llmeval`` on PyPI is another project that ships a
+#: module of the same name, so its metadata says nothing about the code that ran.
+DISTRIBUTION = "pytest-llmeval-suite"
+
+
 def _versions() -> dict[str, str]:
     from importlib.metadata import PackageNotFoundError, version
 
-    out = {"python": platform.python_version()}
-    for dist in ("pytest", "pytest-llmeval", "pytest-xdist", "openai"):
+    from pytest_llmeval import __version__
+
+    # our own version comes from the code that is running, never from distribution metadata
+    # looked up by name (an editable or renamed install may not match the imported module)
+    out = {"python": platform.python_version(), DISTRIBUTION: __version__}
+    for dist in ("pytest", "pytest-xdist", "openai"):
         try:
             out[dist] = version(dist)
         except PackageNotFoundError:
@@ -88,8 +98,20 @@ def build_report(
 
 
 def write_report(path: Path, report: dict[str, Any]) -> None:
-    """Write ``report`` to ``path`` atomically (a temp file in the same folder, then rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Write ``report`` to ``path`` atomically (a temp file in the same folder, then rename).
+
+    Raises OSError naming the path that is in the way when ``path`` is a directory or its folder
+    is a file (``mkdir`` alone would say "File exists", and ``rename`` would name the temp file).
+    """
+    if path.is_dir():
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        # the folder of the report exists but is not a directory
+        raise NotADirectoryError(
+            errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(path.parent)
+        ) from None
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:

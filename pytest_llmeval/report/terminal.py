@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from pytest_llmeval.records import ScorerAggregate, ScoreRecord, aggregate
 
-__all__ = ["format_table", "write_summary"]
+__all__ = ["format_table", "report_error_message", "write_report_outcome", "write_summary"]
 
 _COLUMNS = (
     "scorer",
@@ -25,6 +26,12 @@ _COLUMNS = (
     "time",
 )
 _MAX_FAILURES_SHOWN = 20
+
+#: Characters of a rationale shown per failing case, by verbosity (default, -v, -vv and more).
+#: A judge can reply with pages; the terminal shows a bounded part and the JSON report keeps all.
+RATIONALE_LIMITS = (160, 1000, 4000)
+#: The same for the message of a scoring error.
+ERROR_LIMITS = (300, 1000, 4000)
 
 
 def _num(value: float | None, fmt: str = ".3f") -> str:
@@ -80,19 +87,29 @@ def _case(rec: ScoreRecord, samples: bool = False) -> str:
     return text
 
 
-def _reason(text: str | None, limit: int | None) -> str:
+def _limit(limits: tuple[int, int, int], verbosity: int) -> int:
+    return limits[min(max(verbosity, 0), len(limits) - 1)]
+
+
+def _reason(text: str | None, limit: int, report_written: bool = False) -> str:
+    """``text`` on one line, cut at ``limit`` characters with a note of how much was left out
+    and where to read it."""
     if not text:
         return ""
     flat = " ".join(text.split())
-    if limit is not None and len(flat) > limit:
-        flat = flat[: limit - 3] + "..."
+    if len(flat) > limit:
+        where = "see the JSON report" if report_written else "--llm-eval-report keeps it whole"
+        flat = f"{flat[:limit]}… ({len(flat) - limit} more chars; {where})"
     return flat
 
 
-def write_summary(tr: Any, records: Sequence[ScoreRecord], verbosity: int) -> None:
+def write_summary(
+    tr: Any, records: Sequence[ScoreRecord], verbosity: int, *, report_written: bool = False
+) -> None:
     """Write the section. ``-q`` prints one line per scorer; the default adds the table's
-    columns and the failing cases (at most 20, reasons shortened); ``-v`` shows every failure
-    with its full reason, ``-vv`` every scored case."""
+    columns and the failing cases (at most 20, reasons cut at 160 characters); ``-v`` shows every
+    failure with up to 1000 characters of its reason, ``-vv`` up to 4000 and every scored case.
+    ``report_written``: a JSON report (which keeps every reason whole) was written."""
     aggs = list(aggregate(records).values())
     samples = any(r.sample for r in records)
     tr.write_sep("=", "llm-eval summary")
@@ -130,14 +147,14 @@ def write_summary(tr: Any, records: Sequence[ScoreRecord], verbosity: int) -> No
     if failing:
         tr.write_line("")
         tr.write_line("failing scores:", red=True, bold=True)
-        limit = None if verbosity > 0 else 160
+        limit = _limit(RATIONALE_LIMITS, verbosity)
         shown = failing if verbosity > 0 else failing[:_MAX_FAILURES_SHOWN]
         for r in shown:
             tr.write_line(
                 f"  {_case(r, samples)} {r.scorer} = {_num(r.score, '.4g')} (bound {_bound(r)})"
                 + (" [cached]" if r.cached else "")
             )
-            reason = _reason(r.rationale, limit)
+            reason = _reason(r.rationale, limit, report_written)
             if reason:
                 tr.write_line(f"      reason: {reason}")
         if len(shown) < len(failing):
@@ -158,10 +175,27 @@ def write_summary(tr: Any, records: Sequence[ScoreRecord], verbosity: int) -> No
         tr.write_line("")
         tr.write_line("scoring errors:", red=True, bold=True)
         for r in errored if verbosity > 0 else errored[:_MAX_FAILURES_SHOWN]:
-            tr.write_line(f"  {_case(r, samples)} {r.scorer}: {_reason(r.error, 300)}")
+            error = _reason(r.error, _limit(ERROR_LIMITS, verbosity), report_written)
+            tr.write_line(f"  {_case(r, samples)} {r.scorer}: {error}")
     if verbosity > 1:
         tr.write_line("")
         tr.write_line("all scores:")
         for r in records:
             status = {True: "pass", False: "FAIL", None: "-"}[r.passed]
             tr.write_line(f"  {_case(r, samples)} {r.scorer} = {_num(r.score, '.4g')} {status}")
+
+
+def report_error_message(path: Path, error: str) -> str:
+    """The line that says the JSON report could not be written, and why."""
+    return (
+        f"llm-eval: could not write the JSON report to {path}: {error} "
+        "(no report was written; a previous report at that path is unchanged)"
+    )
+
+
+def write_report_outcome(tr: Any, path: Path, error: str | None) -> None:
+    """After the summary: where the JSON report was written, or why it could not be."""
+    if error is None:
+        tr.write_line(f"llm-eval: JSON report written to {path}")
+    else:
+        tr.write_line(report_error_message(path, error), red=True, bold=True)
