@@ -67,6 +67,13 @@ _OPTIONS: list[tuple[str, str, str, str, Any]] = [
     ),
     ("report", "llm_eval_report", "write a JSON report of every score to this path", "str", None),
     (
+        "html",
+        "llm_eval_html",
+        "write a self-contained HTML report (cards, gates, case table) to this path",
+        "str",
+        None,
+    ),
+    (
         "judge-model",
         "llm_eval_judge_model",
         "judge model name (default: env LLM_EVAL_JUDGE_MODEL or gpt-4o-mini)",
@@ -617,15 +624,13 @@ class LLMEvalSession:
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        """Controller side: write the JSON report atomically."""
+        """Controller side: write the JSON report (and the HTML one) atomically."""
         target = _opt(self.config, "llm_eval_report")
-        if not target:
+        html_target = _opt(self.config, "llm_eval_html")
+        if not target and not html_target:
             return
         from pytest_llmeval.report.json_report import build_report, write_report
 
-        path = Path(target)
-        if not path.is_absolute():
-            path = Path(self.config.invocation_params.dir) / path
         ctx = self.config.stash.get(context_key, None)
         report = build_report(
             self.sorted_records(),
@@ -636,7 +641,13 @@ class LLMEvalSession:
             workers=_worker_count(self.config),
         )
         self.config.hook.pytest_llmeval_update_json_report(config=self.config, report=report)
-        write_report(path, report)
+        base = Path(self.config.invocation_params.dir)
+        if target:
+            write_report(base / target, report)  # an absolute target replaces base
+        if html_target:
+            from pytest_llmeval.report.html import write_html
+
+            write_html(base / html_target, report)
 
 
 def _worker_count(config: pytest.Config) -> int:
