@@ -66,15 +66,13 @@ def _finite(x: Any) -> float | None:
 
 
 def _histogram(scores: Sequence[float], lo: float, hi: float) -> list[int]:
+    """Equal-width bins over [lo, hi]; the top edge belongs to the last bin. Multiplying before
+    dividing keeps edges exact (0.6 over [0, 1] lands in bin 6, not 5 as 0.6 / 0.1 would)."""
     bins = [0] * HISTOGRAM_BINS
-    width = (hi - lo) / HISTOGRAM_BINS
+    span = hi - lo
     for s in scores:
-        if width <= 0:
-            i = 0
-        else:
-            i = int((s - lo) / width)
-            i = min(max(i, 0), HISTOGRAM_BINS - 1)
-        bins[i] += 1
+        i = 0 if span <= 0 else int((s - lo) * HISTOGRAM_BINS / span)
+        bins[min(max(i, 0), HISTOGRAM_BINS - 1)] += 1
     return bins
 
 
