@@ -116,14 +116,28 @@ def _report(n: int = 60, *, gates: bool = True, comparison: bool = True) -> dict
             b = dict(r, score=None if r["score"] is None else r["score"] + 0.1)
             b["inputs"] = dict(r["inputs"], output=r["inputs"]["output"].replace("apples", "pears"))
             delta = None if r["score"] is None else -0.1
-            cases.append({"key": [r["file"], r["test"], r["case_id"], r["scorer"], r["index"]],
-                          "baseline": b, "current": r, "delta": delta})  # fmt: skip
+            cases.append(
+                {
+                    "key": [r["file"], r["test"], r["case_id"], r["scorer"], r["index"]],
+                    "baseline": b,
+                    "current": r,
+                    "delta": delta,
+                }
+            )
         rep["comparison"] = {
             "baseline": {"git_commit": "fedcba9876543210", "started": 1_699_000_000.0},
             "scorers": [
-                {"scorer": "llm_judge", "baseline_mean": 0.6, "current_mean": 0.5, "diff": -0.1,
-                 "ci_low": -0.2, "ci_high": -0.01, "p_value": 0.03, "regressed": [],
-                 "improved": []}  # fmt: skip
+                {
+                    "scorer": "llm_judge",
+                    "baseline_mean": 0.6,
+                    "current_mean": 0.5,
+                    "diff": -0.1,
+                    "ci_low": -0.2,
+                    "ci_high": -0.01,
+                    "p_value": 0.03,
+                    "regressed": [],
+                    "improved": [],
+                }
             ],
             "cases": cases,
         }
@@ -171,8 +185,12 @@ def test_cards_compute_cluster_interval_wilson_rate_and_histogram() -> None:
     rate = wilson_interval(2, 4).to_json()
     assert card["pass_rate"]["low"] == pytest.approx(rate["low"])
     assert (card["n"], card["scored"], card["passed"], card["failed"], card["errors"]) == (
-        5, 4, 2, 2, 1,
-    )  # fmt: skip
+        5,
+        4,
+        2,
+        2,
+        1,
+    )
     assert card["hist"] == [0, 0, 1, 0, 1, 0, 1, 0, 1, 0]
     assert (card["hist_lo"], card["hist_hi"]) == (0.0, 1.0)
 
@@ -181,14 +199,19 @@ def test_cards_prefer_the_runs_own_scorer_stats() -> None:
     rep = {
         "records": [_record(0, scorer="s", score=0.3), _record(1, scorer="s", score=0.5)],
         "scorer_stats": [
-            {"scorer": "s", "mean": {"estimate": 0.4, "low": 0.11, "high": 0.69,
-                                     "confidence": 0.9}, "pass_rate": None}  # fmt: skip
+            {
+                "scorer": "s",
+                "mean": {"estimate": 0.4, "low": 0.11, "high": 0.69, "confidence": 0.9},
+                "pass_rate": None,
+            }
         ],
     }
     (card,) = build_cards(rep)
     assert (card["mean"]["low"], card["mean"]["high"], card["mean"]["confidence"]) == (
-        0.11, 0.69, 0.9,
-    )  # fmt: skip
+        0.11,
+        0.69,
+        0.9,
+    )
 
 
 def test_render_refuses_a_non_report() -> None:
@@ -294,8 +317,10 @@ def test_browser_cards_gates_and_comparison(page: Path) -> None:
         assert mean == str(round(expected[name]["mean"]["estimate"], 3)).rstrip("0").rstrip(".")
         assert "95% CI [" in card.find_all("div", "ci")[0].text
         assert len(card.find_all("div", "hist")[0].find_all("div")) == 1 + 10
-    verdicts = [(g.find_all("td")[1].text, g.find_all("span", "badge")[0].text)
-                for g in dom.find_all("tr", "gate")]  # fmt: skip
+    verdicts = [
+        (g.find_all("td")[1].text, g.find_all("span", "badge")[0].text)
+        for g in dom.find_all("tr", "gate")
+    ]
     assert verdicts == [("llm_judge", "fail"), ("exact_match", "pass"), ("rouge_l", "inconclusive")]
     assert "hidden" not in dom.by_id("gates-sec").attrs
     (cmp_row,) = dom.find_all("tr", "cmp-scorer")
@@ -321,10 +346,12 @@ def _expected(pred: Any) -> list[dict[str, Any]]:
         ("filter=passed", lambda r: r["passed"] is True),
         # records 0..8 have a baseline 0.1 higher (the errored one, 5, has no delta)
         ("filter=regressed", lambda r: int(r["case_id"][1:]) < 3 and r["error"] is None),
-        ("scorer=llm_judge&filter=failed",
-         lambda r: r["scorer"] == "llm_judge" and r["passed"] is False),
+        (
+            "scorer=llm_judge&filter=failed",
+            lambda r: r["scorer"] == "llm_judge" and r["passed"] is False,
+        ),
         ("q=QUESTION%2012", lambda r: "question 12" in r["inputs"]["input"]),
-    ],  # fmt: skip
+    ],
 )
 def test_browser_filters_from_the_hash(page: Path, fragment: str, pred: Any) -> None:
     dom = parse_dom(dump_dom(page, fragment))
@@ -363,7 +390,8 @@ def test_browser_row_detail_shows_texts_and_word_diff(page: Path, tmp_path: Path
     assert [n.text for n in diff.find_all("ins")] == ["apples"]
     assert diff.text == "there are 1 pearsapples in the basket"
     # the clicked row is highlighted
-    assert [r for r in dom.by_id("spacer").find_all("div", "open")][0].attrs["data-ix"] == "1"
+    (opened,) = dom.by_id("spacer").find_all("div", "open")
+    assert opened.attrs["data-ix"] == "1"
     png = screenshot(page, tmp_path / "report.png", "open=1")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 20_000
 
