@@ -384,7 +384,7 @@ def test_browser_row_detail_shows_texts_and_word_diff(page: Path, tmp_path: Path
     assert detail.find_all("pre", "in-output")[0].text == "there are 1 apples in the basket"
     assert detail.find_all("pre", "rationale")[0].text == "rationale 1"
     usage = [dd.text for dd in detail.find_all("dd")]
-    assert "1 calls, 100 prompt + 20 completion tokens, $0.00020" in usage
+    assert "1 call, 100 prompt + 20 completion tokens, $0.00020" in usage
     (diff,) = detail.find_all("pre", "diff")
     assert [n.text for n in diff.find_all("del")] == ["pears"]
     assert [n.text for n in diff.find_all("ins")] == ["apples"]

@@ -353,7 +353,7 @@
     add("bound", isNum(r.min) ? "\u2265 " + fmt(r.min) : isNum(r.max) ? "\u2264 " + fmt(r.max) : null);
     add("where", r.where);
     add("cached", r.cached ? "yes" : "no");
-    add("judge usage", (r.judge_calls || 0) + " calls, " + (r.prompt_tokens || 0) + " prompt + " + (r.completion_tokens || 0) + " completion tokens" + (isNum(r.cost_usd) ? ", " + usd(r.cost_usd) : ""));
+    add("judge usage", (r.judge_calls || 0) + (r.judge_calls === 1 ? " call, " : " calls, ") + (r.prompt_tokens || 0) + " prompt + " + (r.completion_tokens || 0) + " completion tokens" + (isNum(r.cost_usd) ? ", " + usd(r.cost_usd) : ""));
     var c = caseOf(r);
     if (c && c.baseline) add("baseline score", fmt(c.baseline.score, 4) + " (\u0394 " + fmt(deltaOf(r), 4) + ")");
     detail.appendChild(kv);
