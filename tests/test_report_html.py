@@ -72,33 +72,48 @@ def _report(n: int = 60, *, gates: bool = True, comparison: bool = True) -> dict
         "records": recs,
     }
     if gates:
+        # two gate outcomes as the plugin writes them (GateOutcome.to_json()), one bare
+        # GateResult.to_json()
+        check = {
+            "metric": "mean",
+            "side": "min",
+            "bound": 0.9,
+            "verdict": "fail",
+            "needed": None,
+            "interval": {"estimate": 0.5, "low": 0.4, "high": 0.6},
+            "reason": "",
+        }
         rep["gates"] = [
             {
-                "spec": {"scorer": "llm_judge", "min_mean": 0.9, "source": "marker"},
+                "test": "tests/test_qa.py::test_answers",
+                "scorer": "llm_judge",
                 "verdict": "fail",
-                "reason": "mean below 0.9",
-                "checks": [
-                    {
-                        "metric": "mean",
-                        "side": "min",
-                        "bound": 0.9,
-                        "interval": {"estimate": 0.5, "low": 0.4, "high": 0.6},
-                        "verdict": "fail",
-                        "needed": None,
-                        "reason": "",
-                    }
-                ],
-                "n_cases": 20,
-                "n_errors": 2,
-                "flaky": [],
+                "source": "marker",
+                "note": None,
+                "problem": None,
+                "spec": {"scorer": "llm_judge", "min_mean": 0.9, "source": "marker"},
+                "result": {
+                    "spec": {},
+                    "verdict": "fail",
+                    "reason": "",
+                    "checks": [check],
+                    "n_cases": 20,
+                    "n_scored": 18,
+                    "n_errors": 2,
+                    "n_samples": 20,
+                    "flaky": [],
+                    "cases": [],
+                },
             },
             {
-                "spec": {"scorer": "exact_match", "min_pass_rate": 0.1},
+                "test": "tests/test_qa.py::test_answers",
+                "scorer": "exact_match",
                 "verdict": "pass",
-                "reason": "",
-                "checks": [],
-                "n_cases": 20,
-                "flaky": [],
+                "source": "ini",
+                "note": None,
+                "problem": None,
+                "spec": {"scorer": "exact_match", "min_pass_rate": 0.1},
+                "result": None,
             },
             {
                 "spec": {"scorer": "rouge_l", "min_mean": 0.5},
@@ -107,6 +122,18 @@ def _report(n: int = 60, *, gates: bool = True, comparison: bool = True) -> dict
                 "checks": [],
                 "n_cases": 20,
                 "flaky": [],
+            },
+        ]
+        rep["statistics"] = [
+            {
+                "test": "tests/test_qa.py::test_answers",
+                "scorer": "llm_judge",
+                "n_cases": 20,
+                "n_samples": 20,
+                "n_errors": 2,
+                "flaky": ["x"],
+                "mean": {"estimate": 0.458, "low": 0.327, "high": 0.59},
+                "pass_rate": {"estimate": 0.389, "low": 0.203, "high": 0.614},
             },
         ]
     if comparison:
@@ -322,6 +349,23 @@ def test_browser_cards_gates_and_comparison(page: Path) -> None:
         for g in dom.find_all("tr", "gate")
     ]
     assert verdicts == [("llm_judge", "fail"), ("exact_match", "pass"), ("rouge_l", "inconclusive")]
+    first_gate = dom.find_all("tr", "gate")[0]
+    assert [d.text for d in first_gate.find_all("div", "check")] == [
+        "mean \u2265 0.9: 0.5 [0.4, 0.6] \u2192 fail"
+    ]
+    assert first_gate.find_all("td")[2].text == "tests/test_qa.py::test_answers"
+    assert first_gate.find_all("td")[4].text == "20 (2 unscored)"
+    (stat,) = dom.find_all("tr", "stat")
+    assert [td.text for td in stat.find_all("td")] == [
+        "tests/test_qa.py::test_answers",
+        "llm_judge",
+        "20",
+        "20",
+        "2",
+        "0.458 [0.327, 0.59]",
+        "38.9% [20.3%, 61.4%]",
+        "1",
+    ]
     assert "hidden" not in dom.by_id("gates-sec").attrs
     (cmp_row,) = dom.find_all("tr", "cmp-scorer")
     assert [td.text for td in cmp_row.find_all("td")][:4] == ["llm_judge", "0.6", "0.5", "-0.1"]
@@ -411,6 +455,7 @@ def test_browser_without_gates_or_comparison(tmp_path: Path) -> None:
     write_html(path, rep)
     dom = parse_dom(dump_dom(path, "open=0&filter=regressed"))
     assert "hidden" in dom.by_id("gates-sec").attrs
+    assert "hidden" in dom.by_id("stats-sec").attrs
     assert "hidden" in dom.by_id("cmp-sec").attrs
     assert dom.by_id("count").text == "0 of 12 shown"
     assert "The judged texts are not in this report." in dom.by_id("detail").text

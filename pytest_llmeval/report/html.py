@@ -23,9 +23,15 @@ Keys read (everything but ``records`` is optional; an absent section is simply n
   (``scorer``, ``mean`` {``estimate``, ``low``, ``high``, ``confidence``}, ``pass_rate`` {same});
   when absent the cards' intervals are computed here (cluster-t over cases for the mean, Wilson
   for the pass rate, from ``pytest_llmeval.stats``).
-* ``report["gates"]``? a list of ``GateResult.to_json()`` (``spec`` {``scorer``, ``source``...},
+* ``report["gates"]``? a list of gate outcomes, ``GateOutcome.to_json()`` (``test``,
+  ``scorer``, ``verdict``, ``note``, ``problem``, ``spec`` {``scorer``, ``source``...},
+  ``result``: a ``GateResult.to_json()`` or null); a bare ``GateResult.to_json()`` (``spec``,
   ``verdict``, ``reason``, ``checks`` [{``metric``, ``side``, ``bound``, ``interval``,
-  ``verdict``, ``reason``}], ``n_cases``, ``flaky``), optionally with ``test``/``file``.
+  ``verdict``, ``needed``}], ``n_cases``, ``n_samples``, ``n_errors``, ``flaky``) is read too.
+* ``report["statistics"]``? per-test ``TestStatistics.to_json()`` (``test``, ``scorer``,
+  ``n_cases``, ``n_samples``, ``n_errors``, ``mean`` and ``pass_rate`` intervals, ``flaky``):
+  a table. Records may carry ``sample`` (repeat index; a column when any is above 0),
+  ``gated`` and ``judge_models`` (shown in the row's detail).
 * ``report["comparison"]``? {``baseline`` {run meta}, ``scorers`` [{``scorer``,
   ``baseline_mean``, ``current_mean``, ``diff``, ``ci_low``, ``ci_high``, ``p_value``,
   ``regressed`` [...], ``improved`` [...]}], ``cases`` [{``key``, ``baseline`` record,
@@ -236,6 +242,9 @@ def render_html(report: Mapping[str, Any]) -> str:
         "records": records,
         "cards": build_cards(report),
         "gates": report.get("gates") if isinstance(report.get("gates"), list) else None,
+        "statistics": (
+            report.get("statistics") if isinstance(report.get("statistics"), list) else None
+        ),
         "comparison": (
             report.get("comparison") if isinstance(report.get("comparison"), Mapping) else None
         ),
@@ -321,6 +330,7 @@ style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:">
 <header id="head"><h1>pytest-llmeval report</h1><dl id="run"></dl></header>
 <main>
 <section id="cards-sec"><h2>Scorers</h2><div id="cards"></div></section>
+<section id="stats-sec" hidden><h2>Per-test statistics</h2><div id="stats"></div></section>
 <section id="gates-sec" hidden><h2>Gates</h2><div id="gates"></div></section>
 <section id="cmp-sec" hidden><h2>Against the baseline</h2><div id="cmp"></div></section>
 <section id="cases-sec"><h2>Cases</h2>

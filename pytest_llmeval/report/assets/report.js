@@ -97,34 +97,64 @@
     cardsBox.appendChild(card);
   });
 
-  /* ---- gates ---- */
+  /* ---- gates: GateOutcome.to_json() ({test, scorer, verdict, note, problem, spec, result})
+     or a bare GateResult.to_json() ({spec, verdict, reason, checks, n_cases, ...}) ---- */
+  function header(table, names) {
+    var tr = el("tr");
+    names.forEach(function (h) { tr.appendChild(el("th", "", h)); });
+    table.appendChild(tr);
+  }
   if (D.gates && D.gates.length) {
     document.getElementById("gates-sec").hidden = false;
-    var gt = el("table"), hr = el("tr");
-    ["verdict", "scorer", "where", "checks", "cases", "reason"].forEach(function (h) { hr.appendChild(el("th", "", h)); });
-    gt.appendChild(hr);
+    var gt = el("table");
+    header(gt, ["verdict", "scorer", "test", "checks", "cases", "notes"]);
     D.gates.forEach(function (g) {
-      var spec = g.spec || {}, tr = el("tr", "gate");
-      var v = String(g.verdict || "?");
+      var spec = g.spec || {}, res = g.result || g, tr = el("tr", "gate");
+      var v = String(g.verdict || res.verdict || "?");
       var td = el("td"); td.appendChild(el("span", "badge b-" + v, v)); tr.appendChild(td);
-      tr.appendChild(el("td", "", spec.scorer || g.scorer || ""));
+      tr.appendChild(el("td", "", g.scorer || spec.scorer || ""));
       tr.appendChild(el("td", "", g.test || spec.test || spec.source || ""));
       var chk = el("td");
-      (g.checks || []).forEach(function (c) {
-        var line = el("div");
+      (res.checks || []).forEach(function (c) {
         var iv = c.interval || {};
-        line.textContent = c.metric + " " + (c.side === "max" ? "\u2264 " : "\u2265 ") + fmt(c.bound) + ": " +
-          (c.metric === "pass_rate" ? ival(iv, true) : ival(iv, false)) + " \u2192 " + c.verdict +
-          (c.needed ? " (about " + c.needed + " more cases to decide)" : "");
-        chk.appendChild(line);
+        var line = c.metric.replace("_", " ") + " " + (c.side === "max" ? "\u2264 " : "\u2265 ") +
+          fmt(c.bound) + ": " + ival(iv, c.metric === "pass_rate") + " \u2192 " + c.verdict;
+        if (c.needed) line += " (about " + c.needed + " more cases may decide it)";
+        chk.appendChild(el("div", "check", line));
       });
       tr.appendChild(chk);
-      tr.appendChild(el("td", "num", (g.n_cases === undefined ? "" : g.n_cases) +
-        (g.n_errors ? " (" + g.n_errors + " errors)" : "") + (g.flaky && g.flaky.length ? ", " + g.flaky.length + " flaky" : "")));
-      tr.appendChild(el("td", "", g.reason || ""));
+      var cases = res.n_cases === undefined ? "" : String(res.n_cases);
+      if (res.n_samples && res.n_samples !== res.n_cases) cases += ", " + res.n_samples + " samples";
+      if (res.n_errors) cases += " (" + res.n_errors + " unscored)";
+      if (res.flaky && res.flaky.length) cases += ", " + res.flaky.length + " flaky";
+      tr.appendChild(el("td", "num", cases));
+      var notes = [g.problem, g.note, res.reason].filter(function (x) { return x; });
+      if (spec.source && g.test) notes.push("declared by " + spec.source);
+      tr.appendChild(el("td", "", notes.join("; ")));
       gt.appendChild(tr);
     });
     document.getElementById("gates").appendChild(gt);
+  }
+
+  /* ---- per-test statistics: TestStatistics.to_json() ---- */
+  if (D.statistics && D.statistics.length) {
+    document.getElementById("stats-sec").hidden = false;
+    var stt = el("table");
+    header(stt, ["test", "scorer", "cases", "samples", "unscored", "mean [CI]", "pass rate [CI]",
+      "flaky"]);
+    D.statistics.forEach(function (x) {
+      var tr = el("tr", "stat");
+      tr.appendChild(el("td", "", x.test || ""));
+      tr.appendChild(el("td", "", x.scorer || ""));
+      tr.appendChild(el("td", "num", x.n_cases));
+      tr.appendChild(el("td", "num", x.n_samples));
+      tr.appendChild(el("td", "num", x.n_errors));
+      tr.appendChild(el("td", "num", ival(x.mean, false)));
+      tr.appendChild(el("td", "num", ival(x.pass_rate, true)));
+      tr.appendChild(el("td", "num", x.flaky ? x.flaky.length : 0));
+      stt.appendChild(tr);
+    });
+    document.getElementById("stats").appendChild(stt);
   }
 
   /* ---- comparison ---- */
@@ -180,7 +210,7 @@
   }
 
   /* ---- table ---- */
-  var hasSample = RECS.some(function (r) { return r.sample !== undefined && r.sample !== null; });
+  var hasSample = RECS.some(function (r) { return isNum(r.sample) && r.sample > 0; });
   var COLS = [
     ["status", "status"], ["test", "test / case"], ["scorer", "scorer"],
     ["index", hasSample ? "#/sample" : "#"], ["score", "score"], ["bound", "bound"],
@@ -274,7 +304,7 @@
     row.appendChild(el("span", "s-" + s, s === "none" ? "\u2013" : s));
     var lb = el("span", "", label(r)); lb.title = label(r); row.appendChild(lb);
     row.appendChild(el("span", "", r.scorer));
-    row.appendChild(el("span", "", String(r.index) + (r.sample !== undefined && r.sample !== null ? "/" + r.sample : "")));
+    row.appendChild(el("span", "", String(r.index) + (hasSample ? "/" + (r.sample || 0) : "")));
     row.appendChild(el("span", "num", fmt(r.score)));
     row.appendChild(el("span", "num", isNum(r.min) ? "\u2265 " + fmt(r.min) : isNum(r.max) ? "\u2264 " + fmt(r.max) : ""));
     var d = deltaOf(r);
@@ -345,7 +375,7 @@
     var close = el("button", "close", "close \u2715");
     close.addEventListener("click", function () { setState({open: null}); });
     detail.appendChild(close);
-    detail.appendChild(el("h3", "", label(r) + " \u2014 " + r.scorer + " #" + r.index + (r.sample !== undefined && r.sample !== null ? " sample " + r.sample : "")));
+    detail.appendChild(el("h3", "", label(r) + " \u2014 " + r.scorer + " #" + r.index + (hasSample ? " sample " + (r.sample || 0) : "")));
     var kv = el("dl", "kv");
     function add(k, v) { if (v === null || v === undefined || v === "") return; kv.appendChild(el("dt", "", k)); kv.appendChild(el("dd", "", v)); }
     add("status", s === "none" ? "no verdict" : s);
@@ -353,6 +383,8 @@
     add("bound", isNum(r.min) ? "\u2265 " + fmt(r.min) : isNum(r.max) ? "\u2264 " + fmt(r.max) : null);
     add("where", r.where);
     add("cached", r.cached ? "yes" : "no");
+    if (r.gated) add("gated", "a suite gate decides this scorer here; a per-case miss did not fail the test");
+    if (r.judge_models && r.judge_models.length) add("judge model", r.judge_models.join(", "));
     add("judge usage", (r.judge_calls || 0) + (r.judge_calls === 1 ? " call, " : " calls, ") + (r.prompt_tokens || 0) + " prompt + " + (r.completion_tokens || 0) + " completion tokens" + (isNum(r.cost_usd) ? ", " + usd(r.cost_usd) : ""));
     var c = caseOf(r);
     if (c && c.baseline) add("baseline score", fmt(c.baseline.score, 4) + " (\u0394 " + fmt(deltaOf(r), 4) + ")");
