@@ -459,3 +459,54 @@ def test_browser_without_gates_or_comparison(tmp_path: Path) -> None:
     assert "hidden" in dom.by_id("cmp-sec").attrs
     assert dom.by_id("count").text == "0 of 12 shown"
     assert "The judged texts are not in this report." in dom.by_id("detail").text
+
+
+def test_browser_repeated_samples_and_gated_records(tmp_path: Path) -> None:
+    path = tmp_path / "samples.html"
+    recs = [
+        _record(0, sample=0, gated=True, judge_models=["served-model"]),
+        _record(0, sample=1, gated=True, judge_models=[]),
+    ]
+    write_html(path, {"records": recs})
+    dom = parse_dom(dump_dom(path, "open=1"))
+    head = [s.text for s in dom.by_id("thead").find_all("span")]
+    assert head[3] == "#/sample"
+    assert [row[3] for row in _rows(dom)] == ["0/0", "0/1"]
+    detail = dom.by_id("detail")
+    assert detail.find_all("h3")[0].text.endswith("exact_match #0 sample 1")
+    terms = [dt.text for dt in detail.find_all("dt")]
+    assert "gated" in terms and "judge model" not in terms
+    dom0 = parse_dom(dump_dom(path, "open=0"))
+    kv = dict(
+        zip(
+            [dt.text for dt in dom0.by_id("detail").find_all("dt")],
+            [dd.text for dd in dom0.by_id("detail").find_all("dd")],
+            strict=True,
+        )
+    )
+    assert kv["judge model"] == "served-model"
+
+
+def test_credentials_in_the_judge_url_do_not_reach_the_page() -> None:
+    rep = _report(3, gates=False, comparison=False)
+    rep["run"]["judge"] = {
+        "model": "m",
+        "base_url": "https://bob:sk-SECRET1@judge.example:8443/v1?api_key=sk-SECRET2",
+    }
+    page = render_html(rep)
+    assert "SECRET" not in page and "bob" not in page
+    assert "https://judge.example:8443/v1" in page
+
+
+def test_missing_chromium_skips_locally_and_fails_under_ci(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import browser
+
+    monkeypatch.setenv("PATH", str(tmp_path))  # an empty directory: no chromium
+    monkeypatch.delenv("CI", raising=False)
+    with pytest.raises(pytest.skip.Exception, match="chromium unavailable: no `chromium` on PATH"):
+        browser.chromium_path()
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="chromium unavailable under CI"):
+        browser.chromium_path()

@@ -231,13 +231,34 @@ def _assets() -> tuple[str, str]:
     )
 
 
+def _redacted_run(run: Any) -> dict[str, Any]:
+    """The run metadata without credentials a URL may carry (``https://user:key@host/?key=``):
+    the JSON report holds no secret, and the page must not grow one from a URL someone wrote."""
+    if not isinstance(run, Mapping):
+        return {}
+    out = dict(run)
+    judge = out.get("judge")
+    if isinstance(judge, Mapping) and isinstance(judge.get("base_url"), str):
+        from urllib.parse import urlsplit, urlunsplit
+
+        try:
+            parts = urlsplit(judge["base_url"])
+            host = parts.hostname or ""
+            netloc = f"{host}:{parts.port}" if parts.port else host
+            clean = urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+        except ValueError:
+            clean = "(unparseable URL removed)"
+        out["judge"] = {**judge, "base_url": clean}
+    return out
+
+
 def render_html(report: Mapping[str, Any]) -> str:
     """The whole page for ``report`` (a JSON report dict) as one string."""
     records = report.get("records")
     if not isinstance(records, list):
         raise ReportFormatError("report", "has no 'records' list; is this a pytest-llmeval run?")
     payload = {
-        "run": report.get("run") if isinstance(report.get("run"), Mapping) else {},
+        "run": _redacted_run(report.get("run")),
         "aggregates": report.get("aggregates") or {},
         "records": records,
         "cards": build_cards(report),
