@@ -54,10 +54,12 @@ def _run(args: list[str], timeout: float = 90.0) -> subprocess.CompletedProcess[
         pytest.fail(f"chromium did not finish within {timeout:.0f} s: {args}", pytrace=False)
 
 
-def dump_dom(path: Path, fragment: str = "", window: str = "1280,900") -> str:
+def dump_dom(
+    path: Path, fragment: str = "", window: str = "1280,900", extra: list[str] | None = None
+) -> str:
     """The serialised DOM of ``path`` (opened as file://...#fragment) after its scripts ran."""
     url = path.resolve().as_uri() + (f"#{fragment}" if fragment else "")
-    out = _run([f"--window-size={window}", "--dump-dom", url])
+    out = _run([f"--window-size={window}", *(extra or []), "--dump-dom", url])
     if out.returncode != 0 or "<html" not in out.stdout:
         pytest.fail(f"chromium --dump-dom failed ({out.returncode}): {out.stderr[-2000:]}")
     return out.stdout

@@ -510,3 +510,56 @@ def test_missing_chromium_skips_locally_and_fails_under_ci(
     monkeypatch.setenv("CI", "true")
     with pytest.raises(pytest.fail.Exception, match="chromium unavailable under CI"):
         browser.chromium_path()
+
+
+_INTERACT = """<script>
+(function () {
+  function mark(k, v) { document.body.setAttribute("data-t-" + k, String(v)); }
+  var st = document.getElementById("f-status");
+  st.value = "failed"; st.dispatchEvent(new Event("change"));
+  mark("count-failed", document.getElementById("count").textContent);
+  mark("hash-failed", location.hash);
+  st.value = "all"; st.dispatchEvent(new Event("change"));
+  var vp = document.getElementById("viewport");
+  vp.scrollTop = 300 * 30; vp.dispatchEvent(new Event("scroll"));
+  setTimeout(function () {
+    var rows = document.querySelectorAll("#spacer .row");
+    mark("scroll-first", rows[0].getAttribute("data-ix"));
+    mark("scroll-n", rows.length);
+    rows[15].click();
+    mark("open", document.getElementById("detail").getAttribute("data-ix"));
+    mark("hash-open", location.hash);
+    var q = document.getElementById("f-q");
+    q.value = "question 12"; q.dispatchEvent(new Event("input"));
+    setTimeout(function () {
+      mark("count-q", document.getElementById("count").textContent);
+      document.querySelector('#thead span[data-col="score"]').click();
+      mark("hash-sort", location.hash);
+      mark("done", 1);
+    }, 400);
+  }, 300);
+})();
+</script>
+"""
+
+
+def test_browser_controls_scroll_and_click(tmp_path: Path) -> None:
+    """The page's own event handlers in the browser: the status select, scrolling the
+    virtualised list, clicking a row, typing a search, clicking a column header (a script
+    appended to the page drives them; --virtual-time-budget lets its timers run)."""
+    rep = _report(600)
+    head, tail = render_html(rep).rsplit("</body>", 1)
+    path = tmp_path / "interact.html"
+    path.write_text(head + _INTERACT + "</body>" + tail, encoding="utf-8")
+    dom = parse_dom(dump_dom(path, extra=["--virtual-time-budget=5000"]))
+    t = {k[7:]: v for k, v in dom.find_all("body")[0].attrs.items() if k.startswith("data-t-")}
+    assert t["done"] == "1", t
+    n_failed = sum(1 for r in rep["records"] if r["passed"] is False and r["error"] is None)
+    assert t["count-failed"] == f"{n_failed} of 600 shown"
+    assert t["hash-failed"] == "#filter=failed"
+    # scrolled to row 300: rendering starts 10 rows above it and stays bounded
+    assert t["scroll-first"] == "290" and 20 < int(t["scroll-n"]) < 60
+    assert t["open"] == "305" and t["hash-open"] == "#open=305"
+    n_q = sum(1 for r in rep["records"] if "question 12" in r["inputs"]["input"])
+    assert t["count-q"] == f"{n_q} of 600 shown"
+    assert t["hash-sort"] == "#q=question%2012&sort=-score&open=305"

@@ -474,6 +474,7 @@
 
   if (readHash().bench) {
     var bench = [["failed", {filter: "failed"}], ["errored", {filter: "errored"}],
+      ["regressed", {filter: "regressed"}],
       ["search", {filter: "all", q: "needle"}], ["sort", {q: "", sort: "-score"}],
       ["scorer", {sort: "", scorer: (D.cards && D.cards[0] ? D.cards[0].scorer : "")}],
       ["all", {scorer: "", filter: "all"}]];
