@@ -16,6 +16,7 @@ __all__ = [
     "GateError",
     "JudgeError",
     "LLMEvalError",
+    "ReportFormatError",
     "ScorerConfigError",
     "ScorerInputError",
     "ScorerNotAvailableError",
@@ -160,6 +161,14 @@ class CacheMissError(LLMEvalError, LookupError):
 
 class DatasetError(LLMEvalError, ValueError):
     """A dataset file is missing, malformed, empty, or has duplicate ids."""
+
+    def __init__(self, where: str, problem: str) -> None:
+        self.where = where
+        super().__init__(f"{where}: {problem}")
+
+
+class ReportFormatError(LLMEvalError, ValueError):
+    """A saved run (JSON report) cannot be rendered: unreadable, not JSON, or not a report."""
 
     def __init__(self, where: str, problem: str) -> None:
         self.where = where

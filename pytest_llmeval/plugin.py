@@ -71,6 +71,13 @@ _OPTIONS: list[tuple[str, str, str, str, Any]] = [
     ),
     ("report", "llm_eval_report", "write a JSON report of every score to this path", "str", None),
     (
+        "html",
+        "llm_eval_html",
+        "write a self-contained HTML report (cards, gates, case table) to this path",
+        "str",
+        None,
+    ),
+    (
         "judge-model",
         "llm_eval_judge_model",
         "judge model name (default: env LLM_EVAL_JUDGE_MODEL or gpt-4o-mini)",
@@ -689,6 +696,9 @@ class LLMEvalSession:
         self.report_path: Path | None = None
         #: why the JSON report could not be written (the OS error), or None
         self.report_error: str | None = None
+        #: the same for the HTML report (--llm-eval-html)
+        self.html_path: Path | None = None
+        self.html_error: str | None = None
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -733,24 +743,24 @@ class LLMEvalSession:
             )
         if self.report_path is not None:
             write_report_outcome(terminalreporter, self.report_path, self.report_error)
+        if self.html_path is not None:
+            write_report_outcome(terminalreporter, self.html_path, self.html_error, "HTML")
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        """Controller side: write the JSON report atomically.
+        """Controller side: write the JSON report (and the HTML one) atomically.
 
         A report that cannot be written (unwritable path, disk full) must not end the run with a
         traceback that swallows the summary: the summary is printed, then the error naming the
         path and the OS error, and the run exits non-zero (pytest's INTERNAL_ERROR status, 3,
         unless it already failed)."""
         target = _opt(self.config, "llm_eval_report")
-        if not target:
+        html_target = _opt(self.config, "llm_eval_html")
+        if not target and not html_target:
             return
         from pytest_llmeval.report.json_report import build_report, write_report
 
-        path = Path(target)
-        if not path.is_absolute():
-            path = Path(self.config.invocation_params.dir) / path
-        self.report_path = path
+        base = Path(self.config.invocation_params.dir)  # an absolute target replaces base
         ctx = self.config.stash.get(context_key, None)
         report = build_report(
             self.sorted_records(),
@@ -762,16 +772,32 @@ class LLMEvalSession:
             workers=_worker_count(self.config),
         )
         self.config.hook.pytest_llmeval_update_json_report(config=self.config, report=report)
+        if target:
+            self.report_path = base / target
+            self.report_error = self._write_one(
+                session, "JSON", self.report_path, write_report, report
+            )
+        if html_target:
+            from pytest_llmeval.report.html import write_html
+
+            self.html_path = base / html_target
+            self.html_error = self._write_one(session, "HTML", self.html_path, write_html, report)
+
+    def _write_one(
+        self, session: pytest.Session, kind: str, path: Path, write: Any, report: dict[str, Any]
+    ) -> str | None:
+        """Write one report; on an OS error, the error text (and the run fails)."""
         try:
-            write_report(path, report)
+            write(path, report)
         except OSError as exc:
-            self.report_error = str(exc)
             if session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
                 session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
             if self.config.pluginmanager.get_plugin("terminalreporter") is None:
                 from pytest_llmeval.report.terminal import report_error_message
 
-                sys.stderr.write(report_error_message(path, self.report_error) + "\n")
+                sys.stderr.write(report_error_message(path, str(exc), kind) + "\n")
+            return str(exc)
+        return None
 
 
 def _worker_count(config: pytest.Config) -> int:

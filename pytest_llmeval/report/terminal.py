@@ -185,17 +185,17 @@ def write_summary(
             tr.write_line(f"  {_case(r, samples)} {r.scorer} = {_num(r.score, '.4g')} {status}")
 
 
-def report_error_message(path: Path, error: str) -> str:
-    """The line that says the JSON report could not be written, and why."""
+def report_error_message(path: Path, error: str, kind: str = "JSON") -> str:
+    """The line that says a report could not be written, and why."""
     return (
-        f"llm-eval: could not write the JSON report to {path}: {error} "
+        f"llm-eval: could not write the {kind} report to {path}: {error} "
         "(no report was written; a previous report at that path is unchanged)"
     )
 
 
-def write_report_outcome(tr: Any, path: Path, error: str | None) -> None:
-    """After the summary: where the JSON report was written, or why it could not be."""
+def write_report_outcome(tr: Any, path: Path, error: str | None, kind: str = "JSON") -> None:
+    """After the summary: where a report was written, or why it could not be."""
     if error is None:
-        tr.write_line(f"llm-eval: JSON report written to {path}")
+        tr.write_line(f"llm-eval: {kind} report written to {path}")
     else:
-        tr.write_line(report_error_message(path, error), red=True, bold=True)
+        tr.write_line(report_error_message(path, error, kind), red=True, bold=True)
