@@ -521,6 +521,21 @@ def dataset_statistics(
         if r.where is not None:
             groups.setdefault((r.file, r.test, r.scorer), []).append(r)
     return [
-        TestStatistics(f"{file}::{test}", scorer_stats(scorer, case_samples(recs), confidence))
+        TestStatistics(
+            f"{file}::{test}",
+            scorer_stats(scorer, case_samples(recs), confidence, _declared_range(scorer)),
+        )
         for (file, test, scorer), recs in sorted(groups.items())
     ]
+
+
+def _declared_range(scorer: str) -> tuple[float, float] | None:
+    """The range a scorer declares, when this process knows the scorer (a custom scorer defined
+    in a test module may be known to the xdist workers only: then no cut)."""
+    from pytest_llmeval.registry import default_registry
+
+    try:
+        lo, hi = default_registry.get(scorer).score_range
+    except LLMEvalError:
+        return None
+    return (float(lo), float(hi))

@@ -391,6 +391,16 @@ class Interval:
     method: str  # "t", "cluster-t", "cluster-bootstrap", "wilson"
     n: int = 0  # independent units behind it (cases)
 
+    def clip(self, score_range: tuple[float, float] | None) -> Interval:
+        """The interval cut to the scorer's range: the true mean lies inside it, so the cut
+        interval covers it whenever the uncut one does (an infinite end cuts nothing)."""
+        if score_range is None:
+            return self
+        low, high = max(self.low, score_range[0]), min(self.high, score_range[1])
+        if low == self.low and high == self.high:
+            return self
+        return dataclasses.replace(self, low=low, high=high)
+
     def to_json(self) -> dict[str, Any]:
         return {
             "estimate": self.estimate,
@@ -760,6 +770,7 @@ def _mean_interval(
                 floor_high = (m * mean + k * score_range[1]) / (m + k)
                 if floor_high > high:
                     high, method = floor_high, "t+range"
+            return Interval(mean, low, high, confidence, method, m).clip(score_range)
         return Interval(mean, low, high, confidence, method, m)
 
     if n < 2:
@@ -945,14 +956,18 @@ class ScorerStats:
 
 
 def scorer_stats(
-    scorer: str, cases: Sequence[CaseSamples], confidence: float = 0.95
+    scorer: str,
+    cases: Sequence[CaseSamples],
+    confidence: float = 0.95,
+    score_range: tuple[float, float] | None = None,
 ) -> ScorerStats:
-    """Summary statistics of one scorer over its cases (see ScorerStats)."""
+    """Summary statistics of one scorer over its cases (see ScorerStats); with ``score_range``
+    (the scorer's declared range) the mean interval is cut to it."""
     _check_confidence(confidence)
     groups = [
         [float(s.score) for s in c.samples if not s.errored and s.score is not None] for c in cases
     ]
-    mean = cluster_mean_interval(groups, confidence) if any(groups) else None
+    mean = cluster_mean_interval(groups, confidence).clip(score_range) if any(groups) else None
     results = [reduce_case(c, "mean") for c in cases]
     verdicts = [r.passed for r in results if r.passed is not None]
     pass_rate = wilson_interval(sum(verdicts), len(verdicts), confidence) if verdicts else None

@@ -806,3 +806,22 @@ def test_prop_all_pass_and_all_fail_datasets(n: int, bound: float, confidence: f
 def test_case_result_is_exported() -> None:
     r = reduce_case(case("x", 0.5, min=0.5))
     assert r == CaseResult("x", 0.5, True, 1, 0, False)
+
+
+def test_intervals_are_cut_to_the_scorers_range() -> None:
+    # Four cases near the top of a 0..1 scorer: the raw interval reaches past 1.0, which no
+    # mean of such scores can; cut to the range it ends at 1.0 (and the low end is unchanged).
+    cases = [
+        CaseSamples(f"c{i}", tuple(Sample(v, True) for v in vals), min=0.5)
+        for i, vals in enumerate([[1.0, 1.0], [1.0, 1.0], [0.6, 0.7], [1.0, 0.9]])
+    ]
+    raw = scorer_stats("s", cases).mean
+    cut = scorer_stats("s", cases, score_range=(0.0, 1.0)).mean
+    assert raw is not None and cut is not None
+    assert raw.high > 1.0
+    assert cut.high == 1.0 and cut.low == raw.low and cut.estimate == raw.estimate
+    unbounded = scorer_stats("s", cases, score_range=(-math.inf, math.inf)).mean
+    assert unbounded == raw
+    gate = evaluate_gate(GateSpec("s", min_mean=0.6, score_range=(0.0, 1.0)), cases)
+    (check,) = gate.checks
+    assert check.interval is not None and check.interval.high <= 1.0
