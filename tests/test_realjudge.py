@@ -4,7 +4,8 @@
 The cases are deliberately easy, so that a 1.5B model separates them; they check that the whole
 path works for real (prompt, forced tool call or logprobs, parsing, score), not the model's wit.
 Few calls: about 2 s per l3score case and 6 to 10 s per factuality case on 2 idle cores
-(server start about 3 s; about 30 s in all).
+(server start about 3 s; about 60 s in all, with the three injection cases; on a loaded
+machine many times that).
 """
 
 from __future__ import annotations
