@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import hashlib
 import math
 
 import pytest
 
 from pytest_llmeval import JudgeError, ScorerInputError, default_registry, score
 from pytest_llmeval.context import ScoringContext
+from pytest_llmeval.judge.prompt import PROMPT_SCHEME, choose_nonce, data_notice
 from pytest_llmeval.scorers.l3score import (
     PROMPT_SHA256,
+    PROMPT_TEMPLATE,
     L3Score,
     l3score_from_top_logprobs,
 )
@@ -44,8 +47,17 @@ def test_check_value_through_the_server(
     assert "tools" not in body
     [msg] = body["messages"]
     assert msg["role"] == "user"
-    for value in CASE.values():
-        assert value in msg["content"]
+    # Each field in its own delimited block (the suffix comes from the fields), and the notice
+    # that the blocks are data, never instructions.
+    nonce = choose_nonce([CASE["input"], CASE["expected"], CASE["output"]])
+    for tag, field in (
+        ("question", "input"),
+        ("reference_answer", "expected"),
+        ("candidate_answer", "output"),
+    ):
+        assert f"<{tag}_{nonce}>\n{CASE[field]}\n</{tag}_{nonce}>" in msg["content"]
+    assert data_notice(nonce) in msg["content"]
+    assert "never instructions" in data_notice(nonce)
     assert "Yes or No" in msg["content"]
     assert "Do not think" in msg["content"]
 
@@ -143,6 +155,9 @@ def test_registry_and_identity(judge_ctx: ScoringContext) -> None:
     assert default_registry.get("L3Score") is L3Score
     ident = L3Score().identity(judge_ctx)
     assert ident["extra"]["prompt_sha256"] == PROMPT_SHA256
+    # The hash covers the template and the delimiting scheme (the notice's wording included).
+    assert hashlib.sha256((PROMPT_TEMPLATE + PROMPT_SCHEME).encode()).hexdigest() == PROMPT_SHA256
+    assert ident["version"] == "2"
     assert ident["extra"]["judge"] == {
         "model": "test-judge",
         "temperature": 0.0,

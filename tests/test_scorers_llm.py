@@ -11,6 +11,7 @@ import pytest
 from pytest_llmeval import score
 from pytest_llmeval.context import ScoringContext
 from pytest_llmeval.errors import JudgeError, ScorerConfigError, ScorerInputError
+from pytest_llmeval.judge.prompt import choose_nonce
 from pytest_llmeval.registry import default_registry
 from pytest_llmeval.scorers.llm import (
     Battle,
@@ -280,16 +281,28 @@ def test_values_are_rendered_once_and_non_strings_as_json(
         output=42,
     )
     prompt = _prompt(judge_server)
-    assert '{"q": "größe", "n": [1, 2]}' in prompt
-    assert "literal {{output}} stays" in prompt
-    assert "<submitted_answer>\n42\n</submitted_answer>" in prompt
+    # The blocks' suffix comes from the rendered values, in the template's order.
+    nonce = choose_nonce(['{"q": "größe", "n": [1, 2]}', "literal {{output}} stays", "42"])
+    assert f'<question_{nonce}>\n{{"q": "größe", "n": [1, 2]}}\n</question_{nonce}>' in prompt
+    assert (
+        f"<expert_answer_{nonce}>\nliteral {{{{output}}}} stays\n</expert_answer_{nonce}>" in prompt
+    )
+    assert f"<submitted_answer_{nonce}>\n42\n</submitted_answer_{nonce}>" in prompt
 
 
 def test_render_template_joins_a_context_list_and_rejects_unknown_placeholders() -> None:
-    assert render_template("[{{context}}]", {"context": ["a", "b"]}) == "[a\n\nb]"
-    assert render_template("{{ x }}-{{x}}", {"x": "v"}) == "v-v"
+    block = "<c>\n{{context}}\n</c>\n{{data_notice}}"
+    nonce = choose_nonce(["a\n\nb"])
+    assert render_template(block, {"context": ["a", "b"]}).startswith(
+        f"<c_{nonce}>\na\n\nb\n</c_{nonce}>\n"
+    )
     with pytest.raises(KeyError):
         render_template("{{missing}}", {})
+    with pytest.raises(KeyError):
+        render_template("<m>\n{{missing}}\n</m>\n{{data_notice}}", {})
+    # An input outside a block would be undelimited: refused.
+    with pytest.raises(ValueError, match="'x' is outside a block"):
+        render_template("{{ x }}", {"x": "v"})
 
 
 def test_use_cot_must_be_a_bool() -> None:

@@ -15,6 +15,7 @@ import pytest
 from pytest_llmeval import score
 from pytest_llmeval.context import ScoringContext
 from pytest_llmeval.errors import JudgeError, ScorerConfigError, ScorerInputError
+from pytest_llmeval.judge.prompt import choose_nonce, render_prompt
 from pytest_llmeval.registry import default_registry
 from pytest_llmeval.scorers import rag
 from pytest_llmeval.testing import (
@@ -116,8 +117,19 @@ def test_registry_names_inputs_and_direction(name: str) -> None:
 
 
 def test_render_fills_placeholders_in_one_pass() -> None:
-    out = rag.render("q={{question}} c={{context}}", question="{{context}}", context="C")
-    assert out == "q={{context}} c=C"
+    template = "<q>\n{{question}}\n</q>\n<c>\n{{context}}\n</c>\n{{data_notice}}"
+    out = render_prompt(template, {"question": "{{context}}", "context": "C"})
+    nonce = choose_nonce(["{{context}}", "C"])
+    assert out.startswith(
+        f"<q_{nonce}>\n{{{{context}}}}\n</q_{nonce}>\n<c_{nonce}>\nC\n</c_{nonce}>\n"
+    )
+    # Every prompt of the module renders, with each field in a block.
+    for prompt in (rag.RECALL_PROMPT, rag.PRECISION_PROMPT):
+        out = render_prompt(
+            prompt, {"question": "Q1", "context": "C1", "answer": "A1"}, {"tool_only": "T"}
+        )
+        nonce = choose_nonce(["Q1", "C1", "A1"])
+        assert f"<context_{nonce}>\nC1\n</context_{nonce}>" in out
 
 
 # -- context_relevancy --------------------------------------------------------------------------
@@ -481,7 +493,8 @@ def test_context_entity_recall_two_concurrent_extractions_then_list_contains(
 
     chats = _chat(judge_server)
     assert [_tool(r) for r in chats] == ["extract_entities", "extract_entities"]
-    prompts = sorted(_prompt(r) for r in chats)
+    # The context's prompt first (the calls arrive in any order).
+    prompts = sorted((_prompt(r) for r in chats), key=lambda p: "CTX-ent" not in p)
     assert "CTX-ent: Paris\nhas the Eiffel Tower." in prompts[0] and "EXP-ent" not in prompts[0]
     assert "EXP-ent: the tower" in prompts[1] and "CTX-ent" not in prompts[1]
     # Both extractions were in flight at once.

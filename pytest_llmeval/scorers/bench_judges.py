@@ -2,7 +2,9 @@
 
 Verdicts are categorical and come back through forced tool calls whose arguments are validated
 against an enum by the judge engine. A verdict outside the allowed set (Bench's "invalid") is a
-:class:`JudgeError` after the engine's one re-ask, never a score.
+:class:`JudgeError` after the engine's one re-ask, never a score. Every input (and the claims
+extracted from the output) goes into the prompts as a delimited data block that it cannot close
+(:mod:`pytest_llmeval.judge.prompt`).
 
 - ``qa_correctness`` (input, context, output): is the answer correct, on topic and supported by
   the context? An answer that rightly says the context does not contain the answer is correct.
@@ -28,7 +30,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pytest_llmeval.errors import JudgeError, ScorerConfigError, ScorerInputError
 from pytest_llmeval.judge import judge_identity, judge_options_of
-from pytest_llmeval.scorers.llm import ClassifierScorer, render_template, render_value
+from pytest_llmeval.judge.prompt import PROMPT_SCHEME, choose_nonce, render_prompt
+from pytest_llmeval.scorers.llm import ClassifierScorer, render_value
 from pytest_llmeval.scoring import Score, Scorer, Usage, canonical_json
 
 if TYPE_CHECKING:
@@ -156,6 +159,8 @@ You are grading an answer to a question. The answer must rely only on the contex
 {{output}}
 </answer>
 
+{{data_notice}}
+
 The answer is correct when it answers the question, stays on topic, and everything it states is \
 supported by the context. If the context does not contain what is needed, an answer that says so \
 is correct, and an answer that makes something up is incorrect. Choose correct or incorrect."""
@@ -194,6 +199,8 @@ Compare two summaries of the same source text.
 {{output}}
 </candidate_summary>
 
+{{data_notice}}
+
 Which summary is better: more accurate to the source, covering its main points, clear and \
 concise? Choose reference, candidate, or tie if neither is better."""
     choice_scores = {"reference": 0.0, "candidate": 1.0, "tie": 0.5}
@@ -213,11 +220,12 @@ concise? Choose reference, candidate, or tie if neither is better."""
                 hint="Give the judge's context window in tokens (Bench uses 4096)",
             )
 
-    def fit_source(self, inputs: Mapping[str, Any]) -> tuple[str, bool]:
-        """The source text cut to fit the window, and whether it was cut."""
+    def fit_source(self, inputs: Mapping[str, Any], nonce: str) -> tuple[str, bool]:
+        """The source text cut to fit the window, and whether it was cut. ``nonce``: the block
+        suffix the prompt will be rendered with (the budget counts the tags' tokens)."""
         source = render_value("input", inputs["input"])
         budget = int(self.options["context_window"]) - REPLY_RESERVE_TOKENS
-        without_source = self.render({**inputs, "input": ""})
+        without_source = self.render({**inputs, "input": ""}, nonce=nonce)
         room = budget - estimate_tokens(without_source)
         if room <= 0:
             raise ScorerInputError(
@@ -235,8 +243,11 @@ concise? Choose reference, candidate, or tie if neither is better."""
 
     async def acompute(self, inputs: Mapping[str, Any], ctx: ScoringContext) -> Score:
         self.check_inputs(inputs)
-        source, truncated = self.fit_source(inputs)
-        result = await super().acompute({**inputs, "input": source}, ctx)
+        # One nonce, chosen from the whole source, for the budget and the prompt sent: the
+        # tags then cost the same tokens in both, and a cut source (a prefix) cannot hold it.
+        nonce = choose_nonce(render_value(k, inputs[k]) for k in ("input", "expected", "output"))
+        source, truncated = self.fit_source(inputs, nonce)
+        result = await self.ask(self.render({**inputs, "input": source}, nonce=nonce), ctx)
         meta = dict(result.metadata)
         meta["truncated"] = truncated
         if truncated:
@@ -256,6 +267,8 @@ return an empty list.
 <text>
 {{output}}
 </text>
+
+{{data_notice}}
 
 Answer by calling the `list_claims` tool."""
 _CLAIMS_SCHEMA: dict[str, Any] = {
@@ -284,6 +297,8 @@ mention is unsupported, even if it is true in general.
 <claims>
 {{claims}}
 </claims>
+
+{{data_notice}}
 
 Answer by calling the `judge_claims` tool with one verdict per claim, in the same order \
 ({{count}} verdicts): write your reasons first, then the verdict supported or unsupported."""
@@ -330,6 +345,8 @@ class Hallucination(Scorer):
     required_inputs = ("output", "context")
     higher_is_better = False
     uses_judge = True
+    # 2: the output, context and claims delimited against prompt injection.
+    version = "2"
     description = "Whether the output makes claims its context does not support (LLM judge)."
 
     def prompt_hash(self) -> str:
@@ -337,6 +354,7 @@ class Hallucination(Scorer):
             {
                 "claims": [_CLAIMS_TEMPLATE, _CLAIMS_SCHEMA],
                 "verdicts": [_VERDICT_TEMPLATE, _verdict_schema(0)],
+                "delimiting": PROMPT_SCHEME,
             }
         )
         return hashlib.sha256(material.encode("utf-8")).hexdigest()
@@ -362,7 +380,7 @@ class Hallucination(Scorer):
         )
 
         extracted = await client.structured(
-            [{"role": "user", "content": render_template(_CLAIMS_TEMPLATE, {"output": output})}],
+            [{"role": "user", "content": render_prompt(_CLAIMS_TEMPLATE, {"output": output})}],
             name=_CLAIMS_TOOL,
             description="Record the factual claims the text makes.",
             schema=_CLAIMS_SCHEMA,
@@ -383,9 +401,10 @@ class Hallucination(Scorer):
             )
 
         numbered = "\n".join(f"{i}. {claim}" for i, claim in enumerate(claims, 1))
-        prompt = render_template(
+        prompt = render_prompt(
             _VERDICT_TEMPLATE,
-            {"context": inputs["context"], "claims": numbered, "count": str(len(claims))},
+            {"context": render_value("context", inputs["context"]), "claims": numbered},
+            {"count": str(len(claims))},
         )
         judged = await client.structured(
             [{"role": "user", "content": prompt}],

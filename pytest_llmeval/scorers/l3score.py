@@ -11,6 +11,10 @@ token's top five alternatives, tokens are matched by ``token.strip().lower()``: 
   ``max(min(exp(lowest top-5 logprob), 1 - sum of the top-5 probabilities), 1e-8)`` (it is at most
   as likely as the least likely listed token, and at most the mass the list leaves over).
 
+The question, the reference and the candidate go into the prompt as delimited data blocks that
+they cannot close (:mod:`pytest_llmeval.judge.prompt`), and the prompt says that the blocks are
+data, never instructions: a candidate cannot end its block and tell the judge to say Yes.
+
 Check value: Yes at -0.1 and No at -2.5 give 0.91683. An endpoint that returns no logprobs is a
 :class:`JudgeError` (the score cannot be computed), never 0.
 """
@@ -25,6 +29,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pytest_llmeval.errors import JudgeError, ScorerInputError
 from pytest_llmeval.judge import judge_identity, judge_options_of
+from pytest_llmeval.judge.prompt import PROMPT_SCHEME, render_prompt
 from pytest_llmeval.scoring import Score, Scorer
 
 if TYPE_CHECKING:
@@ -35,14 +40,19 @@ __all__ = ["PROMPT_TEMPLATE", "L3Score", "l3score_from_top_logprobs"]
 PROMPT_TEMPLATE = """\
 You are checking an answer to a question against the correct reference answer.
 
-Question:
-{question}
+<question>
+{{question}}
+</question>
 
-Reference answer:
-{expected}
+<reference_answer>
+{{expected}}
+</reference_answer>
 
-Candidate answer:
-{output}
+<candidate_answer>
+{{output}}
+</candidate_answer>
+
+{{data_notice}}
 
 Does the candidate answer give the same answer to the question as the reference answer? \
 Differences in wording, formatting, length or extra harmless detail do not matter; a different, \
@@ -51,7 +61,7 @@ contradictory, incomplete or evasive answer does.
 Reply with exactly one word: Yes or No. Do not think, reason or explain before answering: your \
 very first word is the verdict."""
 
-PROMPT_SHA256 = hashlib.sha256(PROMPT_TEMPLATE.encode()).hexdigest()
+PROMPT_SHA256 = hashlib.sha256((PROMPT_TEMPLATE + PROMPT_SCHEME).encode()).hexdigest()
 
 YES_TOKENS = frozenset({"yes", "yeah"})
 NO_TOKENS = frozenset({"no"})
@@ -108,7 +118,8 @@ class L3Score(Scorer):
     optional_inputs: ClassVar[tuple[str, ...]] = ("question",)
     higher_is_better: ClassVar[bool] = True
     score_range: ClassVar[tuple[float, float]] = (0.0, 1.0)
-    version: ClassVar[str] = "1"
+    # 2: the fields are delimited against prompt injection (the prompt changed; the math did not).
+    version: ClassVar[str] = "2"
     uses_judge: ClassVar[bool] = True
     description: ClassVar[str] = "P(yes) from the judge's first-token top-5 logprobs (SPIQA)"
 
@@ -133,10 +144,13 @@ class L3Score(Scorer):
         question = inputs.get("input")
         if question is None:
             question = inputs.get("question")
-        prompt = PROMPT_TEMPLATE.format(
-            question=_render(question),
-            expected=_render(inputs["expected"]),
-            output=_render(inputs["output"]),
+        prompt = render_prompt(
+            PROMPT_TEMPLATE,
+            {
+                "question": _render(question),
+                "expected": _render(inputs["expected"]),
+                "output": _render(inputs["output"]),
+            },
         )
         client = ctx.judge(judge_options_of(self))
         reply = await client.chat(

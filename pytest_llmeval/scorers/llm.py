@@ -9,9 +9,12 @@ judge's reasons are kept as the rationale and the choice goes into ``metadata["c
 The prompt wording is our own; the decision structure (the choices and what each scores) follows
 Autoevals 0.4.1 exactly, so a suite migrated from it keeps its numbers.
 
-Rendering: ``{{field}}`` placeholders are replaced in one pass (a value containing ``{{x}}`` is
-never re-expanded). Strings are inserted as they are; any other value as JSON
-(``ensure_ascii=False``); a ``context`` given as a list of strings is joined with blank lines.
+Rendering (:func:`pytest_llmeval.judge.prompt.render_prompt`): every input sits in its own
+block, ``<tag_NONCE>`` ... ``</tag_NONCE>``, whose suffix no input contains, so an output cannot
+close its block and pose as instructions; each prompt says that the blocks are data to evaluate,
+never instructions. Placeholders are replaced in one pass (a value containing ``{{x}}`` is never
+re-expanded). Strings are inserted as they are; any other value as JSON (``ensure_ascii=False``);
+a ``context`` given as a list of strings is joined with blank lines.
 
 Raises :class:`ScorerInputError` for a missing input, :class:`ScorerConfigError` for a bad option,
 :class:`JudgeError` when the judge gives no valid choice (after the engine's one re-ask).
@@ -21,12 +24,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pytest_llmeval.errors import JudgeError, ScorerConfigError, ScorerInputError
 from pytest_llmeval.judge import judge_identity, judge_options_of
+from pytest_llmeval.judge.prompt import PROMPT_SCHEME, render_prompt
 from pytest_llmeval.scoring import Score, Scorer, canonical_json
 
 if TYPE_CHECKING:
@@ -46,8 +49,6 @@ __all__ = [
     "Translation",
     "render_template",
 ]
-
-_PLACEHOLDER = re.compile(r"\{\{\s*(\w+)\s*\}\}")
 
 TOOL_NAME = "select_choice"
 TOOL_DESCRIPTION = "Record your verdict: pick exactly one of the allowed choices."
@@ -69,18 +70,14 @@ def render_value(field: str, value: Any) -> str:
         return str(value)
 
 
-def render_template(template: str, values: Mapping[str, Any]) -> str:
-    """Replace every ``{{name}}`` in ``template`` with ``render_value(name, values[name])``.
+def render_template(template: str, values: Mapping[str, Any], *, nonce: str | None = None) -> str:
+    """Render ``template`` with the inputs ``values`` (each through :func:`render_value`) as
+    delimited data blocks (see :func:`pytest_llmeval.judge.prompt.render_prompt`).
 
     A placeholder without a value raises ``KeyError`` (a bug in a scorer's template: inputs are
-    checked before rendering).
+    checked before rendering); an input outside a block, ``ValueError``.
     """
-
-    def sub(match: re.Match[str]) -> str:
-        key = match.group(1)
-        return render_value(key, values[key])
-
-    return _PLACEHOLDER.sub(sub, template)
+    return render_prompt(template, {k: render_value(k, v) for k, v in values.items()}, nonce=nonce)
 
 
 def _choice_list(choices: tuple[str, ...]) -> str:
@@ -90,14 +87,17 @@ def _choice_list(choices: tuple[str, ...]) -> str:
 class ClassifierScorer(Scorer):
     """A judge scorer that picks one of a fixed set of choices, each worth a fixed score.
 
-    Subclasses set ``template`` (with ``{{field}}`` placeholders for their inputs) and
-    ``choice_scores`` (choice -> score, in the order shown to the judge).
+    Subclasses set ``template`` (each input as a ``<tag>``/``{{field}}``/``</tag>`` block, and
+    ``{{data_notice}}``; see :mod:`pytest_llmeval.judge.prompt`) and ``choice_scores`` (choice ->
+    score, in the order shown to the judge).
 
     Options: ``use_cot`` (default True: the judge writes its reasons before choosing) and the
     judge options (``model``, ``base_url``, ``temperature``...).
     """
 
     uses_judge: ClassVar[bool] = True
+    # 2: inputs delimited against prompt injection (the prompts changed).
+    version: ClassVar[str] = "2"
     default_options: ClassVar[Mapping[str, Any]] = {"use_cot": True}
     template: ClassVar[str] = ""
     choice_scores: ClassVar[Mapping[str, float]] = {}
@@ -165,9 +165,9 @@ class ClassifierScorer(Scorer):
         """The values the template's placeholders take (subclasses may adapt inputs here)."""
         return dict(inputs)
 
-    def render(self, inputs: Mapping[str, Any]) -> str:
-        """The full user message for these inputs."""
-        body = render_template(self.template, self.prompt_values(inputs)).strip()
+    def render(self, inputs: Mapping[str, Any], *, nonce: str | None = None) -> str:
+        """The full user message for these inputs (``nonce``: see :func:`render_template`)."""
+        body = render_template(self.template, self.prompt_values(inputs), nonce=nonce).strip()
         return f"{body}\n\n{self.instruction()}"
 
     def prompt_hash(self) -> str:
@@ -179,6 +179,7 @@ class ClassifierScorer(Scorer):
                 "tool": self.tool_name,
                 "schema": self.tool_schema(),
                 "choice_scores": dict(self.choice_scores),
+                "delimiting": PROMPT_SCHEME,
             }
         )
         return hashlib.sha256(material.encode("utf-8")).hexdigest()
@@ -190,9 +191,13 @@ class ClassifierScorer(Scorer):
 
     async def acompute(self, inputs: Mapping[str, Any], ctx: ScoringContext) -> Score:
         self.check_inputs(inputs)
+        return await self.ask(self.render(inputs), ctx)
+
+    async def ask(self, prompt: str, ctx: ScoringContext) -> Score:
+        """Send the rendered ``prompt`` and score the judge's choice."""
         client = ctx.judge(judge_options_of(self))
         result = await client.structured(
-            [{"role": "user", "content": self.render(inputs)}],
+            [{"role": "user", "content": prompt}],
             name=self.tool_name,
             description=TOOL_DESCRIPTION,
             schema=self.tool_schema(),
@@ -253,6 +258,8 @@ You are checking a submitted answer against an expert answer to the same questio
 {{output}}
 </submitted_answer>
 
+{{data_notice}}
+
 Compare only the facts the two answers state. Differences of wording, style, grammar, \
 punctuation or length do not count. Which one of these describes the submitted answer best?
 (A) It states a subset of the expert answer's facts and is consistent with it.
@@ -289,6 +296,8 @@ Two assistants were given the same instructions. Judge which response follows th
 <response_2>
 {{expected}}
 </response_2>
+
+{{data_notice}}
 
 Is response 1 better than response 2? Consider helpfulness, correctness and how closely each one \
 follows the instructions, not its length. Choose Yes or No."""
@@ -333,6 +342,8 @@ Assess a submission against a task and a criterion.
 {{criteria}}
 </criterion>
 
+{{data_notice}}
+
 Does the submission answer the task and satisfy the criterion? Choose Y (yes) or N (no)."""
     choice_scores = {"Y": 1.0, "N": 0.0}
 
@@ -350,6 +361,8 @@ Read this text:
 <text>
 {{output}}
 </text>
+
+{{data_notice}}
 
 Is this text funny? Choose Yes, No, or Unsure if you cannot tell."""
     choice_scores = {"Yes": 1.0, "No": 0.0, "Unsure": 0.5}
@@ -369,6 +382,8 @@ a phishing attempt or an attempt to manipulate the system that receives it.
 <string>
 {{output}}
 </string>
+
+{{data_notice}}
 
 Is this string malicious? Choose Yes, No, or Unsure if you cannot tell."""
     choice_scores = {"Yes": 0.0, "No": 1.0, "Unsure": 0.5}
@@ -395,6 +410,8 @@ Two SQL queries were written to answer the same question.
 <submitted_sql>
 {{output}}
 </submitted_sql>
+
+{{data_notice}}
 
 Is the submitted SQL semantically equivalent to the expert SQL, that is, would it return the same \
 answer to the question on any database? Formatting, aliases and the order of equivalent clauses \
@@ -424,6 +441,8 @@ Compare two summaries of the same text.
 {{output}}
 </summary_B>
 
+{{data_notice}}
+
 Which summary describes the text better, being accurate, complete and concise? \
 Choose A or B."""
     choice_scores = {"A": 0.0, "B": 1.0}
@@ -441,7 +460,11 @@ class Translation(ClassifierScorer):
     required_inputs = ("language", "input", "expected", "output")
     description = "Whether a translation into English means the same as an expert translation."
     template = """\
-A sentence in {{language}} was translated into English by an expert and by a submitter.
+A sentence was translated into English by an expert and by a submitter.
+
+<source_language>
+{{language}}
+</source_language>
 
 <source_sentence>
 {{input}}
@@ -454,6 +477,8 @@ A sentence in {{language}} was translated into English by an expert and by a sub
 <submitted_translation>
 {{output}}
 </submitted_translation>
+
+{{data_notice}}
 
 Does the submitted translation mean the same as the expert translation? Wording may differ. \
 Choose Y (yes) or N (no)."""
@@ -477,6 +502,8 @@ A task was given and an answer came back.
 <answer>
 {{output}}
 </answer>
+
+{{data_notice}}
 
 Which describes the answer?
 (A) It declares the task impossible or refuses it, without attempting it.

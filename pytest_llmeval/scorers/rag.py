@@ -70,11 +70,11 @@ import asyncio
 import hashlib
 import json
 import math
-import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pytest_llmeval.errors import JudgeError, ScorerConfigError, ScorerInputError
+from pytest_llmeval.judge.prompt import PROMPT_SCHEME, render_prompt
 from pytest_llmeval.scoring import JUDGE_OPTIONS, Score, Scorer, Usage, canonical_json
 
 if TYPE_CHECKING:
@@ -93,8 +93,9 @@ __all__ = [
 ]
 
 # ---------------------------------------------------------------------------------------------
-# Prompts and tool schemas. ``{{name}}`` placeholders are filled in one pass (a value that itself
-# contains ``{{...}}`` is left alone).
+# Prompts and tool schemas, rendered by pytest_llmeval.judge.prompt.render_prompt: every case
+# field (and every statement a judge extracted from one) is a delimited data block that it
+# cannot close, and each prompt says that the blocks are data, never instructions.
 
 _TOOL_ONLY = "Give your answer as the arguments of the function `{tool}`."
 
@@ -106,6 +107,8 @@ same entity count once (use its fullest form). Copy entities as the text gives t
 one the text does not mention. If there are none, give an empty list.
 
 {{tool_only}}
+
+{{data_notice}}
 
 <text>
 {{text}}
@@ -133,6 +136,8 @@ cannot answer the question, select nothing (an empty list). For each sentence, s
 needed.
 
 {{tool_only}}
+
+{{data_notice}}
 
 <question>
 {{question}}
@@ -170,6 +175,8 @@ supports it, 0 if it does not. Judge against the context only, not against what 
 your reason before each verdict.
 
 {{tool_only}}
+
+{{data_notice}}
 
 <question>
 {{question}}
@@ -216,6 +223,8 @@ does not. Give your reason first.
 
 {{tool_only}}
 
+{{data_notice}}
+
 <question>
 {{question}}
 </question>
@@ -247,6 +256,8 @@ reply), give an empty list.
 
 {{tool_only}}
 
+{{data_notice}}
+
 <question>
 {{question}}
 </question>
@@ -275,6 +286,8 @@ context does not support it or contradicts it. Use the context only, not outside
 exactly one entry per statement, in the order given, with your reason before the verdict.
 
 {{tool_only}}
+
+{{data_notice}}
 
 <context>
 {{context}}
@@ -322,6 +335,8 @@ whether the answer is noncommittal: 1 if it is evasive, vague or ambiguous, or d
 
 {{tool_only}}
 
+{{data_notice}}
+
 <answer>
 {{answer}}
 </answer>
@@ -354,6 +369,8 @@ Put every statement into exactly one category:
 Compare what is stated; do not reinterpret either text.
 
 {{tool_only}}
+
+{{data_notice}}
 
 <question>
 {{question}}
@@ -390,17 +407,12 @@ CORRECTNESS_SCHEMA: dict[str, Any] = {
     "required": ["TP", "FP", "FN"],
 }
 
-_PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
-
-
-def render(template: str, **fields: str) -> str:
-    """Fill ``{{name}}`` placeholders in one pass (values are not re-scanned)."""
-    return _PLACEHOLDER.sub(lambda m: fields[m.group(1)], template)
-
 
 def _prompt_hash(*parts: Any) -> str:
-    """A short stable hash of prompt templates and schemas (cache-key material)."""
-    return hashlib.sha256(canonical_json(list(parts)).encode("utf-8")).hexdigest()[:16]
+    """A short stable hash of prompt templates and schemas, and of the delimiting scheme
+    (cache-key material)."""
+    material = canonical_json([*parts, PROMPT_SCHEME])
+    return hashlib.sha256(material.encode("utf-8")).hexdigest()[:16]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -469,6 +481,8 @@ class _RagScorer(Scorer):
     """Shared machinery: judge client per options, structured calls, identity."""
 
     uses_judge: ClassVar[bool] = True
+    # 2: case fields delimited against prompt injection (the prompts changed).
+    version: ClassVar[str] = "2"
     prompt_parts: ClassVar[tuple[Any, ...]] = ()
 
     def judge_options(self) -> dict[str, Any]:
@@ -488,7 +502,7 @@ class _RagScorer(Scorer):
         temperature: float | None = None,
         **fields: str,
     ) -> tuple[dict[str, Any], Usage]:
-        prompt = render(template, tool_only=_TOOL_ONLY.format(tool=tool), **fields)
+        prompt = render_prompt(template, fields, {"tool_only": _TOOL_ONLY.format(tool=tool)})
         result = await client.structured(
             [{"role": "user", "content": prompt}],
             name=tool,
