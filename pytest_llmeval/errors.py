@@ -12,6 +12,7 @@ from typing import Any
 __all__ = [
     "BudgetExceededError",
     "CacheMissError",
+    "CaseTimeoutError",
     "DatasetError",
     "JudgeError",
     "LLMEvalError",
@@ -160,3 +161,16 @@ def describe_value(value: Any) -> str:
     if len(text) > 60:
         text = text[:57] + "..."
     return f"{type(value).__name__} {text}"
+
+
+class CaseTimeoutError(LLMEvalError, TimeoutError):
+    """An async dataset case ran longer than ``--llm-eval-case-timeout``: it was cancelled and is
+    that case's ERROR (the other cases go on)."""
+
+    def __init__(self, nodeid: str, timeout: float) -> None:
+        self.nodeid = nodeid
+        self.timeout = timeout
+        super().__init__(
+            f"{nodeid}: the case did not finish within --llm-eval-case-timeout={timeout:g}s and "
+            "was cancelled; raise the timeout or find what it waits for (the other cases ran on)"
+        )

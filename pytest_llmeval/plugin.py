@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_llmeval import hookspecs
+from pytest_llmeval.concurrent import ConcurrentCases, check_marker, prepared_recorder_key
 from pytest_llmeval.context import ScoringContext, get_context, set_context
 from pytest_llmeval.dataset import Case, load_dataset
 from pytest_llmeval.errors import DatasetError, LLMEvalError
@@ -114,6 +115,22 @@ _OPTIONS: list[tuple[str, str, str, str, Any]] = [
         "llm_eval_budget",
         "USD: stop starting judge calls once the whole run (xdist workers included; on "
         "non-POSIX systems each process) has spent this much",
+        "float",
+        None,
+    ),
+    (
+        "case-concurrency",
+        "llm_eval_case_concurrency",
+        "cases of one async dataset test in flight at once per process (default 1; the "
+        "marker's concurrency= wins)",
+        "int",
+        None,
+    ),
+    (
+        "case-timeout",
+        "llm_eval_case_timeout",
+        "seconds one async dataset case may run before it is cancelled and reported as that "
+        "case's error (default: no limit)",
         "float",
         None,
     ),
@@ -301,8 +318,9 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     config.addinivalue_line(
         "markers",
-        "llm_eval_dataset(path, id_field='id'): parametrize the test's `case` argument with the "
-        "rows of a .jsonl, .csv or .json file (path relative to the test file), one test per row",
+        "llm_eval_dataset(path, id_field='id', concurrency=None): parametrize the test's `case` "
+        "argument with the rows of a .jsonl, .csv or .json file (path relative to the test "
+        "file), one test per row; an async test runs up to `concurrency` cases at once",
     )
     settings = build_settings(config)
     cache = None
@@ -316,10 +334,26 @@ def pytest_configure(config: pytest.Config) -> None:
     config.hook.pytest_llmeval_register_scorers.call_historic(
         kwargs={"registry": default_registry, "config": config}
     )
+    config.pluginmanager.register(_concurrent_cases(config), "llm-eval-concurrent-cases")
     if not _is_worker(config):
         session = LLMEvalSession(config)
         config.stash[session_key] = session
         config.pluginmanager.register(session, "llm-eval-session")
+
+
+def _concurrent_cases(config: pytest.Config) -> ConcurrentCases:
+    limits: dict[str, Any] = {}
+    for ini, kind in (("llm_eval_case_concurrency", int), ("llm_eval_case_timeout", float)):
+        value = _number(config, ini, kind)
+        if value is not None and value <= 0:
+            raise pytest.UsageError(f"--{ini.replace('_', '-')} must be positive, not {value}")
+        limits[ini] = value
+    return ConcurrentCases(
+        config,
+        make_recorder=_case_recorder,
+        default_concurrency=limits["llm_eval_case_concurrency"] or 1,
+        timeout=limits["llm_eval_case_timeout"],
+    )
 
 
 def _run_spend(config: pytest.Config, settings: Settings) -> SharedSpend | None:
@@ -361,6 +395,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
             del config.stash[spend_key]
     set_context(config.stash.get(previous_context_key, None))
     del config.stash[context_key]
+    cases = config.pluginmanager.get_plugin("llm-eval-concurrent-cases")
+    if cases is not None:
+        cases.pytest_unconfigure()  # stop its loop whatever the hook order
+        config.pluginmanager.unregister(cases)
     session = config.stash.get(session_key, None)
     if session is not None:
         config.pluginmanager.unregister(session)
@@ -372,7 +410,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 #: The keywords ``@pytest.mark.llm_eval_dataset(...)`` accepts. Any other keyword is a collection
 #: error (a typo must not be ignored silently); a new marker option is added here.
-DATASET_MARKER_KEYWORDS: tuple[str, ...] = ("path", "id_field")
+DATASET_MARKER_KEYWORDS: tuple[str, ...] = ("path", "id_field", "concurrency")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -396,6 +434,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             f"{', '.join(repr(k) for k in unknown)}; it accepts: "
             f"{', '.join(DATASET_MARKER_KEYWORDS)}"
         )
+    check_marker(metafunc, dict(mark.kwargs), where)
     if "case" not in metafunc.fixturenames:
         raise pytest.Collector.CollectError(
             f"{where}: @pytest.mark.llm_eval_dataset needs the test to take a `case` argument"
@@ -487,14 +526,30 @@ def _record_identity(item: pytest.Item) -> tuple[str, str, str | None, str | Non
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
-    file, test, case_id, where = _record_identity(item)
-    recorder = TestRecorder(file, test, case_id, where)
+    # A concurrent case set up ahead of its protocol already has its recorder (its fixtures
+    # may have recorded): use it once.
+    recorder = item.stash.get(prepared_recorder_key, None)
+    if recorder is None:
+        recorder = TestRecorder(*_record_identity(item))
+    else:
+        del item.stash[prepared_recorder_key]
     item.stash[recorder_key] = recorder
     token = current_recorder.set(recorder)
     try:
         return (yield)
     finally:
         current_recorder.reset(token)
+
+
+def _case_recorder(item: pytest.Item) -> TestRecorder:
+    """The recorder of a concurrent case being set up: its protocol's, when that is running,
+    else a new one that its protocol will take up."""
+    recorder = item.stash.get(recorder_key, None)
+    if recorder is not None and current_recorder.get() is recorder:
+        return recorder
+    recorder = TestRecorder(*_record_identity(item))
+    item.stash[prepared_recorder_key] = recorder
+    return recorder
 
 
 @pytest.hookimpl(wrapper=True)
