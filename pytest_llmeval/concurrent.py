@@ -40,7 +40,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Coroutine, Generator, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
@@ -190,8 +190,8 @@ class _Gated:
             sys.stdout, sys.stderr = case.out, case.err
             try:
                 if to_throw is not None:
-                    exc, to_throw = to_throw, None
-                    yielded = coro.throw(exc)
+                    thrown, to_throw = to_throw, None
+                    yielded = coro.throw(thrown)
                 else:
                     yielded = coro.send(to_send)
             except StopIteration as stop:
@@ -356,7 +356,7 @@ class ConcurrentCases:
         from _pytest.fixtures import resolve_fixture_function
 
         kwargs = {name: request.getfixturevalue(name) for name in fixturedef.argnames}
-        fixturefunc = resolve_fixture_function(fixturedef, request)
+        fixturefunc: Any = resolve_fixture_function(fixturedef, request)
         key = fixturedef.cache_key(request)
         try:
             if is_gen:
@@ -369,7 +369,7 @@ class ConcurrentCases:
         except BaseException as exc:
             if isinstance(exc, pytest.skip.Exception):
                 # as pytest does: a skip in a fixture is shown at the test, not the fixture
-                setattr(exc, "_use_item_location", True)
+                exc._use_item_location = True
             fixturedef.cached_result = (None, key, (exc, exc.__traceback__))
             raise
         fixturedef.cached_result = (value, key, None)
@@ -420,11 +420,18 @@ class ConcurrentCases:
             current_recorder.reset(token)
             self._detach(case)
         if case.setup_report.passed and not self.config.getoption("setuponly", False):
-            fn: Any = getattr(item, "obj")
-            funcargs: dict[str, Any] = getattr(item, "funcargs")
-            argnames = getattr(item, "_fixtureinfo").argnames
-            coro = fn(**{name: funcargs[name] for name in argnames})
-            case.future = asyncio.run_coroutine_threadsafe(self._run(case, coro), loop)
+            function = cast(pytest.Function, item)  # owns() checked it
+            fn: Any = function.obj
+            funcargs = function.funcargs
+            argnames = function._fixtureinfo.argnames
+            try:
+                coro = fn(**{name: funcargs[name] for name in argnames})
+            except Exception as exc:  # e.g. a signature the fixtures do not fit
+                case.error = exc
+                case.future = concurrent.futures.Future()
+                case.future.set_result(None)
+            else:
+                case.future = asyncio.run_coroutine_threadsafe(self._run(case, coro), loop)
         return case
 
     async def _run(self, case: _Case, coro: Coroutine[Any, Any, Any]) -> None:
@@ -461,7 +468,11 @@ class ConcurrentCases:
     def _fill(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
         """Start the next cases of ``item``'s test, in order, while there is room."""
         limit = self.concurrency(item)
-        for nxt in self._upcoming(item, nextitem, 2 * limit):
+        upcoming = self._upcoming(item, nextitem, 2 * limit)
+        gone = [c for c in self.cases.values() if c.item is not item and c.item not in upcoming]
+        if gone:  # e.g. taken back by xdist's work stealing: it runs elsewhere
+            self.abandon(gone)
+        for nxt in upcoming:
             if nxt in self.cases:
                 continue
             running = sum(1 for c in self.cases.values() if c.running)
@@ -481,13 +492,8 @@ class ConcurrentCases:
         pending = 0
         for c in self.cases.values():
             rep = c.setup_report
-            if rep is not None and rep.failed:
+            if (rep is not None and rep.failed) or _failed_case(c):
                 pending += 1
-            elif c.future is not None and c.future.done() and c.error is not None:
-                if not isinstance(c.error, pytest.skip.Exception) and (
-                    c.item.get_closest_marker("xfail") is None
-                ):
-                    pending += 1
         return session.testsfailed + pending >= maxfail
 
     def _upcoming(
@@ -639,6 +645,15 @@ class ConcurrentCases:
         """Cases set up ahead whose protocol never came (e.g. taken by another worker)."""
         if self.cases:
             self.abandon(list(self.cases.values()))
+
+
+def _failed_case(case: _Case) -> bool:
+    """A finished case whose outcome will be a failure (not a skip, not an expected one)."""
+    if case.future is None or not case.future.done() or case.error is None:
+        return False
+    if isinstance(case.error, pytest.skip.Exception):
+        return False
+    return case.item.get_closest_marker("xfail") is None
 
 
 def _function_fixturedefs(item: pytest.Item) -> list[Any]:

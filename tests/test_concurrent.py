@@ -234,7 +234,9 @@ async def test_rec(case):
 """
     )
     report = pytester.path / "r.json"
-    result = pytester.runpytest("--llm-eval", "-p", "no:cacheprovider", f"--llm-eval-report={report}")
+    result = pytester.runpytest(
+        "--llm-eval", "-p", "no:cacheprovider", f"--llm-eval-report={report}"
+    )
     result.assert_outcomes(passed=8)
     records = json.loads(report.read_text())["records"]
     assert sorted((r["case_id"], r["index"]) for r in records) == sorted(
@@ -348,18 +350,37 @@ def test_exitfirst_starts_no_new_case_after_a_failure(pytester: pytest.Pytester)
     pytester.makepyfile(
         test_x=HEADER
         + """
+@pytest.fixture
+def res(case):
+    yield case.id
+    event("teardown " + case.id)
+
+
 @pytest.mark.llm_eval
-@pytest.mark.llm_eval_dataset("cases.jsonl", concurrency=2)
-async def test_x(case):
+@pytest.mark.llm_eval_dataset("cases.jsonl", concurrency=3)
+async def test_x(case, res):
     event("start " + case.id)
     if case.id == "c01":
-        assert False, "c01 fails at once"
-    await asyncio.sleep(0.3)
+        await asyncio.sleep(0.05)
+        assert False, "c01 fails"
+    await asyncio.sleep(0.5)
 """
     )
     result = pytester.runpytest("--llm-eval", "-p", "no:cacheprovider", "-x")
     result.assert_outcomes(passed=1, failed=1)
-    assert _events(pytester) == ["start c00", "start c01"]
+    events = _events(pytester)
+    # three started at once; after c01 failed none was started; c02, in flight when the
+    # session stopped, was cancelled and torn down (not reported)
+    assert sorted(e for e in events if e.startswith("start")) == [
+        "start c00",
+        "start c01",
+        "start c02",
+    ]
+    assert sorted(e for e in events if e.startswith("teardown")) == [
+        "teardown c00",
+        "teardown c01",
+        "teardown c02",
+    ]
 
 
 def test_a_hanging_case_times_out_as_its_own_error(pytester: pytest.Pytester) -> None:
