@@ -687,3 +687,55 @@ def test_the_example_passes(pytester: pytest.Pytester) -> None:
     )
     result = pytester.runpytest("--llm-eval", "-p", "no:cacheprovider", "-v")
     result.assert_outcomes(passed=8)
+
+
+# -- the async assertion API -----------------------------------------------------------------
+
+
+def test_async_assertions_record_like_their_sync_forms(ctx: object) -> None:
+    import asyncio
+
+    from pytest_llmeval import (
+        LLMEvalAssertionError,
+        ascore,
+        assert_score_async,
+        assert_scores_async,
+        score_async,
+    )
+    from pytest_llmeval.records import TestRecorder, current_recorder
+
+    assert ascore is score_async
+    recorder = TestRecorder("t.py", "test_x", "c1", "cases.jsonl:1")
+
+    async def body() -> None:
+        s = await score_async("exact_match", output="a", expected="a")
+        assert s.value == 1.0
+        ok = await assert_score_async("exact_match", output="a", expected="a", min=1)
+        assert ok.passed is True
+        with pytest.raises(LLMEvalAssertionError, match="exact_match score 0 is not >= 1"):
+            await assert_score_async("exact_match", output="a", expected="b", min=1)
+        rows = [{"output": "x", "expected": "x"}, {"output": "x", "expected": "y"}]
+        with pytest.raises(LLMEvalAssertionError, match=r"pass rate 0\.5 < min_pass_rate 1"):
+            await assert_scores_async("exact_match", rows, min=1, min_pass_rate=1)
+
+    token = current_recorder.set(recorder)
+    try:
+        asyncio.run(body())
+    finally:
+        current_recorder.reset(token)
+    # score()/score_async() record nothing; each assertion (and each batch row) one record
+    assert [(r.scorer, r.index, r.score, r.passed) for r in recorder.records] == [
+        ("exact_match", 0, 1.0, True),
+        ("exact_match", 1, 0.0, False),
+        ("exact_match", 2, 1.0, True),
+        ("exact_match", 3, 0.0, False),
+    ]
+    assert {r.case_id for r in recorder.records} == {"c1"}
+
+
+def test_case_options_must_be_positive(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_a="def test_a():\n    pass\n")
+    for option in ("--llm-eval-case-concurrency=0", "--llm-eval-case-timeout=-1"):
+        result = pytester.runpytest(option)
+        assert result.ret == pytest.ExitCode.USAGE_ERROR
+        result.stderr.fnmatch_lines([f"*{option.split('=')[0]} must be positive*"])
