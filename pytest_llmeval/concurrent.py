@@ -228,6 +228,9 @@ class _Case:
         self.stack_entry: Any = None
         self.fixture_states: list[tuple[Any, Any, list[Callable[[], object]]]] = []
         self.future: concurrent.futures.Future[None] | None = None
+        self.task: asyncio.Task[Any] | None = None
+        #: set once the case's coroutine has really finished (cancellation cleanup included)
+        self.finished = threading.Event()
         self.out = io.StringIO()
         self.err = io.StringIO()
         self.logs: list[logging.LogRecord] = []
@@ -438,7 +441,7 @@ class ConcurrentCases:
         """(case loop, its own task and context) Run one case's coroutine to its outcome."""
         current_recorder.set(case.recorder)
         _current_case.set(case)
-        task = asyncio.current_task()
+        task = case.task = asyncio.current_task()
         timer = None
         if self.timeout is not None and task is not None:
 
@@ -464,6 +467,7 @@ class ConcurrentCases:
                 timer.cancel()
             case.duration = time.perf_counter() - t0
             case.stop = time.time()
+            case.finished.set()
 
     def _fill(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
         """Start the next cases of ``item``'s test, in order, while there is room."""
@@ -621,12 +625,24 @@ class ConcurrentCases:
     def abandon(self, cases: list[_Case]) -> None:
         """Cancel these cases and tear them down without reports (the session stops: ``-x``,
         Ctrl-C; or the case went to another xdist worker)."""
-        for c in cases:
-            if c.future is not None and not c.future.done():
-                c.future.cancel()
-        futures = [c.future for c in cases if c.future is not None]
-        if futures:
-            concurrent.futures.wait(futures, timeout=10)
+        loop = self._loop
+        started = [c for c in cases if c.future is not None and not c.future.done()]
+        for c in started:
+            assert c.future is not None
+            # Not started on the loop yet: cancelling the future keeps it from starting. Once
+            # it runs, the future cannot be cancelled and the task (set first thing) is.
+            if c.task is None and c.future.cancel():
+                continue
+            while c.task is None and not c.finished.wait(0.01):
+                pass
+            task = c.task
+            if task is not None and loop is not None and not c.finished.is_set():
+                loop.call_soon_threadsafe(task.cancel)
+        deadline = time.monotonic() + 10
+        for c in started:
+            # wait for the coroutine's own cancellation cleanup before its fixtures go
+            if c.task is not None:
+                c.finished.wait(max(0.0, deadline - time.monotonic()))
         for c in cases:
             self._attach(c)
             stack = c.item.session._setupstate.stack
