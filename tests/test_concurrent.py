@@ -161,13 +161,14 @@ OUTCOME_IDS = [
 ]
 
 
+@pytest.mark.parametrize("workers", [0, 2], ids=["one-process", "xdist-n2"])
 def test_each_case_keeps_its_own_outcome_report_output_and_junit_entry(
-    pytester: pytest.Pytester,
+    pytester: pytest.Pytester, workers: int
 ) -> None:
     _cases(pytester, OUTCOME_IDS)
     pytester.makepyfile(test_outcomes=OUTCOMES)
     junit = pytester.path / "junit.xml"
-    result = pytester.runpytest(
+    args = [
         "--llm-eval",
         "-p",
         "no:cacheprovider",
@@ -176,13 +177,43 @@ def test_each_case_keeps_its_own_outcome_report_output_and_junit_entry(
         f"--junitxml={junit}",
         "-o",
         "junit_logging=system-out",
-    )
+    ]
+    if workers:
+        pytest.importorskip("xdist")
+        # xdist checks that each report belongs to the item its worker is running
+        result = pytester.runpytest_subprocess(*args, "-n", str(workers), "--dist", "loadfile")
+    else:
+        result = pytester.runpytest(*args)
     # passes, teardown_error (its call passed) and passes_too pass; teardown_error and
     # fixture_error are errors; fails and raises fail; one skip, one xfail
     result.assert_outcomes(passed=3, failed=2, skipped=1, xfailed=1, errors=2)
     # the terminal lists the cases in their dataset order, whatever order they finished in
     result.stdout.fnmatch_lines(
         [
+            "*test_outcome[[]passes[]]*",
+            "*test_outcome[[]fails[]]*",
+            "*test_outcome[[]raises[]]*",
+            "*test_outcome[[]skips[]]*",
+            "*test_outcome[[]xfails[]]*",
+            "*test_outcome[[]fixture_error[]]*",
+            "*test_outcome[[]teardown_error[]]*",
+            "*test_outcome[[]teardown_error[]]*",
+            "*test_outcome[[]passes_too[]]*",
+        ]
+    )
+    result.stdout.fnmatch_lines(
+        [
+            "*PASSED*test_outcome[[]passes[]]*",
+            "*FAILED*test_outcome[[]fails[]]*",
+            "*FAILED*test_outcome[[]raises[]]*",
+            "*SKIPPED*test_outcome[[]skips[]]*",
+            "*XFAIL*test_outcome[[]xfails[]]*",
+            "*ERROR*test_outcome[[]fixture_error[]]*",
+            "*ERROR*test_outcome[[]teardown_error[]]*",
+            "*PASSED*test_outcome[[]passes_too[]]*",
+        ]
+        if workers
+        else [
             "*test_outcome[[]passes[]] PASSED*",
             "*test_outcome[[]fails[]] FAILED*",
             "*test_outcome[[]raises[]] FAILED*",
@@ -739,3 +770,42 @@ def test_case_options_must_be_positive(pytester: pytest.Pytester) -> None:
         result = pytester.runpytest(option)
         assert result.ret == pytest.ExitCode.USAGE_ERROR
         result.stderr.fnmatch_lines([f"*{option.split('=')[0]} must be positive*"])
+
+
+def test_the_budget_holds_across_cases_waiting_for_the_judge(
+    pytester: pytest.Pytester, judge_server: OpenAITestServer
+) -> None:
+    """Six cases wait for one judge slot at once; $1 a call and a $2.5 budget allow three
+    calls. A budget checked only before the wait would let all six through."""
+    _cases(pytester, IDS20[:6])
+    pytester.makepyfile(
+        test_j=HEADER
+        + """
+@pytest.mark.llm_eval
+@pytest.mark.llm_eval_dataset("cases.jsonl", concurrency=6)
+async def test_j(case):
+    await assert_score_async(
+        "l3score", input="q " + case.id, expected=case.id, output=case.id, min=0.5
+    )
+"""
+    )
+    pytester.makeini(
+        "[pytest]\nllm_eval_judge_model = test-judge\nllm_eval_max_tries = 1\n"
+        "llm_eval_prices =\n    test-judge 1000 0\n"
+    )
+    pytester._monkeypatch.setenv("OPENAI_BASE_URL", judge_server.base_url)
+    pytester._monkeypatch.setenv("OPENAI_API_KEY", "sk-concurrent-SECRET")
+    judge_server.set_default(
+        delay(0.1, text("Yes", top_logprobs=[("Yes", -0.1), ("No", -2.5)], usage=(1000, 1)))
+    )
+    result = pytester.runpytest(
+        "--llm-eval",
+        "-p",
+        "no:cacheprovider",
+        "--llm-eval-concurrency=1",
+        "--llm-eval-cache=off",
+        "--llm-eval-budget=2.5",
+    )
+    assert len(judge_server.requests) == 3
+    result.assert_outcomes(passed=3, errors=3)
+    result.stdout.fnmatch_lines(["*BudgetExceededError*"])
