@@ -172,10 +172,10 @@ def test_parallel_run_merges_judge_usage(
 
 
 def test_examples_directory_is_valid(pytester: pytest.Pytester) -> None:
-    """The examples collect (their judge tests are skipped without --llm-eval)."""
+    """The examples collect (their llm_eval tests are skipped without --llm-eval)."""
     root = Path(__file__).resolve().parent.parent / "examples"
     result = pytester.runpytest(str(root), "-p", "no:cacheprovider")
-    result.assert_outcomes(passed=1, skipped=14)
+    result.assert_outcomes(passed=1, skipped=15)
 
 
 def test_per_call_api_key_is_used_and_never_shown(
