@@ -175,7 +175,7 @@ def test_examples_directory_is_valid(pytester: pytest.Pytester) -> None:
     """The examples collect (their llm_eval tests are skipped without --llm-eval)."""
     root = Path(__file__).resolve().parent.parent / "examples"
     result = pytester.runpytest(str(root), "-p", "no:cacheprovider")
-    result.assert_outcomes(passed=1, skipped=15)
+    result.assert_outcomes(passed=1, skipped=7)
 
 
 def test_per_call_api_key_is_used_and_never_shown(
