@@ -121,6 +121,8 @@ def test_the_marker_wins_over_the_option(pytester: pytest.Pytester) -> None:
 OUTCOMES = (
     HEADER
     + """
+import logging, sys
+
 @pytest.fixture
 def resource(case):
     if case.id == "fixture_error":
@@ -136,6 +138,8 @@ async def test_outcome(case, resource, request):
     # the slowest case is first, so every other case finishes before it is reported
     await asyncio.sleep(0.3 if case.id == "passes" else 0.01)
     print("stdout of", case.id)
+    print("stderr of", case.id, file=sys.stderr)
+    logging.getLogger("app").warning("log of %s", case.id)
     assert resource == case.id  # each case has its own fixture value
     if case.id == "fails":
         await assert_score_async("exact_match", output="no", expected="yes", min=1)
@@ -233,6 +237,20 @@ def test_each_case_keeps_its_own_outcome_report_output_and_junit_entry(
     # each case's printed output is in its own report section, and only there
     for case_id in ("passes", "passes_too", "fails"):
         assert out.count(f"stdout of {case_id}\n") == 1, case_id
+        assert out.count(f"stderr of {case_id}\n") == 1, case_id
+        assert out.count(f"log of {case_id}\n") == 1, case_id
+    if not workers:
+        result.stdout.fnmatch_lines(
+            [
+                "*_ test_outcome[[]passes_too[]] _*",
+                "*- Captured stdout call -*",
+                "stdout of passes_too",
+                "*- Captured stderr call -*",
+                "stderr of passes_too",
+                "*- Captured log call -*",
+                "WARNING *app*log of passes_too",
+            ]
+        )
 
     suite = ET.parse(junit).getroot().find("testsuite")
     assert suite is not None
