@@ -228,6 +228,7 @@ class _Case:
         self.stack_entry: Any = None
         self.fixture_states: list[tuple[Any, Any, list[Callable[[], object]]]] = []
         self.future: concurrent.futures.Future[None] | None = None
+        self.coro: Coroutine[Any, Any, Any] | None = None
         self.task: asyncio.Task[Any] | None = None
         #: set once the case's coroutine has really finished (cancellation cleanup included)
         self.finished = threading.Event()
@@ -271,20 +272,15 @@ class ConcurrentCases:
     # -- which items -------------------------------------------------------------------------
 
     def owns(self, item: pytest.Item) -> bool:
-        """An async dataset test that no other async plugin claims (and evaluations are on:
-        otherwise it is one skipped item)."""
-        if not isinstance(item, pytest.Function) or not self._enabled():
+        """An async dataset test that no other async plugin claims. (Without ``--llm-eval`` an
+        ``llm_eval`` one is a single skipped item: its setup skips it, as usual.)"""
+        if not isinstance(item, pytest.Function):
             return False
         if item.get_closest_marker("llm_eval_dataset") is None:
             return False
         if not inspect.iscoroutinefunction(item.obj):
             return False
         return _other_async_plugin(item, item.fixturenames) is None
-
-    def _enabled(self) -> bool:
-        from pytest_llmeval.plugin import _enabled
-
-        return _enabled(self.config)
 
     def concurrency(self, item: pytest.Item) -> int:
         return _concurrency_kw(item) or self.default_concurrency
@@ -298,7 +294,7 @@ class ConcurrentCases:
             if n is None or n <= 1 or not isinstance(item, pytest.Function):
                 continue
             other = _other_async_plugin(item, item.fixturenames)
-            if other is not None and self._enabled():
+            if other is not None:
                 who, marker = other
                 raise pytest.UsageError(
                     f"{item.nodeid}: llm_eval_dataset(concurrency={n}): "
@@ -434,6 +430,7 @@ class ConcurrentCases:
                 case.future = concurrent.futures.Future()
                 case.future.set_result(None)
             else:
+                case.coro = coro
                 case.future = asyncio.run_coroutine_threadsafe(self._run(case, coro), loop)
         return case
 
@@ -632,6 +629,8 @@ class ConcurrentCases:
             # Not started on the loop yet: cancelling the future keeps it from starting. Once
             # it runs, the future cannot be cancelled and the task (set first thing) is.
             if c.task is None and c.future.cancel():
+                if c.coro is not None:
+                    c.coro.close()  # never started: no "never awaited" warning
                 continue
             while c.task is None and not c.finished.wait(0.01):
                 pass

@@ -827,3 +827,14 @@ async def test_j(case):
     assert len(judge_server.requests) == 3
     result.assert_outcomes(passed=3, errors=3)
     result.stdout.fnmatch_lines(["*BudgetExceededError*"])
+
+
+def test_a_dataset_test_not_marked_llm_eval_runs_concurrently_in_plain_pytest(
+    pytester: pytest.Pytester,
+) -> None:
+    _cases(pytester, IDS20[:4])
+    pytester.makepyfile(
+        test_sleep=SLEEPER.replace("{kw}", ", concurrency=4").replace("@pytest.mark.llm_eval\n", "")
+    )
+    pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=4)
+    assert _max_overlap(_times(pytester)) == 4
