@@ -318,6 +318,13 @@ class ConcurrentCases:
 
     def run_fixture(self, coro: Coroutine[Any, Any, Any]) -> Any:
         """(main thread, during a phase) Run an async fixture's coroutine on the case loop."""
+        if threading.current_thread() is self._thread:
+            coro.close()
+            raise RuntimeError(
+                "an async fixture was requested from inside a running concurrent case (e.g. "
+                "request.getfixturevalue() in the test body); name it in the test's arguments "
+                "so it is set up before the case starts"
+            )
         recorder = current_recorder.get()
 
         async def with_recorder() -> Any:
