@@ -729,7 +729,7 @@ async def test_j(case):
 
 def test_the_example_passes(pytester: pytest.Pytester) -> None:
     root = Path(__file__).resolve().parent.parent / "examples"
-    pytester.makepyfile(test_example_concurrent=(root / "test_concurrent.py").read_text())
+    pytester.makepyfile(test_example_concurrent=(root / "test_concurrent_cases.py").read_text())
     (pytester.path / "data").mkdir()
     (pytester.path / "data" / "capitals.jsonl").write_text(
         (root / "data" / "capitals.jsonl").read_text()
