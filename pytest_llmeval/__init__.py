@@ -11,8 +11,11 @@ from pytest_llmeval.assertions import (
     LLMEvalAssertionError,
     ascore,
     assert_score,
+    assert_score_async,
     assert_scores,
+    assert_scores_async,
     score,
+    score_async,
     score_many,
 )
 from pytest_llmeval.context import ScoringContext, configure, get_context
@@ -57,13 +60,16 @@ __all__ = [
     "__version__",
     "ascore",
     "assert_score",
+    "assert_score_async",
     "assert_scores",
+    "assert_scores_async",
     "configure",
     "default_registry",
     "get_context",
     "load_dataset",
     "register",
     "score",
+    "score_async",
     "score_many",
     "scorer",
 ]

@@ -57,6 +57,22 @@ async def _with_values(
     return await coro
 
 
+async def run_on_background(coro: Coroutine[Any, Any, T]) -> T:
+    """Await ``coro`` on the background loop from a coroutine running on another loop (an async
+    test's), without blocking that loop. On the background loop itself it is simply awaited.
+
+    Judge coroutines go through here so that sync tests, ``score_many`` and concurrent async
+    cases share one judge client, connection pool and concurrency limit. Cancelling the caller
+    cancels the coroutine. The caller's values of :data:`PROPAGATED` cross, as in
+    :func:`run_sync`."""
+    loop = background_loop()
+    if asyncio.get_running_loop() is loop:
+        return await coro
+    values = [(var, var.get()) for var in PROPAGATED]
+    future = asyncio.run_coroutine_threadsafe(_with_values(values, coro), loop)
+    return await asyncio.wrap_future(future)
+
+
 def shutdown() -> None:
     """Stop the background loop (end of session)."""
     global _loop, _thread

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast, final
 
+from pytest_llmeval import _aio
 from pytest_llmeval.cache_protocol import ExplainingStore, KeyAbout, input_key, key_parts
 from pytest_llmeval.context import ScoringContext, UsageCollector, current_usage, get_context
 from pytest_llmeval.errors import (
@@ -30,9 +31,12 @@ __all__ = [
     "LLMEvalAssertionError",
     "ascore",
     "assert_score",
+    "assert_score_async",
     "assert_scores",
+    "assert_scores_async",
     "resolve_scorer",
     "score",
+    "score_async",
     "score_many",
 ]
 
@@ -281,7 +285,14 @@ async def _score_async(
     collector = UsageCollector()
     token = current_usage.set(collector)
     try:
-        result = await inst.acompute(inputs, ctx)
+        if inst.uses_judge:
+            # On the background loop, like a sync test's judge calls: one judge client, pool
+            # and concurrency limit for the process, however many async cases are in flight.
+            result = await _aio.run_on_background(inst.acompute(inputs, ctx))
+        else:
+            # Other scorers run on the caller's loop: a user's async scorer may use the
+            # caller's own async resources.
+            result = await inst.acompute(inputs, ctx)
     except Exception as exc:
         _attach_usage(exc, collector)
         raise
@@ -312,7 +323,7 @@ def score(
     return _score_sync(scorer, fields, _protect(kwargs), get_context())[1]
 
 
-async def ascore(
+async def score_async(
     scorer: str | Scorer | type[Scorer],
     *,
     output: Any,
@@ -321,9 +332,17 @@ async def ascore(
     context: Any = None,
     **kwargs: Any,
 ) -> Score:
-    """The async form of :func:`score`."""
+    """The async form of :func:`score`: await it in an async test or app. Inside a test its
+    record reaches the run's summary and report like :func:`score`'s. Judge calls run on the
+    process's judge loop (one client and concurrency limit for all callers), so many awaiting
+    cases share the run's ``--llm-eval-concurrency`` and budget."""
+    __tracebackhide__ = True
     fields = {"output": output, "expected": expected, "input": input, "context": context}
     return (await _score_async(scorer, fields, _protect(kwargs), get_context()))[1]
+
+
+#: The former name of :func:`score_async` (kept: same function).
+ascore = score_async
 
 
 def _check(inst: Scorer, result: Score, min: float | None, max: float | None) -> Score:
@@ -554,6 +573,46 @@ def assert_score(
     return checked
 
 
+async def assert_score_async(
+    scorer: str | Scorer | type[Scorer],
+    *,
+    output: Any,
+    expected: Any = None,
+    input: Any = None,
+    context: Any = None,
+    min: float | None = None,
+    max: float | None = None,
+    threshold: float | None = None,
+    **kwargs: Any,
+) -> Score:
+    """The async form of :func:`assert_score`, for async tests (e.g. dataset cases that run
+    concurrently): the same bounds, the same record, the same errors. Judge calls share the
+    process's judge client and concurrency limit with every other case in flight."""
+    __tracebackhide__ = True
+    _protect(kwargs)
+    fields = {"output": output, "expected": expected, "input": input, "context": context}
+    ctx = get_context()
+    t0 = time.perf_counter()
+    try:
+        _check_bound_values(_scorer_name(scorer), {"min": min, "max": max, "threshold": threshold})
+    except ScorerConfigError as exc:
+        _record(_scorer_name(scorer), None, None, None, error=exc)
+        raise
+    try:
+        inst, result = await _score_async(scorer, fields, kwargs, ctx)
+        lo, hi = _resolve_bounds(inst, min, max, threshold)
+    except Exception as exc:
+        _record(
+            _scorer_name(scorer), None, min, max, error=exc, duration_s=time.perf_counter() - t0
+        )
+        raise
+    checked = _check(inst, result, lo, hi)
+    _record(inst.name, checked, lo, hi)
+    if checked.passed is False:
+        raise LLMEvalAssertionError(_format_failure(checked, inst))
+    return checked
+
+
 @final
 @dataclass(frozen=True)
 class BatchResult:
@@ -638,6 +697,68 @@ def assert_scores(
     """
     __tracebackhide__ = True
     t0 = time.perf_counter()
+    kind = _check_scores_call(scorer, options, min, max, min_mean, max_mean, min_pass_rate)
+    try:
+        result = score_many(scorer, rows, **options)
+    except BaseException as exc:
+        _record(
+            str(scorer) if isinstance(scorer, str) else getattr(scorer, "name", "?"),
+            None,
+            min,
+            max,
+            error=exc,
+            duration_s=time.perf_counter() - t0,
+        )
+        raise
+    return _finish_scores(result, kind, min, max, min_mean, max_mean, min_pass_rate)
+
+
+async def assert_scores_async(
+    scorer: str | Scorer | type[Scorer],
+    rows: Iterable[Mapping[str, Any] | Any],
+    *,
+    min: float | None = None,
+    max: float | None = None,
+    min_mean: float | None = None,
+    max_mean: float | None = None,
+    min_pass_rate: float | None = None,
+    **options: Any,
+) -> BatchResult:
+    """The async form of :func:`assert_scores`: rows are scored concurrently on the caller's
+    loop (judge calls on the process's judge loop), then checked and recorded the same way."""
+    __tracebackhide__ = True
+    t0 = time.perf_counter()
+    kind = _check_scores_call(scorer, options, min, max, min_mean, max_mean, min_pass_rate)
+    try:
+        ctx = get_context()
+        _protect(options)
+        materialized = [_row_fields(r) for r in rows]
+        scores = await _score_rows(scorer, materialized, options, ctx)
+        result = BatchResult(scores[0].scorer if scores else str(scorer), tuple(scores))
+    except BaseException as exc:
+        _record(
+            str(scorer) if isinstance(scorer, str) else getattr(scorer, "name", "?"),
+            None,
+            min,
+            max,
+            error=exc,
+            duration_s=time.perf_counter() - t0,
+        )
+        raise
+    return _finish_scores(result, kind, min, max, min_mean, max_mean, min_pass_rate)
+
+
+def _check_scores_call(
+    scorer: str | Scorer | type[Scorer],
+    options: Mapping[str, Any],
+    min: float | None,
+    max: float | None,
+    min_mean: float | None,
+    max_mean: float | None,
+    min_pass_rate: float | None,
+) -> Scorer | type[Scorer] | None:
+    """The argument checks of :func:`assert_scores`; the scorer kind when it resolves."""
+    __tracebackhide__ = True
     if "threshold" in options:
         raise ScorerConfigError(
             _scorer_name(scorer),
@@ -674,18 +795,20 @@ def assert_scores(
     if kind is not None:
         _check_bound_range(kind, min, max)
         _check_bound_range(kind, min_mean, max_mean, ("min_mean", "max_mean"))
-    try:
-        result = score_many(scorer, rows, **options)
-    except BaseException as exc:
-        _record(
-            str(scorer) if isinstance(scorer, str) else getattr(scorer, "name", "?"),
-            None,
-            min,
-            max,
-            error=exc,
-            duration_s=time.perf_counter() - t0,
-        )
-        raise
+    return kind
+
+
+def _finish_scores(
+    result: BatchResult,
+    kind: Scorer | type[Scorer] | None,
+    min: float | None,
+    max: float | None,
+    min_mean: float | None,
+    max_mean: float | None,
+    min_pass_rate: float | None,
+) -> BatchResult:
+    """Record every row of ``result`` and check the aggregate bounds of :func:`assert_scores`."""
+    __tracebackhide__ = True
     inst_higher = kind.higher_is_better if kind is not None else True
     for s in result.scores:
         passed = None

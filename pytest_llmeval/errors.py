@@ -12,6 +12,7 @@ from typing import Any
 __all__ = [
     "BudgetExceededError",
     "CacheMissError",
+    "CaseTimeoutError",
     "DatasetError",
     "GateError",
     "JudgeError",
@@ -192,3 +193,16 @@ class GateError(LLMEvalError, ValueError):
         self.source = source
         self.problem = problem
         super().__init__(f"{source}: {problem}")
+
+
+class CaseTimeoutError(LLMEvalError, TimeoutError):
+    """An async dataset case ran longer than ``--llm-eval-case-timeout``: it was cancelled and is
+    that case's ERROR (the other cases go on)."""
+
+    def __init__(self, nodeid: str, timeout: float) -> None:
+        self.nodeid = nodeid
+        self.timeout = timeout
+        super().__init__(
+            f"{nodeid}: the case did not finish within --llm-eval-case-timeout={timeout:g}s and "
+            "was cancelled; raise the timeout or find what it waits for (the other cases ran on)"
+        )

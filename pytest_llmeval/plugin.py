@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_llmeval import hookspecs
+from pytest_llmeval.concurrent import ConcurrentCases, check_marker, prepared_recorder_key
 from pytest_llmeval.context import ScoringContext, get_context, set_context
 from pytest_llmeval.dataset import Case, load_dataset
 from pytest_llmeval.errors import DatasetError, LLMEvalError
@@ -141,6 +142,22 @@ _OPTIONS: list[tuple[str, str, str, str, Any]] = [
         "llm_eval_budget",
         "USD: stop starting judge calls once the whole run (xdist workers included; on "
         "non-POSIX systems each process) has spent this much",
+        "float",
+        None,
+    ),
+    (
+        "case-concurrency",
+        "llm_eval_case_concurrency",
+        "cases of one async dataset test in flight at once per process (default 1; the "
+        "marker's concurrency= wins)",
+        "int",
+        None,
+    ),
+    (
+        "case-timeout",
+        "llm_eval_case_timeout",
+        "seconds one async dataset case may run before it is cancelled and reported as that "
+        "case's error (default: no limit)",
         "float",
         None,
     ),
@@ -351,8 +368,9 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     config.addinivalue_line(
         "markers",
-        "llm_eval_dataset(path, id_field='id'): parametrize the test's `case` argument with the "
-        "rows of a .jsonl, .csv or .json file (path relative to the test file), one test per row",
+        "llm_eval_dataset(path, id_field='id', concurrency=None): parametrize the test's `case` "
+        "argument with the rows of a .jsonl, .csv or .json file (path relative to the test "
+        "file), one test per row; an async test runs up to `concurrency` cases at once",
     )
     _configure_gates(config)
     settings = build_settings(config)
@@ -367,10 +385,26 @@ def pytest_configure(config: pytest.Config) -> None:
     config.hook.pytest_llmeval_register_scorers.call_historic(
         kwargs={"registry": default_registry, "config": config}
     )
+    config.pluginmanager.register(_concurrent_cases(config), "llm-eval-concurrent-cases")
     if not _is_worker(config):
         session = LLMEvalSession(config)
         config.stash[session_key] = session
         config.pluginmanager.register(session, "llm-eval-session")
+
+
+def _concurrent_cases(config: pytest.Config) -> ConcurrentCases:
+    limits: dict[str, Any] = {}
+    for ini, kind in (("llm_eval_case_concurrency", int), ("llm_eval_case_timeout", float)):
+        value = _number(config, ini, kind)
+        if value is not None and value <= 0:
+            raise pytest.UsageError(f"--{ini.replace('_', '-')} must be positive, not {value}")
+        limits[ini] = value
+    return ConcurrentCases(
+        config,
+        make_recorder=_case_recorder,
+        default_concurrency=limits["llm_eval_case_concurrency"] or 1,
+        timeout=limits["llm_eval_case_timeout"],
+    )
 
 
 def _run_spend(config: pytest.Config, settings: Settings) -> SharedSpend | None:
@@ -412,6 +446,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
             del config.stash[spend_key]
     set_context(config.stash.get(previous_context_key, None))
     del config.stash[context_key]
+    cases = config.pluginmanager.get_plugin("llm-eval-concurrent-cases")
+    if cases is not None:
+        cases.pytest_unconfigure()  # stop its loop whatever the hook order
+        config.pluginmanager.unregister(cases)
     session = config.stash.get(session_key, None)
     if session is not None:
         config.pluginmanager.unregister(session)
@@ -423,7 +461,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 #: The keywords ``@pytest.mark.llm_eval_dataset(...)`` accepts. Any other keyword is a collection
 #: error (a typo must not be ignored silently); a new marker option is added here.
-DATASET_MARKER_KEYWORDS: tuple[str, ...] = ("path", "id_field", "repeat")
+DATASET_MARKER_KEYWORDS: tuple[str, ...] = ("path", "id_field", "repeat", "concurrency")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -447,6 +485,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             f"{', '.join(repr(k) for k in unknown)}; it accepts: "
             f"{', '.join(DATASET_MARKER_KEYWORDS)}"
         )
+    check_marker(metafunc, dict(mark.kwargs), where)
     if "case" not in metafunc.fixturenames:
         raise pytest.Collector.CollectError(
             f"{where}: @pytest.mark.llm_eval_dataset needs the test to take a `case` argument"
@@ -538,14 +577,24 @@ def _record_identity(item: pytest.Item) -> tuple[str, str, str | None, str | Non
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
-    file, test, case_id, where = _record_identity(item)
-    recorder = TestRecorder(file, test, case_id, where, sample=_sample_of(item))
+    # A concurrent case set up ahead of its protocol already has its recorder (its fixtures
+    # may have recorded): use it once.
+    recorder = item.stash.get(prepared_recorder_key, None)
+    if recorder is None:
+        recorder = _new_recorder(item)
+    else:
+        del item.stash[prepared_recorder_key]
     item.stash[recorder_key] = recorder
     token = current_recorder.set(recorder)
     try:
         return (yield)
     finally:
         current_recorder.reset(token)
+
+
+def _new_recorder(item: pytest.Item) -> TestRecorder:
+    file, test, case_id, where = _record_identity(item)
+    return TestRecorder(file, test, case_id, where, sample=_sample_of(item))
 
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
@@ -640,6 +689,17 @@ def _count_unrecorded_error(item: pytest.Item, error: LLMEvalError) -> None:
             where=recorder.where,
         )
     )
+
+
+def _case_recorder(item: pytest.Item) -> TestRecorder:
+    """The recorder of a concurrent case being set up: its protocol's, when that is running,
+    else a new one that its protocol will take up."""
+    recorder = item.stash.get(recorder_key, None)
+    if recorder is not None and current_recorder.get() is recorder:
+        return recorder
+    recorder = _new_recorder(item)
+    item.stash[prepared_recorder_key] = recorder
+    return recorder
 
 
 @pytest.hookimpl(wrapper=True)

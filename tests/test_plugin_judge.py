@@ -172,11 +172,11 @@ def test_parallel_run_merges_judge_usage(
 
 
 def test_examples_directory_is_valid(pytester: pytest.Pytester) -> None:
-    """The examples collect (their judge tests are skipped without --llm-eval)."""
+    """The examples collect (their llm_eval tests are skipped without --llm-eval)."""
     root = Path(__file__).resolve().parent.parent / "examples"
     result = pytester.runpytest(str(root), "-p", "no:cacheprovider")
     # one skipped item per llm_eval test (datasets are not read without --llm-eval)
-    result.assert_outcomes(passed=1, skipped=7)
+    result.assert_outcomes(passed=1, skipped=8)
 
 
 def test_per_call_api_key_is_used_and_never_shown(

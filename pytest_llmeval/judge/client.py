@@ -577,6 +577,10 @@ class JudgeClient:
                     if remaining <= 0:  # earlier calls of this scoring used up its time
                         attempt -= 1
                         break
+                    if attempt == 1:
+                        # Checked again once a slot is free: many callers (concurrent cases, a
+                        # batch) wait here at once, and the calls that finished meanwhile spent.
+                        self._check_budget(scorer, model)
                     timeout = min(float(s.timeout), remaining)
                     try:
                         raw = await asyncio.wait_for(
