@@ -132,3 +132,13 @@ def test_no_install_instruction_installs_the_other_pytest_llmeval() -> None:
     readme = (REPO / "README.md").read_text("utf-8")
     assert "\npip install .   " in readme  # the install line installs this clone
     assert "pytest-llmeval-suite" in readme
+
+
+def test_examples_and_tests_share_no_module_basename() -> None:
+    """Neither folder is a package, so pytest imports both by basename: an example named like a
+    test module breaks collection of examples/ inside the suite (import file mismatch)."""
+    root = Path(__file__).resolve().parent.parent
+    examples = {p.name for p in (root / "examples").glob("test_*.py")}
+    tests = {p.name for p in (root / "tests").glob("test_*.py")}
+    assert examples and tests
+    assert examples & tests == set()
