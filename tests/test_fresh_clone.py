@@ -23,7 +23,7 @@ _FILE_PARENTS_INDEX = re.compile(r"__file__\)(?:\.resolve\(\)|\.absolute\(\))?\.
 #: the sibling ``shared`` folder, absolute paths of the machines the project is developed on
 _ESCAPES = re.compile(
     r"""(["'/\\]\.\.[/\\"'])|\bROOT\.parent\b|\bREPO\.parent\b|\bos\.pardir\b|"""
-    r"""(["'/]shared["'/])|(["'](?:/work|/home|/root)/)"""
+    r"""(/\s*["']shared["'])|(["'/]shared/)|(["'](?:/work|/home|/root)/)"""
 )
 
 
@@ -70,6 +70,8 @@ def test_the_scan_catches_each_kind_of_escape() -> None:
         "dotdot": "p = root / '../data/parity'",
         "root_parent": "SIBLING = ROOT.parent / 'data'",
         "shared": "base / 'shared' / 'parity'",
+        "shared_str": "open('../x/shared/parity/a.json')",
+        "shared_key": "{'shared': shared}",
         "absolute": "open('/work/data/x.json')",
         "comment": "# the vectors once lived in ../shared",
     }
@@ -81,6 +83,8 @@ def test_the_scan_catches_each_kind_of_escape() -> None:
         "dotdot": True,
         "root_parent": True,
         "shared": True,
+        "shared_str": True,
+        "shared_key": False,
         "absolute": True,
         "comment": False,
     }
