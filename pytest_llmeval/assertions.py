@@ -4,6 +4,7 @@ cache, score, record, and check bounds."""
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -294,6 +295,7 @@ def _record(
     max: float | None,
     error: BaseException | None = None,
     duration_s: float = 0.0,
+    inputs: Mapping[str, Any] | None = None,
 ) -> None:
     rec = current_recorder.get()
     if rec is None:
@@ -324,8 +326,47 @@ def _record(
             completion_tokens=usage.completion_tokens if usage else 0,
             judge_calls=usage.calls if usage else 0,
             cost_usd=usage.cost_usd if usage else None,
+            inputs=inputs or {},
         )
     )
+
+
+def recorded_inputs(
+    fields: Mapping[str, Any], extra: Mapping[str, Any], declared: frozenset[str], limit: int
+) -> dict[str, Any]:
+    """What a record keeps of the scorer's inputs: the standard fields given (not None) and the
+    extra keywords the scorer declares as inputs (never its options, so never a key), JSON-safe.
+
+    Each field is cut to ``limit`` characters (``--llm-eval-record-chars``; 0 keeps nothing). A
+    cut string becomes ``{"text": <first limit chars>, "truncated": <chars left out>}``; any other
+    value that is longer than ``limit`` as JSON becomes ``{"json": <first limit chars of its
+    JSON>, "truncated": <chars left out>}``. Only when the recorder is active (inside pytest).
+    """
+    if limit <= 0 or current_recorder.get() is None:
+        return {}
+    out: dict[str, Any] = {}
+    for source in (fields, extra):
+        for key, value in source.items():
+            if value is None or isinstance(value, Secret):
+                continue
+            if source is extra and key not in declared:
+                continue
+            out[key] = _cut(value, limit)
+    return out
+
+
+def _cut(value: Any, limit: int) -> Any:
+    if isinstance(value, str):
+        if len(value) <= limit:
+            return value
+        return {"text": value[:limit], "truncated": len(value) - limit}
+    safe = _json_safe(value)
+    if isinstance(safe, (int, float, bool)):
+        return safe
+    text = safe if isinstance(safe, str) else json.dumps(safe, ensure_ascii=False)
+    if len(text) <= limit:
+        return safe
+    return {"json": text[:limit], "truncated": len(text) - limit}
 
 
 def _json_safe(value: Any) -> Any:
@@ -472,11 +513,23 @@ def assert_score(
         # Record the error (the summary lists it), then let it propagate: the plugin turns
         # LLMEvalErrors other than assertion failures into test ERRORs.
         _record(
-            _scorer_name(scorer), None, min, max, error=exc, duration_s=time.perf_counter() - t0
+            _scorer_name(scorer),
+            None,
+            min,
+            max,
+            error=exc,
+            duration_s=time.perf_counter() - t0,
+            inputs=recorded_inputs(fields, {}, frozenset(), ctx.settings.record_chars),
         )
         raise
     checked = _check(inst, result, lo, hi)
-    _record(inst.name, checked, lo, hi)
+    _record(
+        inst.name,
+        checked,
+        lo,
+        hi,
+        inputs=recorded_inputs(fields, kwargs, inst.input_fields(), ctx.settings.record_chars),
+    )
     if checked.passed is False:
         raise LLMEvalAssertionError(_format_failure(checked, inst))
     return checked
@@ -602,6 +655,7 @@ def assert_scores(
     if kind is not None:
         _check_bound_range(kind, min, max)
         _check_bound_range(kind, min_mean, max_mean, ("min_mean", "max_mean"))
+    rows = [_row_fields(r) for r in rows]
     try:
         result = score_many(scorer, rows, **options)
     except BaseException as exc:
@@ -615,11 +669,20 @@ def assert_scores(
         )
         raise
     inst_higher = kind.higher_is_better if kind is not None else True
-    for s in result.scores:
+    limit = get_context().settings.record_chars
+    declared = kind.input_fields() if kind is not None else frozenset()
+    for s, row in zip(result.scores, rows, strict=True):
         passed = None
         if min is not None or max is not None:
             passed = (min is None or s.value >= min) and (max is None or s.value <= max)
-        _record(s.scorer, s.replace(min=min, max=max, passed=passed), min, max)
+        row_fields = {k: row.get(k) for k in _STANDARD_FIELDS}
+        _record(
+            s.scorer,
+            s.replace(min=min, max=max, passed=passed),
+            min,
+            max,
+            inputs=recorded_inputs(row_fields, row, declared, limit),
+        )
     problems = []
     mean = result.mean
     if min_mean is not None and not mean >= min_mean:

@@ -36,6 +36,9 @@ class ScoreRecord:
     completion_tokens: int = 0
     judge_calls: int = 0
     cost_usd: float | None = None
+    inputs: Mapping[str, Any] = field(default_factory=dict)
+    """What the scorer judged (output, expected, input, context, declared extra fields), JSON-safe
+    and cut to ``--llm-eval-record-chars`` per field (see :func:`recorded_inputs`)."""
 
     @property
     def key(self) -> tuple[str, str, str | None, str, int]:
@@ -63,6 +66,7 @@ class ScoreRecord:
             "completion_tokens": self.completion_tokens,
             "judge_calls": self.judge_calls,
             "cost_usd": self.cost_usd,
+            "inputs": dict(self.inputs),
         }
 
     @classmethod
