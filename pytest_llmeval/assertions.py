@@ -9,9 +9,9 @@ import math
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, final
+from typing import Any, cast, final
 
-from pytest_llmeval.cache_protocol import input_key
+from pytest_llmeval.cache_protocol import ExplainingStore, KeyAbout, input_key, key_parts
 from pytest_llmeval.context import ScoringContext, UsageCollector, current_usage, get_context
 from pytest_llmeval.errors import (
     CacheMissError,
@@ -149,7 +149,40 @@ def _prepare(
     return inst, inputs, key
 
 
-def _lookup(inst: Scorer, key: str | None, ctx: ScoringContext, t0: float) -> Score | None:
+def _about(inst: Scorer, inputs: Mapping[str, Any], ctx: ScoringContext) -> KeyAbout:
+    """What the key of this scoring is made of, and which case asks (the store keeps it beside
+    the value to explain replay misses). Only built on a miss: never on the warm path."""
+    parts = key_parts(json.loads(inst.identity_json(ctx)), inst.key_inputs(inputs))
+    rec = current_recorder.get()
+    if rec is None:
+        return KeyAbout(inst.name, parts)
+    case = rec.where or (f"{rec.test}[{rec.case_id}]" if rec.case_id else rec.test)
+    # ASCII JSON: a test or case id may hold a lone surrogate, which SQLite text cannot take.
+    locator = json.dumps([rec.file, rec.test, rec.case_id], ensure_ascii=True)
+    return KeyAbout(inst.name, parts, locator, case)
+
+
+def _replay_miss(
+    inst: Scorer, inputs: Mapping[str, Any], key: str, ctx: ScoringContext
+) -> CacheMissError:
+    cache = ctx.result_cache()
+    rec = current_recorder.get()
+    case = rec.where if rec is not None else None
+    reason = None
+    explain = getattr(cache, "explain_miss", None)
+    try:
+        about = _about(inst, inputs, ctx)
+        case = about.case
+        if explain is not None:
+            reason = explain(key, about)
+    except Exception:  # the explanation is a courtesy: the miss itself must still be reported
+        reason = None
+    return CacheMissError(inst.name, key, case=case, reason=reason)
+
+
+def _lookup(
+    inst: Scorer, inputs: Mapping[str, Any], key: str | None, ctx: ScoringContext, t0: float
+) -> Score | None:
     if key is None:
         return None
     mode = ctx.settings.cache_mode
@@ -164,11 +197,18 @@ def _lookup(inst: Scorer, key: str | None, ctx: ScoringContext, t0: float) -> Sc
             hit = None  # a damaged entry is a miss
     if mode == "replay" and inst.uses_judge:
         # Replay stands in for the judge; a scorer that needs none just computes.
-        raise CacheMissError(inst.name, key)
+        raise _replay_miss(inst, inputs, key, ctx)
     return None
 
 
-def _finish(inst: Scorer, result: Score, key: str | None, ctx: ScoringContext, t0: float) -> Score:
+def _finish(
+    inst: Scorer,
+    inputs: Mapping[str, Any],
+    result: Score,
+    key: str | None,
+    ctx: ScoringContext,
+    t0: float,
+) -> Score:
     value = float(result.value)
     lo, hi = inst.score_range
     if math.isnan(value) or value < lo - 1e-9 or value > hi + 1e-9:
@@ -181,7 +221,14 @@ def _finish(inst: Scorer, result: Score, key: str | None, ctx: ScoringContext, t
     )
     cache = ctx.result_cache()
     if key is not None and cache is not None and ctx.settings.cache_mode != "replay":
-        cache.put(key, inst.name, out.to_cache())
+        if hasattr(cache, "explain_miss"):
+            try:
+                about: KeyAbout | None = _about(inst, inputs, ctx)
+            except Exception:
+                about = None  # the parts only explain misses; the value is stored all the same
+            cast(ExplainingStore, cache).put(key, inst.name, out.to_cache(), about=about)
+        else:
+            cache.put(key, inst.name, out.to_cache())
     return out
 
 
@@ -194,7 +241,7 @@ def _score_sync(
     __tracebackhide__ = True
     t0 = time.perf_counter()
     inst, inputs, key = _prepare(scorer, fields, kwargs, ctx)
-    hit = _lookup(inst, key, ctx, t0)
+    hit = _lookup(inst, inputs, key, ctx, t0)
     if hit is not None:
         return inst, hit
     collector = UsageCollector()
@@ -208,7 +255,7 @@ def _score_sync(
         raise
     finally:
         current_usage.reset(token)
-    return inst, _finish(inst, result, key, ctx, t0)
+    return inst, _finish(inst, inputs, result, key, ctx, t0)
 
 
 def _attach_usage(exc: BaseException, collector: UsageCollector) -> None:
@@ -228,7 +275,7 @@ async def _score_async(
 ) -> tuple[Scorer, Score]:
     t0 = time.perf_counter()
     inst, inputs, key = _prepare(scorer, fields, kwargs, ctx)
-    hit = _lookup(inst, key, ctx, t0)
+    hit = _lookup(inst, inputs, key, ctx, t0)
     if hit is not None:
         return inst, hit
     collector = UsageCollector()
@@ -240,7 +287,7 @@ async def _score_async(
         raise
     finally:
         current_usage.reset(token)
-    return inst, _finish(inst, result, key, ctx, t0)
+    return inst, _finish(inst, inputs, result, key, ctx, t0)
 
 
 def score(
@@ -295,6 +342,7 @@ def _record(
     max: float | None,
     error: BaseException | None = None,
     duration_s: float = 0.0,
+    gated: bool = False,
     inputs: Mapping[str, Any] | None = None,
 ) -> None:
     rec = current_recorder.get()
@@ -326,6 +374,9 @@ def _record(
             completion_tokens=usage.completion_tokens if usage else 0,
             judge_calls=usage.calls if usage else 0,
             cost_usd=usage.cost_usd if usage else None,
+            judge_models=usage.models if usage else (),
+            sample=rec.sample,
+            gated=gated,
             inputs=inputs or {},
         )
     )
@@ -379,6 +430,15 @@ def _json_safe(value: Any) -> Any:
     if value is None or isinstance(value, (str, int, float, bool)):
         return value
     return repr(value)
+
+
+def _bounds_text(lo: float | None, hi: float | None) -> str:
+    parts = []
+    if lo is not None:
+        parts.append(f">= {lo:g}")
+    if hi is not None:
+        parts.append(f"<= {hi:g}")
+    return " and ".join(parts)
 
 
 def _format_failure(result: Score, inst: Scorer) -> str:
@@ -493,7 +553,9 @@ def assert_score(
     direction (a minimum for higher-is-better scorers, a maximum for lower-is-better ones). With
     no bound at all the score is recorded and reported, not asserted. The record of every call
     reaches the run's summary and JSON report. Raises ``AssertionError`` (as
-    :class:`LLMEvalAssertionError`) when out of bounds; errors as :func:`score`.
+    :class:`LLMEvalAssertionError`) when out of bounds; errors as :func:`score`. In a test with a
+    suite gate on this scorer (``@pytest.mark.llm_eval_gate``) a miss is recorded as a gated miss
+    and the gate decides, unless ``--llm-eval-strict-cases``.
     """
     __tracebackhide__ = True
     _protect(kwargs)
@@ -523,14 +585,24 @@ def assert_score(
         )
         raise
     checked = _check(inst, result, lo, hi)
+    rec = current_recorder.get()
+    # Under a suite gate (issue 9) the gate decides: a per-case miss is recorded and counted by
+    # the gate, not raised. Errors above are never softened.
+    soft = rec is not None and inst.name in rec.soft
     _record(
         inst.name,
         checked,
         lo,
         hi,
+        gated=soft,
         inputs=recorded_inputs(fields, kwargs, inst.input_fields(), ctx.settings.record_chars),
     )
     if checked.passed is False:
+        if soft and rec is not None:
+            rec.gated_misses.append(
+                f"{inst.name} {checked.value:.4g} (bound {_bounds_text(lo, hi)})"
+            )
+            return checked
         raise LLMEvalAssertionError(_format_failure(checked, inst))
     return checked
 

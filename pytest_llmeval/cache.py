@@ -9,7 +9,19 @@ Lock contention is not corruption: xdist workers opening a brand-new file at the
 for the exclusive lock ``PRAGMA journal_mode=WAL`` needs (SQLite reports SQLITE_BUSY there without
 waiting on the busy timeout), so "database is locked" while opening is retried with a short
 backoff; if the lock outlasts the timeout the cache is switched off for the process with a warning
-and the file is left alone. Only SQLITE_CORRUPT / SQLITE_NOTADB make a file be renamed aside.
+and the file is left alone. Only SQLITE_CORRUPT / SQLITE_NOTADB make a file be renamed aside,
+whether found while opening or later by a read or write (damaged table pages pass the open check),
+and only the very file (same device and inode) that failed.
+
+Replay (``read_only=True``) opens the store read-only and writes nothing: a cache committed to the
+repository or mounted read-only in CI must work. A WAL database needs its -shm beside it; where
+that cannot be created (a read-only directory) the file is opened ``immutable``. A writing run in
+a directory it cannot write falls back to reading with a warning.
+
+Beside each value the store keeps the parts of its key (:func:`key_parts`: scorer version,
+options, prompt hash, judge model and sampling, a hash per input) and where it was recorded, so
+that a replay miss can name what changed (:meth:`ResultCache.explain_miss`). Files written before
+that table existed gain it on the next writing run; read-only they still work.
 """
 
 from __future__ import annotations
@@ -25,7 +37,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, final
 
-from pytest_llmeval.cache_protocol import input_key
+from pytest_llmeval.cache_protocol import KeyAbout, describe_differences, input_key
 from pytest_llmeval.scoring import canonical_json
 
 __all__ = ["CacheWarning", "ResultCache", "cache_key"]
@@ -38,6 +50,34 @@ CREATE TABLE IF NOT EXISTS results (
     created REAL NOT NULL
 )
 """
+# The parts of each key (JSON) and where it was recorded: only read to explain a replay miss.
+# Added in a later version: CREATE ... IF NOT EXISTS migrates an older file on its next writing
+# open; a read-only old file simply has no explanations.
+_PARTS_SCHEMA = (
+    """
+CREATE TABLE IF NOT EXISTS key_parts (
+    key TEXT PRIMARY KEY,
+    scorer TEXT NOT NULL,
+    locator TEXT,
+    inputs TEXT NOT NULL,
+    parts TEXT NOT NULL,
+    created REAL NOT NULL
+)
+""",
+    "CREATE INDEX IF NOT EXISTS key_parts_locator ON key_parts (scorer, locator)",
+    "CREATE INDEX IF NOT EXISTS key_parts_inputs ON key_parts (scorer, inputs)",
+)
+_UPSERT = (
+    "INSERT INTO results (key, scorer, value, created) VALUES (?, ?, ?, ?) "
+    "ON CONFLICT(key) DO UPDATE SET value = excluded.value, "
+    "created = excluded.created, scorer = excluded.scorer"
+)
+_UPSERT_PARTS = (
+    "INSERT OR REPLACE INTO key_parts (key, scorer, locator, inputs, parts, created) "
+    "VALUES (?, ?, ?, ?, ?, ?)"
+)
+# Candidates looked at to explain one miss (the most recent first).
+_EXPLAIN_LIMIT = 500
 DB_NAME = "results.sqlite3"
 DEFAULT_TIMEOUT = 30.0
 
@@ -52,6 +92,9 @@ _CORRUPT_MESSAGES = ("file is not a database", "malformed", "file is encrypted")
 # Retrying a lock while opening: first pause, cap of the doubling pauses.
 _BACKOFF_FIRST = 0.005
 _BACKOFF_MAX = 0.25
+# Damage found after opening: files set aside per handle before the cache is switched off
+# (a disk that keeps damaging files is not worth a rename per read).
+_MAX_REBUILDS = 3
 
 
 class CacheWarning(UserWarning):
@@ -86,6 +129,16 @@ def is_corrupt_error(exc: sqlite3.Error) -> bool:
     return any(m in message for m in _CORRUPT_MESSAGES)
 
 
+def _is_wal_file(path: Path) -> bool:
+    """Whether the database header says WAL mode (file format versions 2 at offsets 18, 19)."""
+    try:
+        with path.open("rb") as fh:
+            header = fh.read(20)
+    except OSError:
+        return False
+    return len(header) == 20 and header[18] == 2 and header[19] == 2
+
+
 def _file_id(path: Path) -> tuple[int, int] | None:
     try:
         st = path.stat()
@@ -95,24 +148,49 @@ def _file_id(path: Path) -> tuple[int, int] | None:
 
 
 @final
+class _Handle:
+    """One thread's connection, the generation of the store it belongs to, and the file
+    (device, inode) it opened (None when that could not be told for sure)."""
+
+    __slots__ = ("conn", "file_id", "generation")
+
+    def __init__(
+        self, conn: sqlite3.Connection, generation: int, file_id: tuple[int, int] | None
+    ) -> None:
+        self.conn = conn
+        self.generation = generation
+        self.file_id = file_id
+
+
+@final
 class ResultCache:
     """A process-local handle on the shared SQLite result store under ``directory``.
 
-    The connection opens lazily (xdist workers each open their own) with a busy timeout of
-    ``timeout`` seconds; writes are single autocommit upserts so a crash loses at most the result
-    being written. Lock contention while opening is retried for up to ``timeout`` seconds, then
-    the cache is switched off for the process (the file is never touched); a read that meets a
-    lock is a miss, a write that still meets one after ``timeout`` is skipped (warned once).
+    The connection opens lazily (xdist workers each open their own; so does each thread) with a
+    busy timeout of ``timeout`` seconds; writes are single autocommit transactions so a crash
+    loses at most the result being written. Lock contention while opening is retried for up to
+    ``timeout`` seconds, then the cache is switched off for the process (the file is never
+    touched); a read that meets a lock is a miss, a write that still meets one after ``timeout``
+    is skipped (warned once). ``read_only`` (replay) opens the file read-only and never writes,
+    creates or renames anything.
     """
 
-    def __init__(self, directory: Path | str, *, timeout: float = DEFAULT_TIMEOUT) -> None:
+    def __init__(
+        self, directory: Path | str, *, timeout: float = DEFAULT_TIMEOUT, read_only: bool = False
+    ) -> None:
         self.directory = Path(directory)
         self.path = self.directory / DB_NAME
         self.timeout = float(timeout)
+        self.read_only = read_only
         self._local = threading.local()
         self._disabled = False
+        self._problem: str | None = None
         self._write_warned = False
         self._lock = threading.Lock()
+        # Bumped when damage found after opening sets the file aside: every thread's
+        # connection to the old file is then closed and reopened on the fresh one.
+        self._generation = 0
+        self._rebuilds = 0
         self.hits = 0
         self.misses = 0
         self.writes = 0
@@ -120,14 +198,24 @@ class ResultCache:
     # -- connection ------------------------------------------------------------------------
 
     def _connect(self) -> sqlite3.Connection | None:
+        handle: _Handle | None = getattr(self._local, "handle", None)
+        if handle is not None and handle.generation == self._generation:
+            return handle.conn
+        if handle is not None:
+            self._drop(handle)  # its file was set aside, or the cache switched off
         if self._disabled:
             return None
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is not None:
-            return conn
+        handle = self._connect_new()
+        if handle is None:
+            return None
+        self._local.handle = handle
+        return handle.conn
+
+    def _connect_new(self) -> _Handle | None:
         deadline = time.monotonic() + self.timeout
         pause = _BACKOFF_FIRST
         rebuilt = False
+        generation = self._generation
         while True:
             opened = _file_id(self.path)
             try:
@@ -146,7 +234,7 @@ class ResultCache:
                         "the file is left as it is"
                     )
                     return None
-                if is_corrupt_error(exc) and not rebuilt:
+                if is_corrupt_error(exc) and not rebuilt and not self.read_only:
                     # Not a database, or a damaged one: move it aside and start afresh. Another
                     # worker may be doing the same at the same moment; only the file that failed
                     # is renamed, so the loser simply opens the fresh file the winner created.
@@ -154,7 +242,7 @@ class ResultCache:
                         CacheWarning(
                             f"result cache {self.path} is unreadable ({exc}); rebuilding it"
                         ),
-                        stacklevel=3,
+                        stacklevel=4,
                     )
                     self._quarantine(opened)
                     rebuilt = True
@@ -164,10 +252,39 @@ class ResultCache:
             except OSError as exc:
                 self._disable(str(exc))
                 return None
-            self._local.conn = conn
-            return conn
+            after = _file_id(self.path)
+            # The file this connection has open: when it was replaced while opening, which one
+            # we got cannot be told, and such a connection never renames anything.
+            file_id = after if opened is None or opened == after else None
+            return _Handle(conn, generation, file_id)
 
     def _open(self, timeout: float) -> sqlite3.Connection:
+        if self.read_only:
+            return self._open_read_only(timeout)
+        try:
+            return self._open_read_write(timeout)
+        except (sqlite3.Error, OSError) as exc:
+            if isinstance(exc, sqlite3.Error) and (is_lock_error(exc) or is_corrupt_error(exc)):
+                raise
+            if not self.path.is_file():
+                raise
+            # A directory or file this process cannot write (a cache committed to the repo, a
+            # read-only mount): the stored results can still be read.
+            try:
+                conn = self._open_read_only(timeout)
+            except (sqlite3.Error, OSError):
+                raise exc from None
+            self.read_only = True
+            warnings.warn(
+                CacheWarning(
+                    f"result cache {self.path} cannot be written here ({exc}); stored results "
+                    "are read, new results are not stored"
+                ),
+                stacklevel=5,
+            )
+            return conn
+
+    def _open_read_write(self, timeout: float) -> sqlite3.Connection:
         self.directory.mkdir(parents=True, exist_ok=True)
         gitignore = self.directory / ".gitignore"
         if not gitignore.exists():
@@ -185,6 +302,59 @@ class ResultCache:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute(_SCHEMA)
+            for statement in _PARTS_SCHEMA:
+                conn.execute(statement)
+            conn.execute("SELECT count(*) FROM results LIMIT 1").fetchone()
+            conn.execute(f"PRAGMA busy_timeout={int(self.timeout * 1000)}")
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _open_read_only(self, timeout: float) -> sqlite3.Connection:
+        if not self.path.is_file():
+            raise FileNotFoundError("the file does not exist: nothing was recorded there yet")
+        uri = self.path.absolute().as_uri()
+        wal = Path(str(self.path) + "-wal")
+        if (
+            _is_wal_file(self.path)
+            and not wal.exists()
+            and not Path(str(self.path) + "-shm").exists()
+        ):
+            # A checkpointed WAL file that no connection has open (a committed cache): read it
+            # as immutable, which creates no -wal/-shm beside it. Its pages only change when a
+            # writer checkpoints a -wal, which does not exist; replay writes nothing.
+            return self._connect_uri(f"{uri}?mode=ro&immutable=1", timeout)
+        try:
+            # A -wal beside it: results since the last checkpoint live there, and mode=ro reads
+            # them (it needs the -shm, which SQLite may create).
+            return self._connect_uri(f"{uri}?mode=ro", timeout)
+        except sqlite3.Error as exc:
+            if is_lock_error(exc) or is_corrupt_error(exc):
+                raise
+            # SQLITE_CANTOPEN: the -shm cannot be created here (a read-only directory).
+            # Nothing can write there either: read the file as immutable, without its -wal.
+            first = exc
+        try:
+            conn = self._connect_uri(f"{uri}?mode=ro&immutable=1", timeout)
+        except sqlite3.Error:
+            raise first from None
+        if wal.is_file() and wal.stat().st_size > 0:
+            warnings.warn(
+                CacheWarning(
+                    f"result cache {self.path} is read without its {wal.name} ({first}): results "
+                    "stored there since the last checkpoint are not seen; checkpoint the cache "
+                    "before committing it (close every run that writes it)"
+                ),
+                stacklevel=5,
+            )
+        return conn
+
+    def _connect_uri(self, uri: str, timeout: float) -> sqlite3.Connection:
+        conn = sqlite3.connect(
+            uri, uri=True, timeout=timeout, isolation_level=None, check_same_thread=False
+        )
+        try:
             conn.execute("SELECT count(*) FROM results LIMIT 1").fetchone()
             conn.execute(f"PRAGMA busy_timeout={int(self.timeout * 1000)}")
         except BaseException:
@@ -205,12 +375,55 @@ class ResultCache:
                 except OSError:
                     pass
 
+    def _drop(self, handle: _Handle) -> None:
+        if getattr(self._local, "handle", None) is handle:
+            self._local.handle = None
+        try:
+            handle.conn.close()
+        except sqlite3.Error:
+            pass
+
+    def _damaged(self, exc: sqlite3.Error) -> None:
+        """A read or write found the file damaged after it opened (table pages the open check
+        does not visit): set it aside and rebuild, as a damaged file found while opening. The
+        connection is closed before the rename; other threads reconnect on their next use, other
+        processes when their own reads meet the damage (the file they opened is never the fresh
+        one, so they rename nothing)."""
+        handle: _Handle | None = getattr(self._local, "handle", None)
+        if handle is None:
+            return
+        with self._lock:
+            first = handle.generation == self._generation
+            if first:
+                self._generation += 1
+                self._rebuilds += 1
+        self._drop(handle)
+        if not first:
+            return  # another thread of this process already set that file aside
+        if self.read_only:
+            self._disable(f"{exc}, found while reading; a read-only cache is not rebuilt")
+            return
+        if self._rebuilds > _MAX_REBUILDS:
+            self._disable(f"{exc}; damaged again after {_MAX_REBUILDS} rebuilds")
+            return
+        warnings.warn(
+            CacheWarning(
+                f"result cache {self.path} is damaged ({exc}; found while reading it); setting "
+                "it aside and rebuilding it"
+            ),
+            stacklevel=4,
+        )
+        self._quarantine(handle.file_id)
+
     def _disable(self, reason: str) -> None:
         warnings.warn(
             CacheWarning(f"result cache {self.path} cannot be used ({reason}); running without it"),
             stacklevel=4,
         )
-        self._disabled = True
+        with self._lock:
+            self._problem = reason
+            self._disabled = True
+            self._generation += 1  # every thread drops its connection
 
     # -- API -------------------------------------------------------------------------------
 
@@ -222,7 +435,11 @@ class ResultCache:
         try:
             row = conn.execute("SELECT value FROM results WHERE key = ?", (key,)).fetchone()
             value = json.loads(row[0]) if row else None
-        except (sqlite3.Error, ValueError):
+        except sqlite3.Error as exc:
+            if is_corrupt_error(exc):
+                self._damaged(exc)
+            value = None
+        except ValueError:
             value = None
         with self._lock:
             if value is None:
@@ -231,20 +448,55 @@ class ResultCache:
                 self.hits += 1
         return value if isinstance(value, dict) else None
 
-    def put(self, key: str, scorer: str, value: Mapping[str, Any]) -> None:
-        """Store ``value`` under ``key`` (upsert). Failures warn once and are otherwise ignored."""
-        conn = self._connect()
-        if conn is None:
+    def put(
+        self, key: str, scorer: str, value: Mapping[str, Any], about: KeyAbout | None = None
+    ) -> None:
+        """Store ``value`` under ``key`` (upsert), with the key's parts when ``about`` is given.
+        Failures warn once and are otherwise ignored; a read-only handle stores nothing."""
+        if self.read_only:
             return
-        text = json.dumps(value, sort_keys=True, ensure_ascii=False, allow_nan=False)
+        conn = self._connect()
+        if conn is None or self.read_only:
+            return
+        handle: _Handle | None = getattr(self._local, "handle", None)
+        if (
+            handle is not None
+            and handle.file_id is not None
+            and _file_id(self.path) != (handle.file_id)
+        ):
+            # Another process set the file aside (damage it met): write to the fresh one.
+            self._drop(handle)
+            conn = self._connect()
+            if conn is None:
+                return
         try:
-            conn.execute(
-                "INSERT INTO results (key, scorer, value, created) VALUES (?, ?, ?, ?) "
-                "ON CONFLICT(key) DO UPDATE SET value = excluded.value, "
-                "created = excluded.created, scorer = excluded.scorer",
-                (key, scorer, text, time.time()),
-            )
+            # ASCII: a lone surrogate (valid in JSON input) cannot be stored as UTF-8 text.
+            text = json.dumps(value, sort_keys=True, ensure_ascii=True, allow_nan=False)
+        except (TypeError, ValueError):
+            return  # not JSON: the result is simply not cached
+        now = time.time()
+        try:
+            if about is None:
+                conn.execute(_UPSERT, (key, scorer, text, now))
+            else:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    conn.execute(_UPSERT, (key, scorer, text, now))
+                    conn.execute(
+                        _UPSERT_PARTS,
+                        (key, scorer, about.locator, about.inputs, about.parts_json(), now),
+                    )
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+        except UnicodeEncodeError:
+            return  # a lone surrogate in a scorer name: not cached, never a failed test
         except sqlite3.Error as exc:
+            if is_corrupt_error(exc):
+                self._damaged(exc)
+                return
             # Typically still locked after the busy timeout. The result is simply not cached;
             # one warning per handle (one per process) says so.
             with self._lock:
@@ -260,6 +512,95 @@ class ResultCache:
             return
         with self._lock:
             self.writes += 1
+
+    def explain_miss(self, key: str, about: KeyAbout) -> str | None:
+        """Why ``key`` is not stored, for a replay miss: the parts in which the nearest entry
+        recorded for the same case (else for the same inputs) differs, or what the cache holds
+        instead. None when nothing useful can be said."""
+        conn = self._connect()
+        if conn is None:
+            if self._problem is None:
+                return None
+            return f"the result cache {self.path} cannot be used: {self._problem}"
+        try:
+            return self._explain(conn, about)
+        except sqlite3.Error as exc:
+            if is_corrupt_error(exc):
+                self._damaged(exc)
+            return None
+
+    def _explain(self, conn: sqlite3.Connection, about: KeyAbout) -> str | None:
+        has_parts = (
+            conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'key_parts'"
+            ).fetchone()
+            is not None
+        )
+        scope = "this case"
+        rows: list[tuple[str]] = []
+        if has_parts and about.locator is not None:
+            rows = conn.execute(
+                "SELECT parts FROM key_parts WHERE scorer = ? AND locator = ? "
+                "ORDER BY created DESC LIMIT ?",
+                (about.scorer, about.locator, _EXPLAIN_LIMIT),
+            ).fetchall()
+        if has_parts and not rows:
+            scope = "the same inputs"
+            rows = conn.execute(
+                "SELECT parts FROM key_parts WHERE scorer = ? AND inputs = ? "
+                "ORDER BY created DESC LIMIT ?",
+                (about.scorer, about.inputs, _EXPLAIN_LIMIT),
+            ).fetchall()
+        best: list[str] | None = None
+        for (text,) in rows:
+            try:
+                recorded = json.loads(text)
+            except ValueError:
+                continue
+            if not isinstance(recorded, dict):
+                continue
+            diffs = describe_differences(recorded, about.parts)
+            if best is None or len(diffs) < len(best):
+                best = diffs
+        if best is not None:
+            if not best:
+                return (
+                    f"an entry with the same key parts was recorded for {scope}, but its result "
+                    "is gone or unreadable"
+                )
+            shown = "; ".join(best[:4]) + (f"; and {len(best) - 4} more" if len(best) > 4 else "")
+            return f"a recorded entry for {scope} differs in {shown}"
+        total = int(conn.execute("SELECT count(*) FROM results").fetchone()[0])
+        if total == 0:
+            return f"the result cache {self.path} is empty"
+        mine = int(
+            conn.execute(
+                "SELECT count(*) FROM results WHERE scorer = ?", (about.scorer,)
+            ).fetchone()[0]
+        )
+        if mine == 0:
+            return (
+                f"the cache holds {_results(total)}, none of scorer {about.scorer} (recorded "
+                "under another name?)"
+            )
+        described = (
+            int(
+                conn.execute(
+                    "SELECT count(*) FROM key_parts WHERE scorer = ?", (about.scorer,)
+                ).fetchone()[0]
+            )
+            if has_parts
+            else 0
+        )
+        older = (
+            f" ({mine - described} recorded by an older pytest-llmeval that kept no key details)"
+            if described < mine
+            else ""
+        )
+        return (
+            f"the cache holds {_results(mine)} of scorer {about.scorer}, none for this case or "
+            f"these inputs{older}"
+        )
 
     def __len__(self) -> int:
         conn = self._connect()
@@ -281,9 +622,10 @@ class ResultCache:
         return (row[0] for row in rows)
 
     def close(self) -> None:
-        conn = getattr(self._local, "conn", None)
-        if conn is not None:
-            try:
-                conn.close()
-            finally:
-                self._local.conn = None
+        handle: _Handle | None = getattr(self._local, "handle", None)
+        if handle is not None:
+            self._drop(handle)
+
+
+def _results(n: int) -> str:
+    return f"{n} result" + ("" if n == 1 else "s")

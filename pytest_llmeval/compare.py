@@ -489,7 +489,8 @@ def _gate_cases(
     gates: Any,
 ) -> tuple[dict[str, tuple[bool, dict[CaseKey, dict[int, Mapping[str, Any]]]]], list[str]]:
     """gate name -> (higher is better, case -> {0: pseudo-record}) from a report's ``gates``
-    section (a list of gate results, each with ``spec`` and ``cases``); a malformed entry is
+    section (a list of gate outcomes, each with ``spec`` and ``result.cases``, or gate results
+    with ``spec`` and ``cases``); a malformed entry is
     noted, not fatal: gates are optional in a report."""
     out: dict[str, tuple[bool, dict[CaseKey, dict[int, Mapping[str, Any]]]]] = {}
     notes: list[str] = []
@@ -501,6 +502,11 @@ def _gate_cases(
     for g in entries:
         spec = g.get("spec") if isinstance(g, Mapping) else None
         cases = g.get("cases") if isinstance(g, Mapping) else None
+        result = g.get("result") if isinstance(g, Mapping) else None
+        if cases is None and isinstance(result, Mapping):
+            cases = result.get("cases")  # a gate outcome: {"test", "spec", "result": {"cases"}}
+        if isinstance(g, Mapping) and cases is None and "result" in g:
+            continue  # a gate that had nothing to compute (its "problem" says why)
         if not isinstance(spec, Mapping) or not isinstance(cases, list):
             notes.append("a gate entry without 'spec' and 'cases' was not compared")
             continue

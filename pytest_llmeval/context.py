@@ -190,7 +190,11 @@ class ScoringContext:
             if self._cache is None:
                 from pytest_llmeval.cache import ResultCache
 
-                self._cache = ResultCache(self.settings.cache_dir)
+                # Replay only reads: the store opens read-only (a committed cache, a read-only
+                # mount in CI) and never writes.
+                self._cache = ResultCache(
+                    self.settings.cache_dir, read_only=self.settings.cache_mode == "replay"
+                )
             return self._cache
 
     def close(self) -> None:

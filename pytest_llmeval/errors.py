@@ -13,6 +13,7 @@ __all__ = [
     "BudgetExceededError",
     "CacheMissError",
     "DatasetError",
+    "GateError",
     "JudgeError",
     "LLMEvalError",
     "ScorerConfigError",
@@ -133,16 +134,27 @@ class BudgetExceededError(JudgeError):
 
 
 class CacheMissError(LLMEvalError, LookupError):
-    """``--llm-eval-cache=replay`` found no stored result for a scoring."""
+    """``--llm-eval-cache=replay`` found no stored result for a scoring.
 
-    def __init__(self, scorer: str, key: str) -> None:
+    ``case`` names the test case (``faq.jsonl:3``) and ``reason`` says why the key is missing
+    when the store can tell (e.g. the judge model differs from the one recorded)."""
+
+    def __init__(
+        self, scorer: str, key: str, *, case: str | None = None, reason: str | None = None
+    ) -> None:
         self.scorer = scorer
         self.key = key
+        self.case = case
+        self.reason = reason
+        where = f" (case {case})" if case else ""
+        why = f": {reason}" if reason else ""
         super().__init__(
-            f"scorer {scorer!r}: no cached result (key {key[:16]}...) and --llm-eval-cache=replay "
-            "forbids computing it. Record it first by running once with --llm-eval-cache=use "
-            "(the default) or --llm-eval-cache=refresh, with the judge reachable, and commit or "
-            "restore the cache directory (.llmeval/ by default)."
+            f"scorer {scorer!r}: no cached result{where}{why}. --llm-eval-cache=replay forbids "
+            f"computing it (key {key[:16]}...). "
+            + ("Run with the settings it was recorded with, or record" if reason else "Record")
+            + " it first by running once with --llm-eval-cache=use (the default) or "
+            "--llm-eval-cache=refresh, with the judge reachable, and commit or restore the cache "
+            "directory (.llmeval/ by default)."
         )
 
 
@@ -160,3 +172,14 @@ def describe_value(value: Any) -> str:
     if len(text) > 60:
         text = text[:57] + "..."
     return f"{type(value).__name__} {text}"
+
+
+class GateError(LLMEvalError, ValueError):
+    """A suite gate (``@pytest.mark.llm_eval_gate`` or ``--llm-eval-gate``) is unusable: an
+    unknown scorer, a bound outside the scorer's range, a bad keyword or value. ``source`` says
+    where the gate was declared."""
+
+    def __init__(self, source: str, problem: str) -> None:
+        self.source = source
+        self.problem = problem
+        super().__init__(f"{source}: {problem}")

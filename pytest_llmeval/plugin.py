@@ -27,6 +27,7 @@ from pytest_llmeval.registry import default_registry
 from pytest_llmeval.settings import CACHE_MODES, JUDGE_MODES, JudgeSettings, Secret, Settings
 
 if TYPE_CHECKING:
+    from pytest_llmeval.gates import GateRule, TestGates
     from pytest_llmeval.spend import SharedSpend
 
 RECORDS_ATTR = "llm_eval_records"
@@ -223,6 +224,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         type="linelist",
         default=[],
     )
+    _add_gate_options(group, parser)
 
 
 def _opt(config: pytest.Config, ini: str) -> str | None:
@@ -359,6 +361,7 @@ def pytest_configure(config: pytest.Config) -> None:
         "llm_eval_dataset(path, id_field='id'): parametrize the test's `case` argument with the "
         "rows of a .jsonl, .csv or .json file (path relative to the test file), one test per row",
     )
+    _configure_gates(config)
     settings = build_settings(config)
     cache = None
     if settings.cache_mode != "off":
@@ -427,7 +430,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 #: The keywords ``@pytest.mark.llm_eval_dataset(...)`` accepts. Any other keyword is a collection
 #: error (a typo must not be ignored silently); a new marker option is added here.
-DATASET_MARKER_KEYWORDS: tuple[str, ...] = ("path", "id_field")
+DATASET_MARKER_KEYWORDS: tuple[str, ...] = ("path", "id_field", "repeat")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -484,7 +487,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         cases = load_dataset(path, id_field=id_field, display=display)
     except DatasetError as exc:
         raise pytest.Collector.CollectError(f"llm_eval_dataset for {where}: {exc}") from None
-    metafunc.parametrize("case", cases, ids=[c.id for c in cases])
+    _parametrize_cases(metafunc, mark, cases)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -543,7 +546,7 @@ def _record_identity(item: pytest.Item) -> tuple[str, str, str | None, str | Non
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
     file, test, case_id, where = _record_identity(item)
-    recorder = TestRecorder(file, test, case_id, where)
+    recorder = TestRecorder(file, test, case_id, where, sample=_sample_of(item))
     item.stash[recorder_key] = recorder
     token = current_recorder.set(recorder)
     try:
@@ -619,7 +622,7 @@ class LLMEvalSession:
         # Reports arrive in completion order under xdist; sort for a stable output.
         return sorted(
             self.records,
-            key=lambda r: (r.file, r.test, r.case_id or "", r.scorer, r.index),
+            key=lambda r: (r.file, r.test, r.case_id or "", r.scorer, r.sample, r.index),
         )
 
     def pytest_terminal_summary(
@@ -649,7 +652,8 @@ class LLMEvalSession:
             started=self.started,
             settings=ctx.settings if ctx else None,
             rootdir=self.config.rootpath,
-            exitstatus=int(exitstatus),
+            # session.exitstatus: a failing suite gate (issue 9) may have changed it
+            exitstatus=int(session.exitstatus),
             workers=_worker_count(self.config),
         )
         self.config.hook.pytest_llmeval_update_json_report(config=self.config, report=report)
@@ -661,3 +665,361 @@ def _worker_count(config: pytest.Config) -> int:
     if isinstance(n, int):
         return n
     return 0
+
+
+# -- suite gates and repeated samples (issue 9) ------------------------------------------------
+#
+# Worker side (and the only process): GateHooks finds each test function's gates at collection
+# (a bad gate is a collection error), softens the per-case misses of gated scorers, and puts on
+# each gated item's teardown report what the controller cannot see in the records. Controller
+# side: GateSession judges the gates from the merged records at the end of the session.
+
+#: teardown report attribute: :func:`pytest_llmeval.gates.item_info` JSON of a gated item
+GATE_INFO_ATTR = "llm_eval_gate_info"
+#: call report attribute: the per-case misses a gate will judge (the test itself passed)
+GATED_MISS_ATTR = "llm_eval_gated_miss"
+
+gate_table_key = pytest.StashKey["dict[tuple[str, str], TestGates]"]()
+gate_rules_key = pytest.StashKey["list[GateRule]"]()
+gate_phases_key = pytest.StashKey[dict[str, str]]()
+gate_failure_key = pytest.StashKey[str]()
+
+
+def _add_gate_options(group: Any, parser: pytest.Parser) -> None:
+    group.addoption(
+        "--llm-eval-gate",
+        action="append",
+        default=[],
+        dest="llm_eval_gate",
+        metavar="FILE::TEST:SCORER:KEY=VALUE,...",
+        help="a suite gate for the test functions matching FILE::TEST (fnmatch, as in node ids), "
+        "e.g. 'tests/test_qa.py::test_qa:factuality:min_mean=0.7,confidence=0.95'; "
+        "repeatable; adds to the tests' own llm_eval_gate markers",
+    )
+    parser.addini(
+        "llm_eval_gates",
+        "suite gates, one FILE::TEST:SCORER:KEY=VALUE,... per line (like --llm-eval-gate)",
+        type="linelist",
+        default=[],
+    )
+    group.addoption(
+        "--llm-eval-strict-cases",
+        action="store_true",
+        default=None,
+        dest="llm_eval_strict_cases",
+        help="in gated tests, fail each case that misses its bound too (default: the gate decides)",
+    )
+    parser.addini(
+        "llm_eval_strict_cases",
+        "in gated tests, fail each case that misses its bound too",
+        type="bool",
+        default=False,
+    )
+    group.addoption(
+        "--llm-eval-repeat",
+        dest="llm_eval_repeat",
+        type=int,
+        default=None,
+        metavar="N",
+        help="run each dataset case N times (samples) unless its llm_eval_dataset marker sets "
+        "repeat=",
+    )
+    parser.addini("llm_eval_repeat", "samples per dataset case (like --llm-eval-repeat)")
+    group.addoption(
+        "--llm-eval-inconclusive",
+        dest="llm_eval_inconclusive",
+        choices=("fail", "pass"),
+        default=None,
+        help="exit status of a run whose gates are inconclusive at their confidence: fail "
+        "(default) or pass",
+    )
+    parser.addini("llm_eval_inconclusive", "fail (default) or pass: what an inconclusive gate does")
+
+
+def _configure_gates(config: pytest.Config) -> None:
+    """Both sides: markers, the run's gates (a malformed one is a usage error), the gate hooks;
+    on the controller also the GateSession."""
+    from pytest_llmeval.errors import GateError
+    from pytest_llmeval.gates import INCONCLUSIVE_POLICIES, parse_gate_option
+
+    config.addinivalue_line(
+        "markers",
+        "llm_eval_gate(scorer, *, min_mean=None, max_mean=None, min_pass_rate=None, "
+        "max_pass_rate=None, confidence=None, reducer='mean', max_errors=0): a suite gate on the "
+        "records of `scorer` over all cases and samples of this test; stackable",
+    )
+    config.addinivalue_line(
+        "markers", "llm_eval_sample(k): (set by llm_eval_dataset repeat=) the sample index"
+    )
+    rules: list[GateRule] = []
+    sources = [("--llm-eval-gate", t) for t in config.getoption("llm_eval_gate", None) or []]
+    sources += [("ini llm_eval_gates", t) for t in config.getini("llm_eval_gates") or []]
+    for origin, text in sources:
+        if not text.strip():
+            continue
+        try:
+            rules.append(parse_gate_option(text, origin))
+        except GateError as exc:
+            raise pytest.UsageError(str(exc)) from None
+    config.stash[gate_rules_key] = rules
+    config.stash[gate_table_key] = {}
+    repeat = _number(config, "llm_eval_repeat", int)
+    if repeat is not None and repeat < 1:
+        raise pytest.UsageError(
+            f"--llm-eval-repeat / ini llm_eval_repeat must be >= 1, not {repeat}"
+        )
+    policy = _opt(config, "llm_eval_inconclusive") or "fail"
+    if policy not in INCONCLUSIVE_POLICIES:
+        raise pytest.UsageError(
+            f"--llm-eval-inconclusive / ini llm_eval_inconclusive: {policy!r}; use fail or pass"
+        )
+    strict = config.getoption("llm_eval_strict_cases", default=None)
+    if strict is None:
+        strict = bool(config.getini("llm_eval_strict_cases"))
+    config.pluginmanager.register(GateHooks(config, bool(strict)), "llm-eval-gate-hooks")
+    if not _is_worker(config):
+        config.pluginmanager.register(GateSession(config, policy), "llm-eval-gate-session")
+
+
+def _test_gates(config: pytest.Config, file: str, test: str) -> TestGates:
+    from pytest_llmeval.gates import TestGates
+
+    return config.stash[gate_table_key].setdefault((file, test), TestGates())
+
+
+def _definition_identity(metafunc: pytest.Metafunc) -> tuple[str, str]:
+    file, _, test = metafunc.definition.nodeid.partition("::")
+    return file, test
+
+
+def _parametrize_cases(metafunc: pytest.Metafunc, mark: pytest.Mark, cases: list[Case]) -> None:
+    """One test per dataset row, or per row and sample with ``repeat`` (marker, else
+    ``--llm-eval-repeat``): ids ``<case>-s<k>``, k from 0, the sample index also being the
+    ``sample`` of each record and the ``llm_eval_sample`` fixture."""
+    where = f"{metafunc.definition.path}::{metafunc.definition.name}"
+    if "repeat" in mark.kwargs:
+        repeat = mark.kwargs["repeat"]
+        if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
+            raise pytest.Collector.CollectError(
+                f"{where}: @pytest.mark.llm_eval_dataset(repeat={repeat!r}): repeat is the "
+                "number of samples per case, a whole number >= 1"
+            )
+    else:
+        repeat = _number(metafunc.config, "llm_eval_repeat", int) or 1
+    file, test = _definition_identity(metafunc)
+    gates = _test_gates(metafunc.config, file, test)
+    gates.total = len(cases)
+    gates.repeat = repeat
+    if repeat == 1:
+        metafunc.parametrize("case", cases, ids=[c.id for c in cases])
+        return
+    metafunc.parametrize(
+        "case",
+        [
+            pytest.param(c, id=f"{c.id}-s{k}", marks=pytest.mark.llm_eval_sample(k))
+            for c in cases
+            for k in range(repeat)
+        ],
+    )
+
+
+def _sample_of(item: pytest.Item) -> int:
+    mark = item.get_closest_marker("llm_eval_sample")
+    return int(mark.args[0]) if mark is not None and mark.args else 0
+
+
+@pytest.fixture
+def llm_eval_sample(request: pytest.FixtureRequest) -> int:
+    """The sample index of this run of a dataset case (0 to repeat-1; 0 without repeat), e.g. to
+    seed a fake nondeterministic app reproducibly."""
+    return _sample_of(request.node)
+
+
+def _mark_text(mark: pytest.Mark) -> str:
+    args = [repr(a) for a in mark.args] + [f"{k}={v!r}" for k, v in mark.kwargs.items()]
+    return f"@pytest.mark.llm_eval_gate({', '.join(args)})"
+
+
+class GateHooks:
+    """Both sides: collect and check each test function's gates; soften gated per-case misses;
+    ship gate info on teardown reports."""
+
+    def __init__(self, config: pytest.Config, strict: bool) -> None:
+        self.config = config
+        self.strict = strict
+        self._resolved: dict[str, GateRule] = {}
+
+    def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
+        """Worker side (and the only process): a test function's gates, from its
+        ``llm_eval_gate`` markers and the run's matching ``--llm-eval-gate`` patterns. A bad
+        gate is a collection error naming the marker (or option) and the test."""
+        from pytest_llmeval.errors import GateError
+        from pytest_llmeval.gates import make_spec, resolve_spec
+
+        file, test = _definition_identity(metafunc)
+        name = f"{file}::{test}"
+        specs = []
+        try:
+            for mark in metafunc.definition.iter_markers("llm_eval_gate"):
+                source = f"{_mark_text(mark)} on {name}"
+                if not mark.args:
+                    raise GateError(source, "needs the scorer's name as its first argument")
+                if len(mark.args) > 1:
+                    raise GateError(source, "takes one scorer; stack one marker per scorer")
+                spec = make_spec(mark.args[0], mark.kwargs, source)
+                specs.append(resolve_spec(spec, default_registry))
+            for rule in self.config.stash[gate_rules_key]:
+                if rule.matches(file, test):
+                    resolved = self._resolved.get(rule.spec.source)
+                    if resolved is None:
+                        resolved = dataclasses.replace(
+                            rule, spec=resolve_spec(rule.spec, default_registry)
+                        )
+                        self._resolved[rule.spec.source] = resolved
+                    specs.append(resolved.spec)
+        except GateError as exc:
+            raise pytest.Collector.CollectError(f"{exc} (test {name})") from None
+        if specs:
+            _test_gates(metafunc.config, file, test).specs = specs
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_protocol(
+        self, item: pytest.Item, nextitem: pytest.Item | None
+    ) -> Iterator[None]:
+        """Worker side: tell the test's recorder which scorers a gate decides (runs inside the
+        wrapper that creates the recorder)."""
+        recorder = item.stash.get(recorder_key, None)
+        if recorder is not None:
+            gates = self.config.stash[gate_table_key].get((recorder.file, recorder.test))
+            if gates is not None and gates.specs:
+                recorder.gated = gates.scorers
+                recorder.soft = frozenset() if self.strict else gates.scorers
+        return (yield)
+
+    @pytest.hookimpl(wrapper=True, trylast=True)
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        """Worker side, innermost wrapper (so the records it adds ship with the others): mark a
+        passed call with gated misses; at teardown, an error record for each gated scorer a
+        failed test never reached (an unscored sample, never a pass), and the item's gate info."""
+        from pytest_llmeval.gates import UNREACHED, item_info
+
+        report = yield
+        recorder = item.stash.get(recorder_key, None)
+        if recorder is None or not recorder.gated:
+            return report
+        if call.when in ("setup", "call"):
+            phases = item.stash.setdefault(gate_phases_key, {})
+            phases[call.when] = report.outcome
+            if report.failed and call.excinfo is not None:
+                item.stash[gate_failure_key] = " ".join(call.excinfo.exconly().split())[:300]
+            if call.when == "call" and report.passed and recorder.gated_misses:
+                setattr(report, GATED_MISS_ATTR, "; ".join(recorder.gated_misses))
+            return report
+        if call.when != "teardown":
+            return report
+        failure = item.stash.get(gate_failure_key, None)
+        if failure is not None:
+            seen = {r.scorer for r in recorder.records}
+            for scorer in sorted(recorder.gated - seen):
+                recorder.add(
+                    ScoreRecord(
+                        file=recorder.file,
+                        test=recorder.test,
+                        case_id=recorder.case_id,
+                        scorer=scorer,
+                        index=recorder.next_index(scorer),
+                        score=None,
+                        min=None,
+                        max=None,
+                        passed=None,
+                        cached=False,
+                        duration_s=0.0,
+                        error=f"the test failed before scoring {scorer}: {failure}",
+                        where=recorder.where,
+                        metadata=UNREACHED,
+                        sample=recorder.sample,
+                        gated=True,
+                    )
+                )
+        phases = item.stash.get(gate_phases_key, {})
+        ran = phases.get("setup") not in (None, "skipped") and phases.get("call") != "skipped"
+        gates = self.config.stash[gate_table_key][(recorder.file, recorder.test)]
+
+        setattr(
+            report,
+            GATE_INFO_ATTR,
+            item_info(recorder.file, recorder.test, recorder.case_id, recorder.sample, ran, gates),
+        )
+        return report
+
+    def pytest_report_teststatus(
+        self, report: pytest.TestReport, config: pytest.Config
+    ) -> tuple[str, str, str | tuple[str, dict[str, bool]]] | None:
+        """Both sides: a passed test with gated misses reads ``PASSED (gated miss)`` with -v."""
+        if report.when == "call" and report.passed and getattr(report, GATED_MISS_ATTR, None):
+            return "passed", "g", ("PASSED (gated miss)", {"yellow": True})
+        return None
+
+
+class GateSession:
+    """Controller-only: judge the gates from the merged records, set the exit status, print them
+    and put them (with per-scorer statistics of dataset tests) in the JSON report."""
+
+    def __init__(self, config: pytest.Config, inconclusive: str) -> None:
+        from pytest_llmeval.gates import GateBook
+
+        self.config = config
+        self.inconclusive = inconclusive
+        self.book = GateBook()
+        self.outcomes: list[Any] = []
+        self.unmatched: list[str] = []
+        self.statistics: list[Any] = []
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Controller side: which gated items ran, and their tests' gates."""
+        payload = getattr(report, GATE_INFO_ATTR, None)
+        if payload:
+            self.book.add(payload)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        """Controller side: judge the gates (before the JSON report and the terminal summary);
+        a failing gate makes an otherwise passing run exit 1, like --cov-fail-under."""
+        from pytest_llmeval.gates import dataset_statistics, evaluate_gates, failing_outcomes
+
+        llm = self.config.stash.get(session_key, None)
+        records = llm.sorted_records() if llm is not None else []
+        rules = self.config.stash[gate_rules_key]
+        stopped = bool(session.shouldstop or session.shouldfail)
+        self.outcomes, self.unmatched = evaluate_gates(records, self.book, rules, stopped=stopped)
+        self.statistics = dataset_statistics(records)
+        if failing_outcomes(self.outcomes, self.inconclusive) and session.exitstatus == 0:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_terminal_summary(
+        self, terminalreporter: Any, exitstatus: int, config: pytest.Config
+    ) -> None:
+        """Controller side: the statistics and gates sections, after the llm-eval summary."""
+        from pytest_llmeval.report.gates import write_gates, write_statistics
+
+        verbosity = config.get_verbosity()
+        if self.statistics and verbosity >= 0:
+            write_statistics(terminalreporter, self.statistics)
+        if self.outcomes or self.unmatched:
+            write_gates(
+                terminalreporter, self.outcomes, self.unmatched, self.inconclusive, verbosity
+            )
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_llmeval_update_json_report(
+        self, config: pytest.Config, report: dict[str, Any]
+    ) -> None:
+        """Controller side: the report's ``gates`` and ``statistics`` sections."""
+        report["gates"] = [o.to_json() for o in self.outcomes]
+        report["gates_unmatched"] = list(self.unmatched)
+        report["gate_policy"] = {"inconclusive": self.inconclusive}
+        report["statistics"] = [s.to_json() for s in self.statistics]

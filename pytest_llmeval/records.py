@@ -14,8 +14,10 @@ __all__ = ["ScoreRecord", "ScorerAggregate", "TestRecorder", "aggregate", "curre
 @final
 @dataclass(frozen=True)
 class ScoreRecord:
-    """One scored assertion. Keyed on (file, test, case_id, scorer); ``index`` orders several
-    assertions of one scorer within one test."""
+    """One scored assertion. Keyed on (file, test, case_id, scorer, sample); ``index`` orders
+    several assertions of one scorer within one test. ``sample`` is the repeat index of the case
+    (0 without ``repeat``). ``gated`` says a suite gate decides this scorer in this test: a miss
+    of the per-case bound was recorded (``passed`` False) but did not fail the test."""
 
     file: str
     test: str
@@ -36,13 +38,17 @@ class ScoreRecord:
     completion_tokens: int = 0
     judge_calls: int = 0
     cost_usd: float | None = None
+    #: the models the judge endpoint said answered this scoring's calls (none when cached)
+    judge_models: tuple[str, ...] = ()
+    sample: int = 0
+    gated: bool = False
     inputs: Mapping[str, Any] = field(default_factory=dict)
     """What the scorer judged (output, expected, input, context, declared extra fields), JSON-safe
     and cut to ``--llm-eval-record-chars`` per field (see :func:`recorded_inputs`)."""
 
     @property
-    def key(self) -> tuple[str, str, str | None, str, int]:
-        return (self.file, self.test, self.case_id, self.scorer, self.index)
+    def key(self) -> tuple[str, str, str | None, str, int, int]:
+        return (self.file, self.test, self.case_id, self.scorer, self.sample, self.index)
 
     def to_json(self) -> dict[str, Any]:
         # Built by hand: dataclasses.asdict deep-copies and is the slowest part of a warm run.
@@ -66,13 +72,19 @@ class ScoreRecord:
             "completion_tokens": self.completion_tokens,
             "judge_calls": self.judge_calls,
             "cost_usd": self.cost_usd,
+            "judge_models": list(self.judge_models),
+            "sample": self.sample,
+            "gated": self.gated,
             "inputs": dict(self.inputs),
         }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ScoreRecord:
         known = set(cls.__dataclass_fields__)
-        return cls(**{k: v for k, v in data.items() if k in known})
+        fields = {k: v for k, v in data.items() if k in known}
+        if "judge_models" in fields:
+            fields["judge_models"] = tuple(str(m) for m in fields["judge_models"] or ())
+        return cls(**fields)
 
 
 @final
@@ -81,12 +93,28 @@ class TestRecorder:
 
     __test__ = False  # not a test class, whatever pytest thinks of the name
 
-    def __init__(self, file: str, test: str, case_id: str | None, where: str | None) -> None:
+    def __init__(
+        self,
+        file: str,
+        test: str,
+        case_id: str | None,
+        where: str | None,
+        *,
+        sample: int = 0,
+    ) -> None:
         self.file = file
         self.test = test
         self.case_id = case_id
         self.where = where
+        self.sample = sample
         self.records: list[ScoreRecord] = []
+        #: scorers under a suite gate in this test (set by the plugin)
+        self.gated: frozenset[str] = frozenset()
+        #: gated scorers whose per-case misses are recorded, not raised (unless
+        #: --llm-eval-strict-cases)
+        self.soft: frozenset[str] = frozenset()
+        #: one line per softened miss, for the test's terminal status
+        self.gated_misses: list[str] = []
         self._counts: dict[str, int] = {}
 
     def next_index(self, scorer: str) -> int:

@@ -59,7 +59,8 @@ names its type); ``timeout`` (wall clock or CPU time); ``memory`` (``MemoryError
 in ``signal``); ``exited`` (the run ended early: ``SystemExit`` raised by the program in any
 phase, with any status, or by the test outside a successful ``unittest.main()``; or the process
 ended without a report, e.g. ``os._exit``); ``tampered`` (the result pipe held data that is
-not the harness's report, or the program raised the report event). The one clean exit that
+not the harness's report, or the program raised the report event); ``no_tests`` (the test
+defines ``unittest.TestCase`` tests but returned without running them). The one clean exit that
 passes is ``unittest.main()``'s after a successful run that ran every test it collected, at
 least one.
 
@@ -1240,6 +1241,7 @@ def _worker(job: dict[str, Any], result_fd: int, token_fd: int, out_fd: int, err
     # expected answers there (tracebacks show "<test>" lines without their source).
     test_path = _TEST_FILENAME
     unittest_check = _unittest_checker() if test_source is not None else None
+    unrun_cases = _unrun_case_finder() if test_source is not None else None
     try:
         _drop_privileges(job, out_fd, err_fd)
         with open(program_path, "w", encoding="utf-8") as fh:
@@ -1282,8 +1284,19 @@ def _worker(job: dict[str, Any], result_fd: int, token_fd: int, out_fd: int, err
         if test_code is not None:
             phase = "test"
             run(test_code, module.__dict__)
-        passed = True
-        result = {"status": "passed"}
+        unrun = unrun_cases(module.__dict__) if unrun_cases is not None else []
+        if unrun:
+            # unittest.TestCase tests that the test defined but never ran (no unittest.main()):
+            # finishing without an exception proves nothing about them.
+            result = {
+                "status": "no_tests",
+                "message": "the test defines unittest.TestCase tests that never ran ("
+                + ", ".join(unrun[:5])
+                + "); end the test with unittest.main()",
+            }
+        else:
+            passed = True
+            result = {"status": "passed"}
     except BaseException as exc:  # every way the program ends is a result
         if (
             phase == "test"
@@ -1397,6 +1410,33 @@ def _unittest_checker() -> Any:
         )
 
     return check
+
+
+def _unrun_case_finder() -> Any:
+    """A finder bound to the real ``unittest.TestCase``, taken before the program runs: the names
+    of the ``TestCase`` subclasses with ``test*`` methods in a namespace (after the test phase
+    returned normally, none of them ran through ``unittest.main()``)."""
+    import unittest
+
+    test_case = unittest.TestCase
+    is_subclass, type_of, dir_of = issubclass, type, dir
+    starts = str.startswith
+
+    def find(namespace: dict[str, Any]) -> list[str]:
+        found: list[str] = []
+        try:
+            for name, value in list(namespace.items()):
+                if type_of(value) is not type_of(test_case) or value is test_case:
+                    continue
+                if is_subclass(value, test_case) and any(
+                    starts(attr, "test") for attr in dir_of(value)
+                ):
+                    found.append(str(name))
+        except Exception:  # a namespace object of the program's that misbehaves
+            return ["(the test's namespace could not be inspected)"]
+        return found
+
+    return find
 
 
 def _last_line_in(exc: BaseException, path: str) -> int | None:

@@ -48,6 +48,8 @@ class Usage:
     completion_tokens: int = 0
     calls: int = 0
     cost_usd: float | None = None
+    #: the models the judge endpoint said answered (its replies' ``model``), sorted
+    models: tuple[str, ...] = ()
 
     def __add__(self, other: Usage) -> Usage:
         cost: float | None
@@ -60,6 +62,9 @@ class Usage:
             self.completion_tokens + other.completion_tokens,
             self.calls + other.calls,
             cost,
+            self.models
+            if not other.models or other.models == self.models
+            else tuple(sorted({*self.models, *other.models})),
         )
 
     @property
@@ -78,6 +83,7 @@ class Usage:
             int(data.get("completion_tokens", 0)),
             int(data.get("calls", 0)),
             None if data.get("cost_usd") is None else float(data["cost_usd"]),
+            tuple(str(m) for m in data.get("models") or ()),
         )
 
 

@@ -475,3 +475,35 @@ def test_compare_command_line(project: pytest.Pytester) -> None:
     bad = run()
     assert bad.returncode == 2
     assert "nope.json: cannot read" in bad.stderr
+
+
+GATED_TESTS = """
+import pytest
+from pytest_llmeval import assert_score
+
+@pytest.mark.llm_eval
+@pytest.mark.llm_eval_dataset("cases.jsonl", repeat=3)
+@pytest.mark.llm_eval_gate("exact_match_test", min_mean=0.2)
+def test_answers(case):
+    assert_score("exact_match_test", output=case.output, expected=case.expected, min=1)
+"""
+
+
+def test_repeated_samples_and_gates_are_compared(project: pytest.Pytester) -> None:
+    project.makepyfile(test_eval=GATED_TESTS)
+    first = project.runpytest("--llm-eval", "--llm-eval-cache=off")
+    first.assert_outcomes(passed=90)
+    run = json.loads((project.path / ".llmeval" / "runs" / "0001.json").read_text())
+    assert {r["sample"] for r in run["report"]["records"]} == {0, 1, 2}
+    assert run["report"]["gates"][0]["verdict"] == "pass"
+    _write_cases(project.path / "cases.jsonl", wrong=set(range(12)))
+    result = project.runpytest("--llm-eval", "--llm-eval-cache=off", "--llm-eval-baseline=last")
+    result.stdout.fnmatch_lines(
+        [
+            # 30 cases of 3 samples each: the paired unit is the case
+            "exact_match_test * 30 * 1.000 * 0.600 * -0.400 * * -12/+0 * REGRESSED",
+            "gate exact_match_test (test_eval.py::test_answers) * 30 * 1.000 * 0.600 * -0.400 "
+            "* -12/+0 * REGRESSED",
+            "exact_match_test: 12 pass->fail, 0 fail->pass (exact McNemar p=<0.001)",
+        ]
+    )

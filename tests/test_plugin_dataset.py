@@ -101,13 +101,13 @@ def test_unknown_marker_keyword_is_a_collection_error(
     pytester: pytest.Pytester, flag: tuple[str, ...]
 ) -> None:
     (pytester.path / "cases.jsonl").write_text('{"id": "a"}\n')
-    pytester.makepyfile(test_eval=_eval_test('"cases.jsonl", repeat=3'))
+    pytester.makepyfile(test_eval=_eval_test('"cases.jsonl", repeats=3'))
     result = pytester.runpytest(*flag)
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(
         [
-            "*test_eval.py::test_x: @pytest.mark.llm_eval_dataset got unknown keyword 'repeat';"
-            " it accepts: path, id_field*"
+            "*test_eval.py::test_x: @pytest.mark.llm_eval_dataset got unknown keyword 'repeats';"
+            " it accepts: path, id_field, repeat*"
         ]
     )
 

@@ -175,7 +175,8 @@ def test_examples_directory_is_valid(pytester: pytest.Pytester) -> None:
     """The examples collect (their judge tests are skipped without --llm-eval)."""
     root = Path(__file__).resolve().parent.parent / "examples"
     result = pytester.runpytest(str(root), "-p", "no:cacheprovider")
-    result.assert_outcomes(passed=1, skipped=14)
+    # one skipped item per llm_eval test (datasets are not read without --llm-eval)
+    result.assert_outcomes(passed=1, skipped=7)
 
 
 def test_per_call_api_key_is_used_and_never_shown(
@@ -205,3 +206,37 @@ def test_per_call_api_key_is_used_and_never_shown(
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*JudgeError*401*"])
     assert "sk-per-call-SECRET" not in result.stdout.str() + result.stderr.str()
+
+
+def test_a_local_server_is_reported_by_the_model_that_answered(
+    pytester: pytest.Pytester, judge_server: OpenAITestServer
+) -> None:
+    """Issue 13.16: the default model name against a non-OpenAI endpoint is not reported as
+    gpt-4o-mini with an invented cost: the report and the summary name the model that answered,
+    and the cost is unknown."""
+    pytester.makepyfile(test_judged=TESTS)
+    pytester.makeini("[pytest]\nllm_eval_max_tries = 1\n")
+    pytester._monkeypatch.setenv("OPENAI_BASE_URL", judge_server.base_url)
+    pytester._monkeypatch.setenv("OPENAI_API_KEY", "sk-plugin-SECRET")
+    pytester._monkeypatch.delenv("LLM_EVAL_JUDGE_MODEL", raising=False)
+    judge_server.set_default(
+        text(
+            "Yes",
+            top_logprobs=[("Yes", -0.1), ("No", -2.5)],
+            usage=(1000, 1),
+            model="qwen2.5-coder-1.5b",
+        )
+    )
+    out = pytester.path / "r.json"
+    result = pytester.runpytest(f"--llm-eval-report={out}", "-W", "ignore::RuntimeWarning")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(
+        [
+            "3 scores, 0 from cache, 3 judge calls (3 calls at an unknown cost: see *)",
+            "judge calls answered by model: qwen2.5-coder-1.5b",
+        ]
+    )
+    report = json.loads(out.read_text())
+    assert report["run"]["judge"]["served_models"] == ["qwen2.5-coder-1.5b"]
+    assert report["aggregates"]["l3score"]["cost_usd"] is None
+    assert {tuple(r["judge_models"]) for r in report["records"]} == {("qwen2.5-coder-1.5b",)}

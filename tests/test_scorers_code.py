@@ -322,6 +322,21 @@ def test_unittest_with_zero_tests_collected_is_a_failure(enabled: ScoringContext
     assert "outside a successful unittest.main() run" in (s.rationale or "")
 
 
+def test_unittest_cases_that_never_ran_are_not_a_pass(enabled: ScoringContext) -> None:
+    # A TestCase without unittest.main(): the test module finishes cleanly, yet nothing ran.
+    test = (
+        "import unittest\n"
+        "class T(unittest.TestCase):\n"
+        "    def test_a(self):\n"
+        "        self.assertEqual(add(2, 3), 5)\n"
+    )
+    for output in (GOOD, WRONG):
+        s = PythonUnitTesting().compute({"output": output, "tests": test}, enabled)
+        assert (s.value, s.metadata["status"], s.metadata["tests_run"]) == (0.0, "no_tests", 0)
+        assert "unittest.TestCase tests that never ran (T)" in (s.rationale or "")
+        assert "unittest.main()" in (s.rationale or "")
+
+
 def test_unittest_tests_pass_when_all_ran(enabled: ScoringContext) -> None:
     test = (
         "import unittest\n"

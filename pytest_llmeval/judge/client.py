@@ -483,7 +483,8 @@ class JudgeClient:
         elif isinstance(raw, dict):  # no usage at all: tokens and cost unknown
             models = (_reply_model(resp), asked)
             cost = cost_usd(models, prompt, completion, self.prices, builtin=self.is_openai)
-        usage = Usage(prompt or 0, completion or 0, 1, cost)
+        served = _reply_model(resp) or asked
+        usage = Usage(prompt or 0, completion or 0, 1, cost, (served,))
         self.ledger.add(usage)
         return usage
 

@@ -73,7 +73,12 @@ def build_report(
     }
     if settings is not None:
         run["cache_mode"] = settings.cache_mode
-        run["judge"] = {**settings.judge.identity(), "base_url": settings.judge.base_url}
+        run["judge"] = {
+            **settings.judge.identity(),
+            "base_url": settings.judge.base_url,
+            # what the endpoint said answered: a local server may ignore the model asked for
+            "served_models": sorted({m for r in records for m in r.judge_models}),
+        }
     return {
         "version": REPORT_VERSION,
         "run": run,

@@ -71,10 +71,12 @@ def _bound(rec: ScoreRecord) -> str:
     return " and ".join(parts) or "-"
 
 
-def _case(rec: ScoreRecord) -> str:
+def _case(rec: ScoreRecord, samples: bool = False) -> str:
+    """``file::test[case]``; with ``samples`` (a run with repeated cases) the sample index too,
+    as in the node id (``[case-s2]``)."""
     text = f"{rec.file}::{rec.test}"
     if rec.case_id is not None:
-        text += f"[{rec.case_id}]"
+        text += f"[{rec.case_id}-s{rec.sample}]" if samples else f"[{rec.case_id}]"
     return text
 
 
@@ -92,6 +94,7 @@ def write_summary(tr: Any, records: Sequence[ScoreRecord], verbosity: int) -> No
     columns and the failing cases (at most 20, reasons shortened); ``-v`` shows every failure
     with its full reason, ``-vv`` every scored case."""
     aggs = list(aggregate(records).values())
+    samples = any(r.sample for r in records)
     tr.write_sep("=", "llm-eval summary")
     if verbosity < 0:
         for a in aggs:
@@ -107,11 +110,17 @@ def write_summary(tr: Any, records: Sequence[ScoreRecord], verbosity: int) -> No
     total_calls = sum(a.judge_calls for a in aggs)
     hits = sum(a.cache_hits for a in aggs)
     n = sum(a.n for a in aggs)
+    unpriced = sum(r.judge_calls for r in records if r.judge_calls and r.cost_usd is None)
     tr.write_line(
         f"{n} scores, {hits} from cache, {total_calls} judge calls"
         + (f", ${total_cost:.4f}" if total_cost else "")
+        + (f" ({unpriced} calls at an unknown cost: see llm_eval_prices)" if unpriced else "")
     )
-    failing = [r for r in records if r.passed is False]
+    served = sorted({m for r in records for m in r.judge_models})
+    if served:
+        tr.write_line("judge calls answered by model: " + ", ".join(served))
+    failing = [r for r in records if r.passed is False and not r.gated]
+    gated_misses = [r for r in records if r.passed is False and r.gated]
     errored = [r for r in records if r.error is not None]
     budget = [r for r in errored if r.error and r.error.startswith("BudgetExceededError")]
     if budget:
@@ -125,7 +134,7 @@ def write_summary(tr: Any, records: Sequence[ScoreRecord], verbosity: int) -> No
         shown = failing if verbosity > 0 else failing[:_MAX_FAILURES_SHOWN]
         for r in shown:
             tr.write_line(
-                f"  {_case(r)} {r.scorer} = {_num(r.score, '.4g')} (bound {_bound(r)})"
+                f"  {_case(r, samples)} {r.scorer} = {_num(r.score, '.4g')} (bound {_bound(r)})"
                 + (" [cached]" if r.cached else "")
             )
             reason = _reason(r.rationale, limit)
@@ -133,14 +142,26 @@ def write_summary(tr: Any, records: Sequence[ScoreRecord], verbosity: int) -> No
                 tr.write_line(f"      reason: {reason}")
         if len(shown) < len(failing):
             tr.write_line(f"  ... and {len(failing) - len(shown)} more (use -v to see all)")
+    if gated_misses:
+        # Misses inside a gated test: the test passed, its gate (llm-eval gates below) decides.
+        tr.write_line("")
+        tr.write_line("gated misses (counted by their gate):", yellow=True, bold=True)
+        shown = gated_misses if verbosity > 0 else gated_misses[:_MAX_FAILURES_SHOWN]
+        for r in shown:
+            tr.write_line(
+                f"  {_case(r, samples)} {r.scorer} = {_num(r.score, '.4g')} (bound {_bound(r)})"
+                + (" [cached]" if r.cached else "")
+            )
+        if len(shown) < len(gated_misses):
+            tr.write_line(f"  ... and {len(gated_misses) - len(shown)} more (use -v to see all)")
     if errored:
         tr.write_line("")
         tr.write_line("scoring errors:", red=True, bold=True)
         for r in errored if verbosity > 0 else errored[:_MAX_FAILURES_SHOWN]:
-            tr.write_line(f"  {_case(r)} {r.scorer}: {_reason(r.error, 300)}")
+            tr.write_line(f"  {_case(r, samples)} {r.scorer}: {_reason(r.error, 300)}")
     if verbosity > 1:
         tr.write_line("")
         tr.write_line("all scores:")
         for r in records:
             status = {True: "pass", False: "FAIL", None: "-"}[r.passed]
-            tr.write_line(f"  {_case(r)} {r.scorer} = {_num(r.score, '.4g')} {status}")
+            tr.write_line(f"  {_case(r, samples)} {r.scorer} = {_num(r.score, '.4g')} {status}")

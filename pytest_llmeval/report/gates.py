@@ -1,0 +1,138 @@
+"""The ``llm-eval statistics`` and ``llm-eval gates`` sections of the terminal summary
+(controller only; see :mod:`pytest_llmeval.gates`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from pytest_llmeval.gates import GateOutcome, TestStatistics, failing_outcomes
+from pytest_llmeval.stats import CheckResult, Interval
+
+__all__ = ["format_check", "format_gate", "write_gates", "write_statistics"]
+
+_MARKUP = {
+    "pass": {"green": True},
+    "fail": {"red": True, "bold": True},
+    "error": {"red": True, "bold": True},
+    "inconclusive": {"yellow": True, "bold": True},
+}
+
+
+def _interval(iv: Interval | None, *, with_ci: bool = True) -> str:
+    if iv is None:
+        return "-"
+    text = f"{iv.estimate:.3f}"
+    if with_ci:
+        text += f" [{iv.low:.3f}, {iv.high:.3f}]"
+    return text
+
+
+def _case_name(key: str) -> str:
+    """``file::test[case]`` -> ``case`` (the test is printed once above)."""
+    if key.endswith("]") and "[" in key:
+        return key[key.index("[") + 1 : -1]
+    return key
+
+
+def format_check(check: CheckResult, with_ci: bool) -> str:
+    """``pass rate 0.750 [0.409, 0.929] >= 0.9: fail``."""
+    metric = "pass rate" if check.metric == "pass_rate" else check.metric
+    op = ">=" if check.side == "min" else "<="
+    text = f"{metric} {_interval(check.interval, with_ci=with_ci)} {op} {check.bound:g}: "
+    text += check.verdict
+    if check.needed:
+        text += f" (~{check.needed} more cases may decide it)"
+    return text
+
+
+def format_gate(outcome: GateOutcome) -> list[str]:
+    """The lines of one gate: its verdict, test, scorer and checks, then its counts and notes."""
+    spec = outcome.spec
+    head = f"{outcome.verdict.upper()} {outcome.test} {spec.scorer}"
+    result = outcome.result
+    if result is None:
+        return [head, f"    {outcome.problem}", f"    declared by {spec.source}"]
+    with_ci = spec.confidence is not None
+    checks = "; ".join(format_check(c, with_ci) for c in result.checks)
+    level = f" ({spec.confidence:g} confidence)" if with_ci else ""
+    lines = [f"{head}: {checks}{level}"]
+    counts = f"    {result.n_cases} cases, {result.n_samples} samples, {result.n_errors} unscored"
+    if spec.reducer != "mean":
+        counts += f", reducer {spec.reducer}"
+    if result.n_errors > spec.max_errors:
+        counts += f" (max_errors={spec.max_errors}: errors are never counted as passes)"
+    lines.append(counts)
+    if outcome.note:
+        lines.append(f"    {outcome.note}")
+    if result.flaky:
+        lines.append(f"    flaky: {', '.join(_case_name(c) for c in result.flaky)}")
+    if outcome.problem:
+        lines.append(f"    {outcome.problem}")
+    return lines
+
+
+def write_gates(
+    tr: Any,
+    outcomes: Sequence[GateOutcome],
+    unmatched: Sequence[str],
+    inconclusive: str,
+    verbosity: int,
+) -> None:
+    """Write the gates section: one block per gate (one line with ``-q``), the run gates that
+    matched no test that ran, and a totals line saying what fails the run."""
+    tr.write_sep("=", "llm-eval gates")
+    for o in outcomes:
+        lines = format_gate(o)
+        tr.write_line(lines[0], **_MARKUP.get(o.verdict, {}))
+        if verbosity >= 0:
+            for line in lines[1:]:
+                tr.write_line(line)
+            if verbosity > 0:
+                tr.write_line(f"    declared by {o.spec.source}")
+    for source in unmatched:
+        tr.write_line(f"note: {source} matched no test that ran", yellow=True)
+    counts: dict[str, int] = {}
+    for o in outcomes:
+        counts[o.verdict] = counts.get(o.verdict, 0) + 1
+    failing = failing_outcomes(outcomes, inconclusive)
+    summary = ", ".join(f"{n} {v}" for v, n in sorted(counts.items())) or "no gate ran"
+    if failing:
+        tr.write_line(f"gates: {summary}: the run fails", red=True, bold=True)
+    else:
+        tr.write_line(f"gates: {summary}", green=bool(outcomes))
+    if counts.get("inconclusive"):
+        policy = (
+            "inconclusive gates fail the run (--llm-eval-inconclusive=pass lets them pass)"
+            if inconclusive != "pass"
+            else "inconclusive gates do not fail the run (--llm-eval-inconclusive=pass)"
+        )
+        tr.write_line(policy, yellow=True)
+
+
+def write_statistics(tr: Any, statistics: Sequence[TestStatistics]) -> None:
+    """Per scorer of each dataset test: mean with its CI (cases as clusters), pass rate with its
+    Wilson CI, flaky cases."""
+    tr.write_sep("=", "llm-eval statistics")
+    tr.write_line(
+        "mean: over all samples, interval with cases as clusters; pass rate: cases whose mean "
+        "score meets their bound, Wilson interval"
+    )
+    current = None
+    for item in statistics:
+        if item.test != current:
+            tr.write_line(item.test)
+            current = item.test
+        s = item.stats
+        parts = [f"{s.n_cases} cases", f"{s.n_samples} samples"]
+        if s.mean is not None:
+            parts.append(f"mean {_interval(s.mean)} ({s.mean.confidence:.0%} {s.mean.method})")
+        if s.pass_rate is not None:
+            parts.append(
+                f"pass rate {_interval(s.pass_rate)} "
+                f"({s.pass_rate.confidence:.0%} {s.pass_rate.method})"
+            )
+        line = f"  {s.scorer}: " + ", ".join(parts)
+        if s.flaky:
+            line += f"; flaky: {', '.join(_case_name(c) for c in s.flaky)}"
+        tr.write_line(line)
