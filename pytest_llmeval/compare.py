@@ -738,7 +738,7 @@ def main(argv: Sequence[str]) -> int:
             print(line)
         for s in cmp.regressions:
             print(
-                f"regression: {s.name} mean {s.baseline_mean:.4g} -> {s.current_mean:.4g} "
+                f"regression: {s.name} mean {s.baseline_mean:.3f} -> {s.current_mean:.3f} "
                 f"(p={_p(s.p_value)} < {alpha:g})"
             )
     return 1 if cmp.regressions and args.fail_on_regression is not None else 0

@@ -387,7 +387,7 @@ def _compare(config: pytest.Config, state: dict[str, Any], report: dict[str, Any
         baseline = load_report(path)
     except ComparisonError as exc:
         raise pytest.UsageError(f"--llm-eval-baseline: {exc}") from None
-    label = f"run {baseline['number']}" if "number" in baseline else str(path)
+    label = f"run {baseline['number']}" if "number" in baseline else state["baseline_spec"]
     alpha = state["alpha"] if state["alpha"] is not None else 0.05
     cmp = compare_reports(
         baseline, report, alpha=alpha, baseline_label=label, current_label="this run"
@@ -415,7 +415,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             tr.write_line(line, red="REGRESSED" in line)
         for s in cmp.regressions:
             tr.write_line(
-                f"regression: {s.name} mean {s.baseline_mean:.4g} -> {s.current_mean:.4g} "
+                f"regression: {s.name} mean {s.baseline_mean:.3f} -> {s.current_mean:.3f} "
                 f"(p={s.p_value:.3g} < {cmp.alpha:g})"
                 + ("; failing the run (--llm-eval-fail-on-regression)" if state["alpha"] else ""),
                 red=True,

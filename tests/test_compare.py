@@ -388,7 +388,7 @@ def test_a_significant_regression_fails_the_run_and_prints_the_table(
             "  test_eval.py::test_answers[[]q0[]]: 1 -> 0 (-1)",
             "      was: answer 0",
             "      now: wrong 0",
-            "regression: exact_match_test mean 1 -> 0.5 (p=* < 0.05); failing the run*",
+            "regression: exact_match_test mean 1.000 -> 0.500 (p=* < 0.05); failing the run*",
         ]
     )
     # without the flag the comparison is shown but the run passes
@@ -465,7 +465,7 @@ def test_compare_command_line(project: pytest.Pytester) -> None:
     assert plain.returncode == 0, plain.stderr
     assert "a.json -> b.json (alpha 0.05" in plain.stdout
     assert "REGRESSED" in plain.stdout
-    assert "regression: exact_match_test mean 1 -> 0.6667" in plain.stdout
+    assert "regression: exact_match_test mean 1.000 -> 0.667" in plain.stdout
     assert run("--fail-on-regression").returncode == 1
     assert run("--fail-on-regression=0.0000001").returncode == 0  # p is about 0.002 (exact, 10)
     as_json = json.loads(run("--json").stdout)
