@@ -428,7 +428,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
                 f">= {cmp.alpha:g}); not a regression",
                 yellow=True,
             )
-    if "saved" in state and config.get_verbosity() >= 0:
+    if "saved" in state and config.get_verbosity() > 0:
         tr.write_line(f"llm-eval: saved run {state['saved']} in {runs_dir(_cache_dir(config))}")
     if "save_error" in state:
         tr.write_line(f"llm-eval: run not saved: {state['save_error']}", yellow=True)

@@ -507,3 +507,21 @@ def test_repeated_samples_and_gates_are_compared(project: pytest.Pytester) -> No
             "exact_match_test: 12 pass->fail, 0 fail->pass (exact McNemar p=<0.001)",
         ]
     )
+
+
+def test_a_changed_dataset_lists_the_cases_on_one_side_only(project: pytest.Pytester) -> None:
+    project.runpytest("--llm-eval", "--llm-eval-cache=off").assert_outcomes(passed=30)
+    rows = [{"id": f"q{i}", "expected": f"answer {i}", "output": f"answer {i}"} for i in range(28)]
+    rows += [{"id": "new1", "expected": "x", "output": "x"}]
+    (project.path / "cases.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    result = project.runpytest("--llm-eval", "--llm-eval-cache=off", "--llm-eval-baseline=1")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(
+        [
+            "exact_match_test * 28 * 1.000 * 1.000 * +0.000 * * unchanged",
+            "exact_match_test: 2 case(s) only in the baseline: "
+            "test_eval.py::test_answers[[]q28[]], test_eval.py::test_answers[[]q29[]]",
+            "exact_match_test: 1 case(s) only in the current run: "
+            "test_eval.py::test_answers[[]new1[]]",
+        ]
+    )

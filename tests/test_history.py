@@ -118,7 +118,7 @@ def test_every_llm_eval_run_is_saved_and_history_n_keeps_the_last_n(
     assert set(run["git"]) == {"commit", "dirty", "branch"}
     assert run["judge"]["model"]
     for _ in range(3):
-        result = project.runpytest("--llm-eval", "--llm-eval-history=2")
+        result = project.runpytest("--llm-eval", "--llm-eval-history=2", "-v")
     result.stdout.fnmatch_lines(["llm-eval: saved run 4 in *runs"])
     assert _runs(project) == [3, 4]
     project.runpytest("--llm-eval", "--llm-eval-no-history")
