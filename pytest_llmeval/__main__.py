@@ -1,11 +1,21 @@
-"""``python -m pytest_llmeval SUBCOMMAND ...``: command-line tools around saved runs."""
+"""``python -m pytest_llmeval <command>``: tools that work on saved runs and JSON reports.
+
+Each command is a function ``(argv) -> exit status`` in :data:`COMMANDS`; a new command adds one
+entry (and keeps its code in its own module).
+"""
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Sequence
 
-__all__ = ["main"]
+__all__ = ["COMMANDS", "main"]
+
+
+def _compare(argv: Sequence[str]) -> int:
+    from pytest_llmeval.compare import main as compare_main
+
+    return compare_main(argv)
 
 
 def _report(argv: Sequence[str]) -> int:
@@ -14,23 +24,25 @@ def _report(argv: Sequence[str]) -> int:
     return main_report(argv)
 
 
+#: command name -> (function taking the remaining arguments and returning the exit status, help)
 COMMANDS: dict[str, tuple[Callable[[Sequence[str]], int], str]] = {
-    "report": (_report, "render a saved JSON report (RUN.json) as a self-contained HTML file"),
+    "compare": (_compare, "compare two runs (saved runs or JSON reports): BASELINE CURRENT"),
+    "report": (_report, "render a saved run or JSON report (RUN.json) as one HTML file: -o OUT"),
 }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    if not args or args[0] in {"-h", "--help"} or args[0] not in COMMANDS:
-        lines = ["usage: python -m pytest_llmeval SUBCOMMAND [ARGS...]", "", "subcommands:"]
-        lines += [f"  {name:<8} {help_text}" for name, (_, help_text) in COMMANDS.items()]
-        out = "\n".join(lines)
-        if args and args[0] not in {"-h", "--help"}:
-            print(f"error: unknown subcommand {args[0]!r}\n{out}", file=sys.stderr)
-            return 2
-        print(out, file=sys.stderr if not args else sys.stdout)
-        return 0 if args else 2
-    return COMMANDS[args[0]][0](args[1:])
+    if not args or args[0] in ("-h", "--help") or args[0] not in COMMANDS:
+        out = sys.stdout if args and args[0] in ("-h", "--help") else sys.stderr
+        if args and args[0] not in ("-h", "--help"):
+            print(f"unknown command {args[0]!r}", file=out)
+        print("usage: python -m pytest_llmeval COMMAND [ARGS...]\n\ncommands:", file=out)
+        for name, (_fn, text) in COMMANDS.items():
+            print(f"  {name:<10} {text}", file=out)
+        return 0 if out is sys.stdout else 2
+    fn, _text = COMMANDS[args[0]]
+    return fn(args[1:])
 
 
 if __name__ == "__main__":

@@ -362,6 +362,7 @@ def _record(
     error: BaseException | None = None,
     duration_s: float = 0.0,
     gated: bool = False,
+    inputs: Mapping[str, Any] | None = None,
 ) -> None:
     rec = current_recorder.get()
     if rec is None:
@@ -395,8 +396,47 @@ def _record(
             judge_models=usage.models if usage else (),
             sample=rec.sample,
             gated=gated,
+            inputs=inputs or {},
         )
     )
+
+
+def recorded_inputs(
+    fields: Mapping[str, Any], extra: Mapping[str, Any], declared: frozenset[str], limit: int
+) -> dict[str, Any]:
+    """What a record keeps of the scorer's inputs: the standard fields given (not None) and the
+    extra keywords the scorer declares as inputs (never its options, so never a key), JSON-safe.
+
+    Each field is cut to ``limit`` characters (``--llm-eval-record-chars``; 0 keeps nothing). A
+    cut string becomes ``{"text": <first limit chars>, "truncated": <chars left out>}``; any other
+    value that is longer than ``limit`` as JSON becomes ``{"json": <first limit chars of its
+    JSON>, "truncated": <chars left out>}``. Only when the recorder is active (inside pytest).
+    """
+    if limit <= 0 or current_recorder.get() is None:
+        return {}
+    out: dict[str, Any] = {}
+    for source in (fields, extra):
+        for key, value in source.items():
+            if value is None or isinstance(value, Secret):
+                continue
+            if source is extra and key not in declared:
+                continue
+            out[key] = _cut(value, limit)
+    return out
+
+
+def _cut(value: Any, limit: int) -> Any:
+    if isinstance(value, str):
+        if len(value) <= limit:
+            return value
+        return {"text": value[:limit], "truncated": len(value) - limit}
+    safe = _json_safe(value)
+    if isinstance(safe, (int, float, bool)):
+        return safe
+    text = safe if isinstance(safe, str) else json.dumps(safe, ensure_ascii=False)
+    if len(text) <= limit:
+        return safe
+    return {"json": text[:limit], "truncated": len(text) - limit}
 
 
 def _json_safe(value: Any) -> Any:
@@ -554,7 +594,13 @@ def assert_score(
         # Record the error (the summary lists it), then let it propagate: the plugin turns
         # LLMEvalErrors other than assertion failures into test ERRORs.
         _record(
-            _scorer_name(scorer), None, min, max, error=exc, duration_s=time.perf_counter() - t0
+            _scorer_name(scorer),
+            None,
+            min,
+            max,
+            error=exc,
+            duration_s=time.perf_counter() - t0,
+            inputs=recorded_inputs(fields, {}, frozenset(), ctx.settings.record_chars),
         )
         raise
     checked = _check(inst, result, lo, hi)
@@ -562,7 +608,14 @@ def assert_score(
     # Under a suite gate (issue 9) the gate decides: a per-case miss is recorded and counted by
     # the gate, not raised. Errors above are never softened.
     soft = rec is not None and inst.name in rec.soft
-    _record(inst.name, checked, lo, hi, gated=soft)
+    _record(
+        inst.name,
+        checked,
+        lo,
+        hi,
+        gated=soft,
+        inputs=recorded_inputs(fields, kwargs, inst.input_fields(), ctx.settings.record_chars),
+    )
     if checked.passed is False:
         if soft and rec is not None:
             rec.gated_misses.append(
@@ -698,8 +751,9 @@ def assert_scores(
     __tracebackhide__ = True
     t0 = time.perf_counter()
     kind = _check_scores_call(scorer, options, min, max, min_mean, max_mean, min_pass_rate)
+    materialized = [_row_fields(r) for r in rows]
     try:
-        result = score_many(scorer, rows, **options)
+        result = score_many(scorer, materialized, **options)
     except BaseException as exc:
         _record(
             str(scorer) if isinstance(scorer, str) else getattr(scorer, "name", "?"),
@@ -710,7 +764,7 @@ def assert_scores(
             duration_s=time.perf_counter() - t0,
         )
         raise
-    return _finish_scores(result, kind, min, max, min_mean, max_mean, min_pass_rate)
+    return _finish_scores(result, materialized, kind, min, max, min_mean, max_mean, min_pass_rate)
 
 
 async def assert_scores_async(
@@ -745,7 +799,7 @@ async def assert_scores_async(
             duration_s=time.perf_counter() - t0,
         )
         raise
-    return _finish_scores(result, kind, min, max, min_mean, max_mean, min_pass_rate)
+    return _finish_scores(result, materialized, kind, min, max, min_mean, max_mean, min_pass_rate)
 
 
 def _check_scores_call(
@@ -800,6 +854,7 @@ def _check_scores_call(
 
 def _finish_scores(
     result: BatchResult,
+    rows: Sequence[Mapping[str, Any]],
     kind: Scorer | type[Scorer] | None,
     min: float | None,
     max: float | None,
@@ -810,11 +865,20 @@ def _finish_scores(
     """Record every row of ``result`` and check the aggregate bounds of :func:`assert_scores`."""
     __tracebackhide__ = True
     inst_higher = kind.higher_is_better if kind is not None else True
-    for s in result.scores:
+    limit = get_context().settings.record_chars
+    declared = kind.input_fields() if kind is not None else frozenset()
+    for s, row in zip(result.scores, rows, strict=True):
         passed = None
         if min is not None or max is not None:
             passed = (min is None or s.value >= min) and (max is None or s.value <= max)
-        _record(s.scorer, s.replace(min=min, max=max, passed=passed), min, max)
+        row_fields = {k: row.get(k) for k in _STANDARD_FIELDS}
+        _record(
+            s.scorer,
+            s.replace(min=min, max=max, passed=passed),
+            min,
+            max,
+            inputs=recorded_inputs(row_fields, row, declared, limit),
+        )
     problems = []
     mean = result.mean
     if min_mean is not None and not mean >= min_mean:

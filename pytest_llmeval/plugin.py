@@ -154,6 +154,14 @@ _OPTIONS: list[tuple[str, str, str, str, Any]] = [
         None,
     ),
     (
+        "record-chars",
+        "llm_eval_record_chars",
+        "characters of each scorer input (output, expected, ...) a score record keeps for the "
+        "reports; longer ones are cut and marked (default 4000; 0 keeps none)",
+        "int",
+        None,
+    ),
+    (
         "case-timeout",
         "llm_eval_case_timeout",
         "seconds one async dataset case may run before it is cancelled and reported as that "
@@ -173,6 +181,11 @@ _OPTIONS: list[tuple[str, str, str, str, Any]] = [
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     pluginmanager.add_hookspecs(hookspecs)
+    # Run history, baseline comparison and JUnit properties (issue 10) live in their own module.
+    from pytest_llmeval import history
+
+    if not pluginmanager.has_plugin("llm-eval-history"):
+        pluginmanager.register(history, "llm-eval-history")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -334,6 +347,9 @@ def build_settings(config: pytest.Config, environ: dict[str, str] | None = None)
         allow_weak = bool(config.getini("llm_eval_allow_weak_sandbox")) or env.get(
             "LLM_EVAL_ALLOW_WEAK_SANDBOX", ""
         ) in {"1", "true", "yes"}
+    record_chars = _number(config, "llm_eval_record_chars", int)
+    if record_chars is not None and record_chars < 0:
+        raise pytest.UsageError("--llm-eval-record-chars must be >= 0 (0 keeps no inputs)")
     return Settings(
         judge=judge,
         cache_dir=cache_dir,
@@ -343,6 +359,7 @@ def build_settings(config: pytest.Config, environ: dict[str, str] | None = None)
         embedding_model=_opt(config, "llm_eval_embedding_model"),
         sandbox_enabled=bool(allow_code),
         sandbox_allow_weak=bool(allow_weak),
+        **({} if record_chars is None else {"record_chars": record_chars}),
     )
 
 

@@ -42,6 +42,9 @@ class ScoreRecord:
     judge_models: tuple[str, ...] = ()
     sample: int = 0
     gated: bool = False
+    inputs: Mapping[str, Any] = field(default_factory=dict)
+    """What the scorer judged (output, expected, input, context, declared extra fields), JSON-safe
+    and cut to ``--llm-eval-record-chars`` per field (see :func:`recorded_inputs`)."""
 
     @property
     def key(self) -> tuple[str, str, str | None, str, int, int]:
@@ -72,6 +75,7 @@ class ScoreRecord:
             "judge_models": list(self.judge_models),
             "sample": self.sample,
             "gated": self.gated,
+            "inputs": dict(self.inputs),
         }
 
     @classmethod

@@ -113,6 +113,9 @@ class Settings:
     """Local embedding model: a hub id or a directory (for embedding/BERTScore scorers)."""
     sandbox_enabled: bool = False
     """Opt-in for ``python_unit_testing``, which runs model-written code."""
+    record_chars: int = 4000
+    """Characters of each scorer input a score record keeps (``--llm-eval-record-chars``; 0 keeps
+    no inputs). Longer inputs are cut, and the cut is marked."""
     sandbox_allow_weak: bool = False
     """Second opt-in: let ``python_unit_testing`` run code in the weak audit-hook fallback where
     namespaces are unavailable (it refuses otherwise; see docs/sandbox.md)."""

@@ -437,7 +437,8 @@ def test_make_cache_hook_replaces_the_store(project: pytest.Pytester) -> None:
         "def pytest_llmeval_make_cache(config, directory, mode):\n"
         "    return Mem()\n"
     )
-    result = project.runpytest("--llm-eval")
+    # (no run history either: that is saved under the cache directory too)
+    result = project.runpytest("--llm-eval", "--llm-eval-no-history")
     result.assert_outcomes(passed=3, failed=1)
     assert not (project.path / ".llmeval").exists()
 

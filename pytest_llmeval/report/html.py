@@ -295,7 +295,8 @@ def write_html(path: Path, report: Mapping[str, Any]) -> None:
 
 
 def load_report(path: Path) -> dict[str, Any]:
-    """Read a saved run; a clear ReportFormatError when it is not one."""
+    """Read a JSON report or a saved run (``.llmeval/runs/NNNN.json``); a clear
+    ReportFormatError when it is neither."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
@@ -304,6 +305,8 @@ def load_report(path: Path) -> dict[str, Any]:
         data = json.loads(text)
     except ValueError as exc:
         raise ReportFormatError(str(path), f"is not JSON ({exc})") from None
+    if isinstance(data, dict) and isinstance(data.get("report"), dict):
+        data = data["report"]  # a saved run (.llmeval/runs/NNNN.json) holds its report
     if not isinstance(data, dict) or not isinstance(data.get("records"), list):
         raise ReportFormatError(
             str(path),

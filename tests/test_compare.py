@@ -1,0 +1,559 @@
+"""Comparing two runs (issue 10): the paired tests against scipy, their error rates on simulated
+runs, record matching, and the plugin's --llm-eval-baseline / --llm-eval-fail-on-regression."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_llmeval.compare import (
+    compare_reports,
+    format_comparison,
+    mcnemar_exact,
+    sign_flip_test,
+)
+
+# -- the paired tests against scipy -------------------------------------------------------------
+
+FIXED_X = [0.9, 0.7, 0.8, 1.0, 0.4, 0.65, 0.5, 0.95, 0.3, 0.85, 0.6, 0.72]
+FIXED_Y = [0.8, 0.75, 0.6, 1.0, 0.2, 0.6, 0.55, 0.7, 0.3, 0.5, 0.55, 0.7]
+
+
+def _scipy_paired_p(x: list[float], y: list[float]) -> float:
+    np = pytest.importorskip("numpy")
+    stats = pytest.importorskip("scipy.stats")
+
+    def statistic(a: Any, b: Any, axis: int) -> Any:
+        return np.mean(a - b, axis=axis)
+
+    res = stats.permutation_test(
+        (np.array(y), np.array(x)),
+        statistic,
+        permutation_type="samples",
+        vectorized=True,
+        n_resamples=np.inf,
+        alternative="two-sided",
+    )
+    return float(res.pvalue)
+
+
+@pytest.mark.parametrize(
+    ("x", "y"),
+    [
+        (FIXED_X, FIXED_Y),
+        ([1.0, 1.0, 0.0, 1.0, 1.0, 0.0, 1.0], [0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0]),
+        ([0.2, 0.4, 0.6], [0.3, 0.2, 0.6]),
+        ([0.5] * 5, [0.5] * 5),
+    ],
+)
+def test_exact_sign_flip_p_equals_scipy_permutation_test(x: list[float], y: list[float]) -> None:
+    diffs = [b - a for a, b in zip(x, y, strict=True)]
+    p, method = sign_flip_test(diffs)
+    assert method == "exact"
+    assert p == pytest.approx(_scipy_paired_p(x, y), abs=1e-12)
+
+
+def test_exact_p_of_known_data() -> None:
+    # 4 differences of +1: only the all-plus and all-minus patterns reach |sum| = 4 of 16
+    assert sign_flip_test([1.0, 1.0, 1.0, 1.0]) == (2 / 16, "exact")
+    assert sign_flip_test([]) == (1.0, "exact")
+    assert sign_flip_test([0.0, 0.0]) == (1.0, "exact")
+
+
+def test_monte_carlo_p_agrees_with_exact_within_its_error() -> None:
+    rng = random.Random(7)
+    diffs = [rng.gauss(0.05, 0.2) for _ in range(16)]
+    exact, m1 = sign_flip_test(diffs)
+    mc, m2 = sign_flip_test(diffs, exact_max=0, resamples=20_000, seed=3)
+    assert (m1, m2) == ("exact", "monte-carlo")
+    se = math.sqrt(exact * (1 - exact) / 20_000)
+    assert abs(mc - exact) <= 4 * se + 1 / 20_000
+    # seeded: the same seed gives the same p, another seed (in general) another
+    assert sign_flip_test(diffs, exact_max=0, resamples=20_000, seed=3)[0] == mc
+
+
+def test_monte_carlo_p_is_close_to_the_paired_t_test_on_many_cases() -> None:
+    stats = pytest.importorskip("scipy.stats")
+    rng = random.Random(11)
+    x = [rng.gauss(0.7, 0.15) for _ in range(200)]
+    y = [a + rng.gauss(-0.012, 0.1) for a in x]
+    p, method = sign_flip_test([b - a for a, b in zip(x, y, strict=True)], resamples=20_000)
+    assert method == "monte-carlo"
+    ref = float(stats.ttest_rel(y, x).pvalue)
+    assert 0.001 < ref < 0.2  # the data make a p-value that is neither 0 nor 1
+    assert p == pytest.approx(ref, abs=0.015)
+
+
+@pytest.mark.parametrize(("b", "c"), [(0, 0), (5, 0), (0, 7), (3, 3), (10, 2), (1, 9), (40, 25)])
+def test_mcnemar_equals_scipy_binomtest(b: int, c: int) -> None:
+    stats = pytest.importorskip("scipy.stats")
+    expected = 1.0 if b + c == 0 else float(stats.binomtest(b, b + c, 0.5).pvalue)
+    assert mcnemar_exact(b, c) == pytest.approx(expected, rel=1e-10, abs=1e-15)
+
+
+# -- simulated runs ---------------------------------------------------------------------------
+
+
+def _report(scores: list[float], *, scorer: str = "quality", **extra: Any) -> dict[str, Any]:
+    return {
+        "version": 1,
+        "records": [
+            {
+                "file": "test_e.py",
+                "test": "test_q",
+                "case_id": f"c{i}",
+                "scorer": scorer,
+                "index": 0,
+                "score": s,
+                "passed": None,
+                "error": None,
+                **extra,
+            }
+            for i, s in enumerate(scores)
+        ],
+    }
+
+
+def _clip(x: float) -> float:
+    return min(1.0, max(0.0, x))
+
+
+def test_no_true_change_gives_at_most_alpha_false_regressions() -> None:
+    rng = random.Random(2026)
+    runs, alpha, false_regressions, rejections = 400, 0.05, 0, 0
+    for _ in range(runs):
+        quality = [rng.uniform(0.3, 0.9) for _ in range(50)]
+        base = [_clip(q + rng.gauss(0, 0.15)) for q in quality]
+        cur = [_clip(q + rng.gauss(0, 0.15)) for q in quality]
+        cmp = compare_reports(
+            _report(base), _report(cur), alpha=alpha, resamples=1000, seed=rng.randrange(10**9)
+        )
+        (s,) = cmp.scorers
+        false_regressions += s.verdict == "regressed"
+        rejections += s.verdict in ("regressed", "improved")
+    se = math.sqrt(alpha * (1 - alpha) / runs)
+    # a drop with p < alpha (one side of the two-sided test) and any significant change
+    assert false_regressions / runs <= alpha / 2 + 3 * se
+    assert rejections / runs <= alpha + 3 * se
+    assert rejections > 0  # the test is not simply unable to reject
+
+
+def test_a_true_drop_of_0_1_on_100_cases_is_detected() -> None:
+    rng = random.Random(99)
+    detected = 0
+    for _ in range(40):
+        quality = [rng.uniform(0.3, 0.9) for _ in range(100)]
+        base = [_clip(q + rng.gauss(0, 0.15)) for q in quality]
+        cur = [_clip(q - 0.1 + rng.gauss(0, 0.15)) for q in quality]
+        cmp = compare_reports(_report(base), _report(cur), resamples=2000)
+        (s,) = cmp.scorers
+        assert s.diff is not None and s.diff < 0
+        detected += s.is_regression
+    assert detected >= 38
+
+
+# -- matching ----------------------------------------------------------------------------------
+
+
+def _rec(case: str, score: float | None, **kw: Any) -> dict[str, Any]:
+    base = {
+        "file": "test_e.py",
+        "test": "test_q",
+        "case_id": case,
+        "scorer": kw.pop("scorer", "quality"),
+        "index": kw.pop("index", 0),
+        "score": score,
+        "passed": kw.pop("passed", None),
+        "error": kw.pop("error", None),
+    }
+    base.update(kw)
+    return base
+
+
+def test_repeats_match_by_sample_and_a_case_is_the_mean_of_matched_samples() -> None:
+    base = {
+        "records": [
+            _rec("a", 1.0, sample=0),
+            _rec("a", 0.0, sample=1),
+            _rec("a", 0.5, sample=2),  # no sample 2 in the current run: left out
+            _rec("b", 0.2),  # no "sample": sample 0
+        ]
+    }
+    cur = {
+        "records": [
+            _rec("a", 0.5, sample=0),
+            _rec("a", 0.5, sample=1),
+            _rec("b", 0.6, sample=0),
+        ]
+    }
+    (s,) = compare_reports(base, cur).scorers
+    assert s.n == 2
+    by_case = {c.case: c for c in (*s.regressed, *s.improved)}
+    assert set(by_case) == {"test_e.py::test_q[b]"}  # case a: 0.5 -> 0.5, unchanged
+    assert by_case["test_e.py::test_q[b]"].delta == pytest.approx(0.4)
+    assert s.baseline_mean == pytest.approx((0.5 + 0.2) / 2)
+    assert s.current_mean == pytest.approx((0.5 + 0.6) / 2)
+
+
+def test_one_side_only_and_errored_cases_are_counted_and_listed() -> None:
+    base = {"records": [_rec("a", 1.0), _rec("b", 1.0), _rec("gone", 0.7), _rec("e", 0.3)]}
+    cur = {
+        "records": [
+            _rec("a", 0.0),
+            _rec("b", 1.0),
+            _rec("new", 0.1),
+            _rec("e", None, error="JudgeError: 500"),
+        ]
+    }
+    (s,) = compare_reports(base, cur).scorers
+    assert s.n == 2
+    assert s.only_baseline == ("test_e.py::test_q[gone]",)
+    assert s.only_current == ("test_e.py::test_q[new]",)
+    assert s.errored == ("test_e.py::test_q[e]",)
+    text = "\n".join(format_comparison(compare_reports(base, cur)))
+    assert "1 case(s) only in the baseline: test_e.py::test_q[gone]" in text
+    assert "1 case(s) only in the current run: test_e.py::test_q[new]" in text
+    assert "1 case(s) without a score on one side (error): test_e.py::test_q[e]" in text
+
+
+def test_assertion_index_is_part_of_the_match() -> None:
+    base = {"records": [_rec("a", 1.0, index=0), _rec("a", 0.0, index=1)]}
+    cur = {"records": [_rec("a", 1.0, index=0), _rec("a", 0.0, index=1)]}
+    (s,) = compare_reports(base, cur).scorers
+    assert s.n == 2 and s.diff == 0.0 and s.verdict == "unchanged"
+
+
+def test_regressed_cases_biggest_first_with_both_outputs() -> None:
+    base = {
+        "records": [
+            _rec(c, 1.0, inputs={"output": f"old {c}"}, passed=True) for c in ("a", "b", "c")
+        ]
+    }
+    cur = {
+        "records": [
+            _rec("a", 0.8, inputs={"output": "new a"}, passed=True),
+            _rec("b", 0.1, inputs={"output": "new b"}, passed=False),
+            _rec("c", 0.5, inputs={"output": "new c"}, passed=False),
+        ]
+    }
+    (s,) = compare_reports(base, cur).scorers
+    assert [c.case.split("[")[1] for c in s.regressed] == ["b]", "c]", "a]"]
+    assert (s.regressed[0].baseline_output, s.regressed[0].current_output) == ("old b", "new b")
+    assert (s.flips_worse, s.flips_better) == (2, 0)
+    assert s.mcnemar_p == pytest.approx(0.5)
+    text = "\n".join(format_comparison(compare_reports(base, cur)))
+    assert "test_e.py::test_q[b]: 1 -> 0.1 (-0.9)" in text
+    assert "was: old b" in text and "now: new b" in text
+
+
+def test_lower_is_better_scorer_regresses_when_its_mean_rises() -> None:
+    # an unregistered scorer whose every bound is a maximum is taken as lower-is-better
+    base = {"records": [_rec(f"c{i}", 0.1, scorer="my_distance", max=0.5) for i in range(20)]}
+    cur = {"records": [_rec(f"c{i}", 0.4, scorer="my_distance", max=0.5) for i in range(20)]}
+    (s,) = compare_reports(base, cur).scorers
+    assert s.higher_is_better is False
+    assert s.verdict == "regressed"
+    (s2,) = compare_reports(cur, base).scorers
+    assert s2.verdict == "improved"
+    (s3,) = compare_reports(base, cur, directions={"my_distance": True}).scorers
+    assert s3.verdict == "improved"
+
+
+def test_a_registered_scorer_uses_its_declared_direction() -> None:
+    from pytest_llmeval.registry import default_registry
+
+    name = "levenshtein"
+    higher = default_registry.get(name).higher_is_better
+    base = {"records": [_rec(f"c{i}", 0.9, scorer=name) for i in range(10)]}
+    cur = {"records": [_rec(f"c{i}", 0.5, scorer=name) for i in range(10)]}
+    (s,) = compare_reports(base, cur).scorers
+    assert s.higher_is_better is higher
+    assert s.verdict == ("regressed" if higher else "improved")
+
+
+def test_gates_are_compared_when_present_and_tolerated_when_absent() -> None:
+    def gates(scores: list[float]) -> list[dict[str, Any]]:
+        return [
+            {
+                "spec": {"scorer": "quality", "min_mean": 0.5, "source": "test_e.py::test_q"},
+                "verdict": "pass",
+                "cases": [
+                    {"case": f"c{i}", "score": s, "passed": s >= 0.5} for i, s in enumerate(scores)
+                ],
+            }
+        ]
+
+    base = {"records": [_rec("x", 1.0)], "gates": gates([0.9] * 12)}
+    cur = {"records": [_rec("x", 1.0)], "gates": gates([0.2] * 12)}
+    cmp = compare_reports(base, cur)
+    (g,) = cmp.gates
+    assert g.name == "gate quality (test_e.py::test_q)"
+    assert g.kind == "gate" and g.n == 12 and g.verdict == "regressed"
+    assert (g.flips_worse, g.flips_better) == (12, 0)
+    assert cmp.regressions == [g]
+    # no gates on either side, or on one side only: no failure
+    assert compare_reports({"records": [_rec("x", 1.0)]}, cur).gates[0].verdict == (
+        "not-comparable"
+    )
+    assert compare_reports({"records": []}, {"records": []}).gates == ()
+    assert compare_reports({"records": []}, {"records": [], "gates": "bogus"}).notes
+
+
+def test_a_saved_run_compares_like_its_report() -> None:
+    report = _report([0.9] * 10)
+    saved = {"format": "pytest-llmeval-run", "number": 3, "report": _report([0.2] * 10)}
+    (s,) = compare_reports(report, saved).scorers
+    assert s.verdict == "regressed"
+
+
+# -- the plugin --------------------------------------------------------------------------------
+
+CONFTEST = """
+from pytest_llmeval import Score, Scorer
+
+class Exact(Scorer):
+    name = "exact_match_test"
+    required_inputs = ("output", "expected")
+
+    def compute(self, inputs, ctx):
+        return Score(value=1.0 if inputs["output"] == inputs["expected"] else 0.0)
+
+def pytest_llmeval_register_scorers(registry, config):
+    registry.register(Exact, replace=True)
+"""
+
+TESTS = """
+import pytest
+from pytest_llmeval import assert_score
+
+@pytest.mark.llm_eval
+@pytest.mark.llm_eval_dataset("cases.jsonl")
+def test_answers(case):
+    assert_score("exact_match_test", output=case.output, expected=case.expected)
+"""
+
+
+def _write_cases(path: Path, wrong: set[int], n: int = 30) -> None:
+    rows = [
+        {
+            "id": f"q{i}",
+            "expected": f"answer {i}",
+            "output": f"wrong {i}" if i in wrong else f"answer {i}",
+        }
+        for i in range(n)
+    ]
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_eval=TESTS)
+    pytester.makeini("[pytest]\n")
+    _write_cases(pytester.path / "cases.jsonl", wrong=set())
+    return pytester
+
+
+def test_a_significant_regression_fails_the_run_and_prints_the_table(
+    project: pytest.Pytester,
+) -> None:
+    first = project.runpytest("--llm-eval", "--llm-eval-cache=off")
+    first.assert_outcomes(passed=30)
+    assert first.ret == 0
+    _write_cases(project.path / "cases.jsonl", wrong=set(range(0, 30, 2)))  # 15 wrong
+    result = project.runpytest(
+        "--llm-eval",
+        "--llm-eval-cache=off",
+        "--llm-eval-baseline=last",
+        "--llm-eval-fail-on-regression",
+    )
+    result.assert_outcomes(passed=30)
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(
+        [
+            "*= llm-eval comparison =*",
+            "run 1 -> this run (alpha 0.05*",
+            "scorer * n * baseline * current * diff * 95% CI * p * flips * verdict",
+            "exact_match_test * 30 * 1.000 * 0.500 * -0.500 * [[]-0.*, -0.*[]] * <0.001 * -0/+0 "
+            "* REGRESSED",
+            "exact_match_test: 15 case(s) regressed, biggest first:",
+            "  test_eval.py::test_answers[[]q0[]]: 1 -> 0 (-1)",
+            "      was: answer 0",
+            "      now: wrong 0",
+            "regression: exact_match_test mean 1.000 -> 0.500 (p=* < 0.05); failing the run*",
+        ]
+    )
+    # without the flag the comparison is shown but the run passes
+    again = project.runpytest("--llm-eval", "--llm-eval-cache=off", "--llm-eval-baseline=1")
+    assert again.ret == 0
+    again.stdout.fnmatch_lines(["*REGRESSED*"])
+
+
+def test_a_non_significant_drop_passes_and_says_so(project: pytest.Pytester) -> None:
+    project.runpytest("--llm-eval", "--llm-eval-cache=off").assert_outcomes(passed=30)
+    _write_cases(project.path / "cases.jsonl", wrong={4})
+    result = project.runpytest(
+        "--llm-eval",
+        "--llm-eval-cache=off",
+        "--llm-eval-baseline=last",
+        "--llm-eval-fail-on-regression=0.05",
+    )
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(
+        [
+            "exact_match_test * 30 * 1.000 * 0.967 * -0.033 * 1 * -0/+0 * lower, not significant",
+            "exact_match_test: got worse (-0.03333) but not significantly (p=1 >= 0.05); "
+            "not a regression",
+        ]
+    )
+    assert "failing the run" not in result.stdout.str()
+
+
+def test_baseline_last_without_saved_runs_says_so(project: pytest.Pytester) -> None:
+    result = project.runpytest(
+        "--llm-eval",
+        "--llm-eval-cache=off",
+        "--llm-eval-baseline=last",
+        "--llm-eval-fail-on-regression",
+    )
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["*--llm-eval-baseline=last: no saved run yet; nothing compared*"])
+
+
+def test_bad_baseline_values_are_usage_errors(project: pytest.Pytester) -> None:
+    r = project.runpytest("--llm-eval", "--llm-eval-baseline=7")
+    assert r.ret == pytest.ExitCode.USAGE_ERROR
+    r.stderr.fnmatch_lines(["*--llm-eval-baseline=7: no saved run 7 in *no run is saved yet*"])
+    r = project.runpytest("--llm-eval", "--llm-eval-baseline=nothere.json")
+    assert r.ret == pytest.ExitCode.USAGE_ERROR
+    r.stderr.fnmatch_lines(["*nothere.json is not a file*"])
+    r = project.runpytest("--llm-eval", "--llm-eval-fail-on-regression")
+    assert r.ret == pytest.ExitCode.USAGE_ERROR
+    r.stderr.fnmatch_lines(["*--llm-eval-fail-on-regression needs a baseline*"])
+    r = project.runpytest(
+        "--llm-eval", "--llm-eval-baseline=last", "--llm-eval-fail-on-regression=2"
+    )
+    assert r.ret == pytest.ExitCode.USAGE_ERROR
+    (project.path / "bad.json").write_text('{"x": 1}')
+    r = project.runpytest("--llm-eval", "--llm-eval-cache=off", "--llm-eval-baseline=bad.json")
+    assert r.ret == pytest.ExitCode.USAGE_ERROR
+    r.stderr.fnmatch_lines(["*bad.json: no 'records' list*"])
+
+
+def test_compare_command_line(project: pytest.Pytester) -> None:
+    project.runpytest("--llm-eval", "--llm-eval-cache=off", "--llm-eval-report=a.json")
+    _write_cases(project.path / "cases.jsonl", wrong=set(range(10)))
+    project.runpytest("--llm-eval", "--llm-eval-cache=off", "--llm-eval-report=b.json")
+    root = str(Path(__file__).resolve().parent.parent)
+    env_cmd = [sys.executable, "-m", "pytest_llmeval", "compare", "a.json", "b.json"]
+
+    def run(*extra: str) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, "PYTHONPATH": root}
+        return subprocess.run(
+            [*env_cmd, *extra], cwd=project.path, capture_output=True, text=True, env=env
+        )
+
+    plain = run()
+    assert plain.returncode == 0, plain.stderr
+    assert "a.json -> b.json (alpha 0.05" in plain.stdout
+    assert "REGRESSED" in plain.stdout
+    assert "regression: exact_match_test mean 1.000 -> 0.667" in plain.stdout
+    assert run("--fail-on-regression").returncode == 1
+    assert run("--fail-on-regression=0.0000001").returncode == 0  # p is about 0.002 (exact, 10)
+    as_json = json.loads(run("--json").stdout)
+    assert as_json["scorers"][0]["verdict"] == "regressed"
+    assert as_json["scorers"][0]["p_value"] == pytest.approx(2 / 1024)
+    env_cmd[-1] = "nope.json"
+    bad = run()
+    assert bad.returncode == 2
+    assert "nope.json: cannot read" in bad.stderr
+
+
+GATED_TESTS = """
+import pytest
+from pytest_llmeval import assert_score
+
+@pytest.mark.llm_eval
+@pytest.mark.llm_eval_dataset("cases.jsonl", repeat=3)
+@pytest.mark.llm_eval_gate("exact_match_test", min_mean=0.2)
+def test_answers(case):
+    assert_score("exact_match_test", output=case.output, expected=case.expected, min=1)
+"""
+
+
+def test_repeated_samples_and_gates_are_compared(project: pytest.Pytester) -> None:
+    project.makepyfile(test_eval=GATED_TESTS)
+    first = project.runpytest("--llm-eval", "--llm-eval-cache=off")
+    first.assert_outcomes(passed=90)
+    run = json.loads((project.path / ".llmeval" / "runs" / "0001.json").read_text())
+    assert {r["sample"] for r in run["report"]["records"]} == {0, 1, 2}
+    assert run["report"]["gates"][0]["verdict"] == "pass"
+    _write_cases(project.path / "cases.jsonl", wrong=set(range(12)))
+    result = project.runpytest("--llm-eval", "--llm-eval-cache=off", "--llm-eval-baseline=last")
+    result.stdout.fnmatch_lines(
+        [
+            # 30 cases of 3 samples each: the paired unit is the case
+            "exact_match_test * 30 * 1.000 * 0.600 * -0.400 * * -12/+0 * REGRESSED",
+            "gate exact_match_test (test_eval.py::test_answers) * 30 * 1.000 * 0.600 * -0.400 "
+            "* -12/+0 * REGRESSED",
+            "exact_match_test: 12 pass->fail, 0 fail->pass (exact McNemar p=<0.001)",
+        ]
+    )
+
+
+def test_a_changed_dataset_lists_the_cases_on_one_side_only(project: pytest.Pytester) -> None:
+    project.runpytest("--llm-eval", "--llm-eval-cache=off").assert_outcomes(passed=30)
+    rows = [{"id": f"q{i}", "expected": f"answer {i}", "output": f"answer {i}"} for i in range(28)]
+    rows += [{"id": "new1", "expected": "x", "output": "x"}]
+    (project.path / "cases.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    result = project.runpytest("--llm-eval", "--llm-eval-cache=off", "--llm-eval-baseline=1")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(
+        [
+            "exact_match_test * 28 * 1.000 * 1.000 * +0.000 * * unchanged",
+            "exact_match_test: 2 case(s) only in the baseline: "
+            "test_eval.py::test_answers[[]q28[]], test_eval.py::test_answers[[]q29[]]",
+            "exact_match_test: 1 case(s) only in the current run: "
+            "test_eval.py::test_answers[[]new1[]]",
+        ]
+    )
+
+
+def test_the_json_and_html_reports_carry_the_comparison(project: pytest.Pytester) -> None:
+    """The comparison reaches --llm-eval-report and --llm-eval-html, with the baseline's side of
+    every matched case (score, verdict, judged output), and a saved run renders as HTML."""
+    project.runpytest("--llm-eval", "--llm-eval-cache=off").assert_outcomes(passed=30)
+    _write_cases(project.path / "cases.jsonl", wrong={3})
+    result = project.runpytest(
+        "--llm-eval",
+        "--llm-eval-cache=off",
+        "--llm-eval-baseline=last",
+        "--llm-eval-report=r.json",
+        "--llm-eval-html=r.html",
+    )
+    result.assert_outcomes(passed=30)
+    report = json.loads((project.path / "r.json").read_text())
+    cmp = report["comparison"]
+    assert cmp["baseline"]["label"] == "run 1"
+    assert cmp["baseline"]["path"].endswith("0001.json")
+    assert [s["scorer"] for s in cmp["scorers"]] == ["exact_match_test"]
+    assert len(cmp["cases"]) == 30
+    (q3,) = [c for c in cmp["cases"] if c["current"]["case_id"] == "q3"]
+    assert (q3["baseline"]["score"], q3["delta"]) == (1.0, -1.0)
+    assert q3["baseline"]["inputs"]["output"] == "answer 3"
+    html = (project.path / "r.html").read_text()
+    assert '"baseline_label"' in html and "answer 3" in html
+    # a saved run (the second one) renders like a report
+    from pytest_llmeval.__main__ import main
+
+    saved = project.path / ".llmeval" / "runs" / "0002.json"
+    assert main(["report", str(saved), "-o", str(project.path / "saved.html")]) == 0
+    assert "answer 3" in (project.path / "saved.html").read_text()

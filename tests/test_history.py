@@ -1,0 +1,187 @@
+"""Run history (issue 10): numbered saved runs under <cache dir>/runs/, concurrent saves,
+--llm-eval-history / --llm-eval-no-history, baseline resolution, and JUnit properties."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import subprocess
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from pytest_llmeval.history import (
+    list_runs,
+    load_run,
+    prune_runs,
+    resolve_baseline,
+    run_path,
+    save_run,
+)
+
+
+def _report(tag: str) -> dict[str, object]:
+    return {"version": 1, "run": {"tag": tag}, "records": []}
+
+
+def test_runs_are_numbered_in_order(tmp_path: Path) -> None:
+    d = tmp_path / "runs"
+    assert list_runs(d) == []
+    assert [save_run(d, _report(str(i))) for i in range(3)] == [1, 2, 3]
+    assert list_runs(d) == [1, 2, 3]
+    run = load_run(d, 2)
+    assert run["number"] == 2 and run["report"]["run"] == {"tag": "1"}
+    assert run["format"] == "pytest-llmeval-run"
+    assert sorted(p.name for p in d.iterdir()) == ["0001.json", "0002.json", "0003.json"]
+
+
+def test_a_claimed_number_is_skipped(tmp_path: Path) -> None:
+    d = tmp_path / "runs"
+    save_run(d, _report("a"))
+    (d / "0002.claim").touch()  # a concurrent run is writing 2 (or crashed doing so)
+    assert save_run(d, _report("b")) == 3
+    assert list_runs(d) == [1, 3]
+
+
+def _save_many(args: tuple[str, int]) -> list[int]:
+    directory, k = args
+    return [save_run(Path(directory), _report(f"{k}-{i}")) for i in range(5)]
+
+
+def test_concurrent_saves_never_overwrite_each_other(tmp_path: Path) -> None:
+    d = tmp_path / "runs"
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(6) as pool:
+        results = pool.map(_save_many, [(str(d), k) for k in range(6)])
+    numbers = [n for r in results for n in r]
+    assert sorted(numbers) == list(range(1, 31))  # 30 saves, 30 distinct numbers, no gap
+    tags = {json.loads(run_path(d, n).read_text())["report"]["run"]["tag"] for n in numbers}
+    assert len(tags) == 30  # every save is its own, complete file
+    assert not [p for p in d.iterdir() if not p.name.endswith(".json")]  # no claim or temp left
+
+
+def test_prune_keeps_the_newest(tmp_path: Path) -> None:
+    d = tmp_path / "runs"
+    for i in range(5):
+        save_run(d, _report(str(i)))
+    assert prune_runs(d, 2) == [1, 2, 3]
+    assert list_runs(d) == [4, 5]
+    assert save_run(d, _report("x")) == 6  # numbers are not reused
+
+
+def test_resolve_baseline(tmp_path: Path) -> None:
+    d = tmp_path / "runs"
+    assert resolve_baseline("last", d, tmp_path) is None
+    save_run(d, _report("a"))
+    save_run(d, _report("b"))
+    assert resolve_baseline("last", d, tmp_path) == run_path(d, 2)
+    assert resolve_baseline("1", d, tmp_path) == run_path(d, 1)
+    with pytest.raises(pytest.UsageError, match=r"no saved run 9 .*saved runs: 1\.\.2"):
+        resolve_baseline("9", d, tmp_path)
+    (tmp_path / "r.json").write_text("{}")
+    assert resolve_baseline("r.json", d, tmp_path) == tmp_path / "r.json"
+
+
+# -- through pytest ----------------------------------------------------------------------------
+
+TESTS = """
+import pytest
+from pytest_llmeval import assert_score
+
+@pytest.mark.llm_eval
+@pytest.mark.parametrize("word", ["alpha", "beta", "gamma", "delta"])
+def test_words(word):
+    assert_score("exact_match", output=word, expected="alpha", min=0.0)
+    assert_score("exact_match", output=word, expected=word, min=0.5)
+"""
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makepyfile(test_eval=TESTS)
+    pytester.makeini("[pytest]\n")
+    return pytester
+
+
+def _runs(p: pytest.Pytester) -> list[int]:
+    return list_runs(p.path / ".llmeval" / "runs")
+
+
+def test_every_llm_eval_run_is_saved_and_history_n_keeps_the_last_n(
+    project: pytest.Pytester,
+) -> None:
+    project.runpytest("--llm-eval").assert_outcomes(passed=4)
+    assert _runs(project) == [1]
+    run = load_run(project.path / ".llmeval" / "runs", 1)
+    assert len(run["report"]["records"]) == 8
+    assert set(run["git"]) == {"commit", "dirty", "branch"}
+    assert run["judge"]["model"]
+    for _ in range(3):
+        result = project.runpytest("--llm-eval", "--llm-eval-history=2", "-v")
+    result.stdout.fnmatch_lines(["llm-eval: saved run 4 in *runs"])
+    assert _runs(project) == [3, 4]
+    project.runpytest("--llm-eval", "--llm-eval-no-history")
+    project.runpytest("--llm-eval", "--llm-eval-history=0")
+    project.runpytest()  # without --llm-eval nothing is scored or saved
+    assert _runs(project) == [3, 4]
+
+
+def test_history_records_git_commit_dirty_flag_and_branch(project: pytest.Pytester) -> None:
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", *args], cwd=project.path, check=True, capture_output=True, text=True
+        ).stdout.strip()
+
+    git("init", "-q", "-b", "evalbranch")
+    git("-c", "user.email=a@b", "-c", "user.name=t", "add", "test_eval.py", "tox.ini")
+    git("-c", "user.email=a@b", "-c", "user.name=t", "commit", "-q", "-m", "x")
+    project.runpytest("--llm-eval")
+    run = load_run(project.path / ".llmeval" / "runs", 1)
+    assert run["git"] == {
+        "commit": git("rev-parse", "HEAD"),
+        "dirty": False,
+        "branch": "evalbranch",
+    }
+    (project.path / "test_eval.py").write_text(TESTS + "\n# changed\n")
+    project.runpytest("--llm-eval")
+    assert load_run(project.path / ".llmeval" / "runs", 2)["git"]["dirty"] is True
+
+
+def test_saved_on_the_xdist_controller_only(project: pytest.Pytester) -> None:
+    pytest.importorskip("xdist")
+    result = project.runpytest_subprocess("--llm-eval", "-n", "2")
+    result.assert_outcomes(passed=4)
+    assert _runs(project) == [1]
+    assert len(load_run(project.path / ".llmeval" / "runs", 1)["report"]["records"]) == 8
+
+
+@pytest.mark.parametrize("xdist", [False, True])
+def test_junit_xml_carries_the_scores_as_properties(project: pytest.Pytester, xdist: bool) -> None:
+    args = ["--llm-eval", "--junitxml=out.xml"]
+    if xdist:
+        pytest.importorskip("xdist")
+        result = project.runpytest_subprocess(*args, "-n", "2")
+    else:
+        result = project.runpytest(*args)
+    result.assert_outcomes(passed=4)
+    root = ET.parse(project.path / "out.xml").getroot()
+    cases = {c.get("name"): c for c in root.iter("testcase")}
+    props = {p.get("name"): p.get("value") for p in cases["test_words[beta]"].iter("property")}
+    assert props == {
+        "llm_eval:exact_match": "0.0",
+        "llm_eval:exact_match:bound": ">= 0",
+        "llm_eval:exact_match#1": "1.0",
+        "llm_eval:exact_match#1:bound": ">= 0.5",
+    }
+
+
+def test_no_properties_without_junitxml(project: pytest.Pytester) -> None:
+    project.makeconftest(
+        """
+def pytest_runtest_logreport(report):
+    if report.when == "teardown" and report.user_properties:
+        raise AssertionError(report.user_properties)
+"""
+    )
+    project.runpytest("--llm-eval").assert_outcomes(passed=4)
