@@ -283,7 +283,7 @@ def verdict(rows: dict[str, dict[str, float]]) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--repeat", type=int, default=3, help="rounds per timing (best is kept)")
+    parser.add_argument("--repeat", type=int, default=5, help="rounds per timing (best is kept)")
     parser.add_argument("--seed", type=int, default=20240501)
     parser.add_argument("--only", nargs="*", help="reference scorer names to run")
     args = parser.parse_args(argv)
