@@ -164,6 +164,27 @@ def test_range_check_still_runs(ctx: ScoringContext, cls: type[Scorer], value: f
     assert score(inst, output=0.5).value == 0.5
 
 
+def test_a_value_function_giving_an_int_still_gives_a_float_score(ctx: ScoringContext) -> None:
+    class Whole(Scorer):
+        name = "speed_whole"
+        optional_inputs = ("expected",)
+
+        def is_self_contained(self) -> bool:
+            return True
+
+        def value_function(self) -> Callable[[Any, Any], float] | None:
+            return lambda output, expected: int(output == expected)  # type: ignore[return-value]
+
+        def compute(self, inputs: Mapping[str, Any], ctx: ScoringContext) -> Score:
+            return Score(value=int(inputs.get("output") == inputs.get("expected")))
+
+    for _ in range(2):
+        result = score(Whole(), output="a", expected="a")
+        assert result.value == 1.0 and type(result.value) is float
+    result = score(Whole, output=2, expected=3)
+    assert result.value == 0.0 and type(result.value) is float
+
+
 def test_a_subclass_does_not_inherit_the_value_function(ctx: ScoringContext) -> None:
     class Quarter(Levenshtein):
         name = "speed_quarter"

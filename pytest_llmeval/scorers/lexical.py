@@ -293,14 +293,14 @@ def numeric_diff_value(output: Any, expected: Any) -> float:
     missing value, a non-number, NaN or an infinity is a :class:`ScorerInputError`."""
     to = type(output)
     te = type(expected)
-    if (to is int or to is float) and (te is int or te is float):
+    if (to is float or to is int) and (te is float or te is int):
         # Fast path for plain finite numbers; NaN, infinities and float overflow fall through
         # to the checked path below (``nan < inf`` and ``inf < inf`` are both false).
-        if expected == 0 and output == 0:
-            return 1.0
         try:
             denominator = abs(expected) + abs(output)
             if denominator < _INF:
+                if not denominator:  # both zero
+                    return 1.0
                 value: float = 1 - abs(expected - output) / denominator  # true division: a float
                 return value
         except OverflowError:
