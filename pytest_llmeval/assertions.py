@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, cast, final
 
 from pytest_llmeval import _aio
+from pytest_llmeval import context as _context_module
 from pytest_llmeval.cache_protocol import ExplainingStore, KeyAbout, input_key, key_parts
 from pytest_llmeval.context import ScoringContext, UsageCollector, current_usage, get_context
 from pytest_llmeval.errors import (
@@ -23,7 +24,7 @@ from pytest_llmeval.errors import (
 )
 from pytest_llmeval.records import ScoreRecord, current_recorder
 from pytest_llmeval.registry import default_registry
-from pytest_llmeval.scoring import Score, Scorer
+from pytest_llmeval.scoring import Score, Scorer, _new_object
 from pytest_llmeval.settings import Secret
 
 __all__ = [
@@ -41,6 +42,7 @@ __all__ = [
 ]
 
 _STANDARD_FIELDS = ("output", "expected", "input", "context")
+_perf_counter = time.perf_counter
 
 
 class LLMEvalAssertionError(AssertionError):
@@ -114,6 +116,141 @@ def _split(
     if isinstance(scorer, Scorer):
         return resolve_scorer(scorer, options), inputs
     return _instance(cls, options), inputs
+
+
+@final
+class _Plan:
+    """What ``score(scorer, output=..., ...)`` without options works out once per scorer (a
+    name, a class or an instance) so that each call does not: the instance, which standard
+    fields are inputs and which are required, the range check's bounds, the result's fixed
+    fields, and the scorer's value function if it has one.
+
+    Like the instance memo, a plan reads the scorer class's attributes once; a name's plan is
+    dropped when the registry changes (``register``). A scorer with its own ``check_inputs``,
+    or with a required input that is not a standard field (the call fails), gets no plan: the
+    general path runs, and raises.
+    """
+
+    __slots__ = (
+        "contained",
+        "hi",
+        "inst",
+        "lo",
+        "name",
+        "need_context",
+        "need_expected",
+        "need_input",
+        "need_output",
+        "pair",
+        "take_context",
+        "take_expected",
+        "take_input",
+        "take_output",
+    )
+
+    def __init__(self, inst: Scorer) -> None:
+        cls = type(inst)
+        declared = cls.input_fields()
+        required = set(cls.required_inputs)
+        self.inst = inst
+        self.contained = inst.is_self_contained()
+        self.take_output = "output" in declared
+        self.take_expected = "expected" in declared
+        self.take_input = "input" in declared
+        self.take_context = "context" in declared
+        self.need_output = "output" in required
+        self.need_expected = "expected" in required
+        self.need_input = "input" in required
+        self.need_context = "context" in required
+        pair = inst.value_function()
+        # The value function sees output and expected only: both must be inputs, and no other
+        # standard field may be.
+        usable_pair = (
+            self.take_output
+            and self.take_expected
+            and not self.take_input
+            and not self.take_context
+        )
+        self.pair = pair if usable_pair else None
+        lo, hi = cls.score_range
+        self.lo = lo - 1e-9
+        self.hi = hi + 1e-9
+        self.name = inst.name
+
+    @staticmethod
+    def of(scorer: str | Scorer | type[Scorer]) -> _Plan | None:
+        """A new plan for ``scorer``, or None when the general path must run (also when
+        resolving ``scorer`` fails: the general path raises that error, as it always has)."""
+        try:
+            inst = resolve_scorer(scorer, {})
+        except Exception:
+            return None
+        cls = type(inst)
+        if cls.check_inputs is not Scorer.check_inputs or not set(cls.required_inputs) <= set(
+            _STANDARD_FIELDS
+        ):
+            return None
+        return _Plan(inst)
+
+
+#: name, class or instance -> its plan (None: none possible). A Scorer instance is a key only
+#: when it hashes and compares by identity; the plan holds it, so its id is not reused while
+#: here. Cleared by the registry's register() (a name may now mean another class).
+_PLANS: dict[Any, _Plan | None] = default_registry.memo
+
+
+def _plan(scorer: str | Scorer | type[Scorer]) -> _Plan | None:
+    """Make ``scorer``'s plan, and keep it when ``scorer`` can be a key of :data:`_PLANS`."""
+    plan = _Plan.of(scorer)
+    if isinstance(scorer, Scorer):
+        cls = type(scorer)
+        if cls.__hash__ is not object.__hash__ or cls.__eq__ is not object.__eq__:
+            return plan  # an equal but other instance must not find this one's plan
+    elif not (type(scorer) is str or isinstance(scorer, type)):
+        return plan
+    if len(_PLANS) >= _MAX_INSTANCES:
+        _PLANS.clear()
+    _PLANS[scorer] = plan
+    return plan
+
+
+def _score_planned(
+    plan: _Plan, output: Any, expected: Any, input: Any, context: Any, ctx: ScoringContext
+) -> Score | None:
+    """:func:`score` by ``plan`` (without a value function) with the cache off; None when a
+    required input is missing (the general path raises the error)."""
+    __tracebackhide__ = True
+    t0 = _perf_counter()
+    inputs: dict[str, Any] = {}
+    if output is not None:
+        if plan.take_output:
+            inputs["output"] = output
+    elif plan.need_output:
+        return None
+    if expected is not None:
+        if plan.take_expected:
+            inputs["expected"] = expected
+    elif plan.need_expected:
+        return None
+    if input is not None:
+        if plan.take_input:
+            inputs["input"] = input
+    elif plan.need_input:
+        return None
+    if context is not None:
+        if plan.take_context:
+            inputs["context"] = context
+    elif plan.need_context:
+        return None
+    inst = plan.inst
+    if plan.contained:
+        try:
+            result = inst.compute(inputs, ctx)
+        except ScorerInputError as exc:
+            raise _located(exc) from None
+    else:
+        result = _compute(inst, inputs, ctx)
+    return _checked(inst, result, t0)
 
 
 def _protect(kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -205,6 +342,36 @@ def _lookup(
     return None
 
 
+def _out_of_range(inst: Scorer, value: float) -> LLMEvalError:
+    lo, hi = inst.score_range
+    return LLMEvalError(
+        f"scorer {inst.name!r} produced {value!r}, outside its declared range [{lo}, {hi}]; "
+        "this is a bug in the scorer"
+    )
+
+
+def _checked(inst: Scorer, result: Score, t0: float) -> Score:
+    """``result`` as the call returns it: its value a float within the scorer's declared range
+    (NaN is not), named after the scorer, not cached, timed from ``t0``."""
+    value = float(result.value)
+    lo, hi = inst.score_range
+    if not lo - 1e-9 <= value <= hi + 1e-9:  # NaN compares false: it fails too
+        raise _out_of_range(inst, value)
+    if type(result) is not Score:
+        return result.replace(
+            scorer=inst.name, value=value, cached=False, duration_s=time.perf_counter() - t0
+        )
+    # Score.replace, without its check of the field names (these are fields).
+    out: Score = _new_object(Score)
+    fields = out.__dict__
+    fields.update(result.__dict__)
+    fields["scorer"] = inst.name
+    fields["value"] = value
+    fields["cached"] = False
+    fields["duration_s"] = _perf_counter() - t0
+    return out
+
+
 def _finish(
     inst: Scorer,
     inputs: Mapping[str, Any],
@@ -213,18 +380,11 @@ def _finish(
     ctx: ScoringContext,
     t0: float,
 ) -> Score:
-    value = float(result.value)
-    lo, hi = inst.score_range
-    if math.isnan(value) or value < lo - 1e-9 or value > hi + 1e-9:
-        raise LLMEvalError(
-            f"scorer {inst.name!r} produced {value!r}, outside its declared range [{lo}, {hi}]; "
-            "this is a bug in the scorer"
-        )
-    out = result.replace(
-        scorer=inst.name, value=value, cached=False, duration_s=time.perf_counter() - t0
-    )
+    out = _checked(inst, result, t0)
+    if key is None:
+        return out
     cache = ctx.result_cache()
-    if key is not None and cache is not None and ctx.settings.cache_mode != "replay":
+    if cache is not None and ctx.settings.cache_mode != "replay":
         if hasattr(cache, "explain_miss"):
             try:
                 about: KeyAbout | None = _about(inst, inputs, ctx)
@@ -248,10 +408,21 @@ def _score_sync(
     hit = _lookup(inst, inputs, key, ctx, t0)
     if hit is not None:
         return inst, hit
+    return inst, _finish(inst, inputs, _compute(inst, inputs, ctx), key, ctx, t0)
+
+
+def _compute(inst: Scorer, inputs: dict[str, Any], ctx: ScoringContext) -> Score:
+    """``inst.compute``, with a usage collector for the judge calls unless it makes none."""
+    __tracebackhide__ = True
+    if inst.is_self_contained():
+        try:
+            return inst.compute(inputs, ctx)
+        except ScorerInputError as exc:
+            raise _located(exc) from None
     collector = UsageCollector()
     token = current_usage.set(collector)
     try:
-        result = inst.compute(inputs, ctx)
+        return inst.compute(inputs, ctx)
     except ScorerInputError as exc:
         raise _located(exc) from None
     except Exception as exc:
@@ -259,7 +430,6 @@ def _score_sync(
         raise
     finally:
         current_usage.reset(token)
-    return inst, _finish(inst, inputs, result, key, ctx, t0)
 
 
 def _attach_usage(exc: BaseException, collector: UsageCollector) -> None:
@@ -319,8 +489,45 @@ def score(
     replay mode on a miss.
     """
     __tracebackhide__ = True
+    ctx = _context_module._current or get_context()
+    if not kwargs and ctx.settings.cache_mode == "off":
+        # The short path: what _score_sync does with no cache to consult, the scorer's
+        # resolution and the split of its inputs worked out once (see _Plan). A missing
+        # required input takes the general path, which raises the error.
+        try:
+            plan = _PLANS[scorer]
+        except (KeyError, TypeError):  # not planned yet, or an unhashable scorer instance
+            plan = _plan(scorer)
+        if plan is not None:
+            pair = plan.pair
+            if pair is None:
+                done = _score_planned(plan, output, expected, input, context, ctx)
+                if done is not None:
+                    return done
+            elif (output is not None or not plan.need_output) and (
+                expected is not None or not plan.need_expected
+            ):
+                # Inline for the cheapest scorers, whose whole computation costs less than
+                # a function call more: the value function, the range check, one Score.
+                t0 = _perf_counter()
+                try:
+                    value = pair(output, expected)
+                except ScorerInputError as exc:
+                    raise _located(exc) from None
+                if type(value) is not float:  # cheaper than float() on the usual float
+                    value = float(value)
+                if not plan.lo <= value <= plan.hi:  # NaN compares false: it fails too
+                    raise _out_of_range(plan.inst, value)
+                # The fields left out read the dataclass defaults, which are class attributes.
+                out: Score = _new_object(Score)
+                fields = out.__dict__
+                fields["value"] = value
+                fields["scorer"] = plan.name
+                fields["metadata"] = {}
+                fields["duration_s"] = _perf_counter() - t0
+                return out
     fields = {"output": output, "expected": expected, "input": input, "context": context}
-    return _score_sync(scorer, fields, _protect(kwargs), get_context())[1]
+    return _score_sync(scorer, fields, _protect(kwargs), ctx)[1]
 
 
 async def score_async(

@@ -78,6 +78,9 @@ class JudgeClock:
                     self._spent += time.monotonic() - self._since
 
 
+_NO_USAGE = Usage()  # immutable: every collector starts from the same zero
+
+
 @final
 class UsageCollector:
     """The judge usage of one scoring (all its calls, also when it ends in an error) and its
@@ -85,7 +88,7 @@ class UsageCollector:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self.total = Usage()
+        self.total = _NO_USAGE
         self.clock = JudgeClock()
 
     def add(self, usage: Usage) -> None:
@@ -258,6 +261,9 @@ _current: ScoringContext | None = None
 def get_context() -> ScoringContext:
     """The active context; built from the environment on first use outside pytest."""
     global _current
+    ctx = _current  # one atomic read: the lock is only needed to build the first one
+    if ctx is not None:
+        return ctx
     with _lock:
         if _current is None:
             _current = ScoringContext()

@@ -11,7 +11,7 @@ import difflib
 import importlib
 import threading
 from collections.abc import Iterable
-from typing import final
+from typing import Any, final
 
 from pytest_llmeval.errors import UnknownScorerError
 from pytest_llmeval.scoring import Scorer
@@ -83,6 +83,9 @@ class ScorerRegistry:
         self._index: dict[str, str] = {}
         # exact spelling -> class, filled by get(); cleared by register()
         self._resolved: dict[str, type[Scorer]] = {}
+        #: what callers derive from names (score()'s plans), cleared by register() as a name
+        #: may then mean another class
+        self.memo: dict[Any, Any] = {}
         for name, (module, cls, aliases) in (builtins or {}).items():
             self._lazy[name] = (module, cls)
             self._add_names(name, aliases)
@@ -113,6 +116,7 @@ class ScorerRegistry:
             self._lazy.pop(cls.name, None)
             self._resolved.clear()
             self._add_names(cls.name, cls.aliases)
+            self.memo.clear()
         return cls
 
     def canonical(self, name: str) -> str:

@@ -13,14 +13,14 @@ from __future__ import annotations
 import json
 import math
 import numbers
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from rapidfuzz.distance.Levenshtein import distance as _edit_distance
 
 from pytest_llmeval.errors import ScorerInputError, describe_value
-from pytest_llmeval.scoring import Score, Scorer
+from pytest_llmeval.scoring import Score, Scorer, make_score
 
 if TYPE_CHECKING:
     from pytest_llmeval.context import ScoringContext
@@ -31,12 +31,9 @@ __all__ = [
     "NumericDiff",
     "levenshtein_similarity",
     "make_score",
+    "numeric_diff_value",
     "numeric_similarity",
 ]
-
-# A frozen dataclass constructor costs more than a short edit distance: build scores with
-# Score.make, which fills the instance dict directly.
-make_score = Score.make
 
 
 # -- levenshtein ----------------------------------------------------------------------------------
@@ -71,6 +68,13 @@ class Levenshtein(Scorer):
     required_inputs = ("expected",)
     optional_inputs = ("output",)
     description = "1 - edit distance / max length (Unicode code points)"
+
+    def is_self_contained(self) -> bool:
+        return type(self) is Levenshtein
+
+    def value_function(self) -> Callable[[Any, Any], float] | None:
+        # score() checks that expected is given (a required input) before calling it.
+        return levenshtein_similarity if type(self) is Levenshtein else None
 
     def compute(self, inputs: Mapping[str, Any], ctx: ScoringContext) -> Score:
         expected = inputs.get("expected")
@@ -190,22 +194,28 @@ class ExactMatch(Scorer):
             )
         self._lower = not self.options["case_sensitive"]
 
+    def is_self_contained(self) -> bool:
+        return type(self) is ExactMatch
+
+    def value_function(self) -> Callable[[Any, Any], float] | None:
+        return self._match if type(self) is ExactMatch else None
+
     def compute(self, inputs: Mapping[str, Any], ctx: ScoringContext) -> Score:
-        output = inputs.get("output")
-        expected = inputs.get("expected")
+        return make_score(self._match(inputs.get("output"), inputs.get("expected")), "exact_match")
+
+    def _match(self, output: Any, expected: Any) -> float:
         if type(output) is str and type(expected) is str:
             a: str = output
             b: str = expected
         elif isinstance(output, (dict, list)) or isinstance(expected, (dict, list)):
-            equal = _json_equal(output, expected, self._lower, "exact_match")
-            return make_score(1.0 if equal else 0.0, "exact_match")
+            return 1.0 if _json_equal(output, expected, self._lower, "exact_match") else 0.0
         else:
             a = str(output)
             b = str(expected)
         if self._lower:
             a = a.lower()
             b = b.lower()
-        return make_score(1.0 if a == b else 0.0, "exact_match")
+        return 1.0 if a == b else 0.0
 
 
 # -- numeric_diff ---------------------------------------------------------------------------------
@@ -263,24 +273,38 @@ class NumericDiff(Scorer):
     required_inputs = ("output", "expected")
     description = "1 - |expected - output| / (|expected| + |output|)"
 
+    def is_self_contained(self) -> bool:
+        return type(self) is NumericDiff
+
+    def value_function(self) -> Callable[[Any, Any], float] | None:
+        return numeric_diff_value if type(self) is NumericDiff else None
+
     def compute(self, inputs: Mapping[str, Any], ctx: ScoringContext) -> Score:
-        output: Any = inputs.get("output")
-        expected: Any = inputs.get("expected")
-        to = type(output)
-        te = type(expected)
-        if (to is int or to is float) and (te is int or te is float):
-            # Fast path for plain finite numbers; NaN, infinities and float overflow fall through
-            # to the checked path below (``nan < inf`` and ``inf < inf`` are both false).
-            if expected == 0 and output == 0:
-                return make_score(1.0, "numeric_diff")
-            try:
-                denominator = abs(expected) + abs(output)
-                if denominator < math.inf:
-                    return make_score(
-                        float(1 - abs(expected - output) / denominator), "numeric_diff"
-                    )
-            except OverflowError:
-                pass
-        checked_output = _number(output, "output", "numeric_diff")
-        checked_expected = _number(expected, "expected", "numeric_diff")
-        return make_score(numeric_similarity(checked_output, checked_expected), "numeric_diff")
+        return make_score(
+            numeric_diff_value(inputs.get("output"), inputs.get("expected")), "numeric_diff"
+        )
+
+
+_INF = math.inf
+
+
+def numeric_diff_value(output: Any, expected: Any) -> float:
+    """:func:`numeric_similarity` of two inputs as given (None for a missing one), checked: a
+    missing value, a non-number, NaN or an infinity is a :class:`ScorerInputError`."""
+    to = type(output)
+    te = type(expected)
+    if (to is float or to is int) and (te is float or te is int):
+        # Fast path for plain finite numbers; NaN, infinities and float overflow fall through
+        # to the checked path below (``nan < inf`` and ``inf < inf`` are both false).
+        try:
+            denominator = abs(expected) + abs(output)
+            if denominator < _INF:
+                if not denominator:  # both zero
+                    return 1.0
+                value: float = 1 - abs(expected - output) / denominator  # true division: a float
+                return value
+        except OverflowError:
+            pass
+    checked_output = _number(output, "output", "numeric_diff")
+    checked_expected = _number(expected, "expected", "numeric_diff")
+    return numeric_similarity(checked_output, checked_expected)

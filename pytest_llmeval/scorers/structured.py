@@ -169,6 +169,10 @@ class JSONDiff(Scorer):
         # loop; from async code that wait must not happen on the loop itself.
         return await asyncio.to_thread(self.compute, inputs, ctx)
 
+    def is_self_contained(self) -> bool:
+        # A custom sub-scorer may be a judge.
+        return type(self) is JSONDiff and self._fast_strings and self._fast_numbers
+
     def compute(self, inputs: Mapping[str, Any], ctx: ScoringContext) -> Score:
         strings: Callable[[Any, Any], float] = (
             levenshtein_similarity
@@ -319,6 +323,9 @@ class ValidJSON(Scorer):
                 )
             self._validator = _compile_schema(schema)
 
+    def is_self_contained(self) -> bool:
+        return type(self) is ValidJSON
+
     def compute(self, inputs: Mapping[str, Any], ctx: ScoringContext) -> Score:
         validator = self._validator
         source = "schema"
@@ -449,6 +456,10 @@ class ListContains(Scorer):
         if self._fast:
             return self.compute(inputs, ctx)
         return await asyncio.to_thread(self.compute, inputs, ctx)  # see JSONDiff.acompute
+
+    def is_self_contained(self) -> bool:
+        # A custom sub-scorer may be a judge.
+        return type(self) is ListContains and self._fast
 
     def compute(self, inputs: Mapping[str, Any], ctx: ScoringContext) -> Score:
         outputs = self._items(inputs, "output")
