@@ -1,0 +1,478 @@
+"""Unit and property tests of pytest_llmeval.scorers.agents (tool_correctness,
+tool_call_accuracy)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scorer_properties import PLAIN_CTX
+
+from pytest_llmeval import ScorerConfigError, ScorerInputError, score
+from pytest_llmeval.context import ScoringContext
+from pytest_llmeval.registry import default_registry
+from pytest_llmeval.scorers.agents import ToolCallAccuracy, ToolCorrectness, extract_tool_calls
+from pytest_llmeval.scorers.lexical import levenshtein_similarity
+
+
+def tool_call(name: str, arguments: Any = "{}", call_id: str = "call_1") -> dict[str, Any]:
+    """One OpenAI-format tool call."""
+    if not isinstance(arguments, str):
+        arguments = json.dumps(arguments)
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+def trajectory(*steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """An OpenAI chat transcript: a user turn, then per step an assistant message with the step's
+    tool calls followed by one tool result per call, then a final assistant answer."""
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "plan my trip"}]
+    for calls in steps:
+        messages.append({"role": "assistant", "content": None, "tool_calls": calls})
+        for call in calls:
+            messages.append({"role": "tool", "tool_call_id": call["id"], "content": "ok"})
+    messages.append({"role": "assistant", "content": "done", "tool_calls": None})
+    return messages
+
+
+def tc(output: Any, expected: Any, **options: Any) -> float:
+    return (
+        ToolCorrectness(**options)
+        .compute({"output": output, "expected": expected}, PLAIN_CTX)
+        .value
+    )
+
+
+def tca(output: Any, expected: Any, **options: Any) -> float:
+    return (
+        ToolCallAccuracy(**options)
+        .compute({"output": output, "expected": expected}, PLAIN_CTX)
+        .value
+    )
+
+
+# -- reading calls --------------------------------------------------------------------------------
+
+
+def test_extract_reads_messages_in_order_and_skips_non_call_messages() -> None:
+    messages = trajectory(
+        [tool_call("search", {"q": "Paris"}, "a"), tool_call("weather", '{"city": "Paris"}', "b")],
+        [tool_call("book", "", "c")],
+    )
+    calls = extract_tool_calls("tool_correctness", "output", messages)
+    assert [(c.name, dict(c.arguments), c.where) for c in calls] == [
+        ("search", {"q": "Paris"}, "output[1].tool_calls[0]"),
+        ("weather", {"city": "Paris"}, "output[1].tool_calls[1]"),
+        ("book", {}, "output[4].tool_calls[0]"),
+    ]
+
+
+def test_extract_reads_plain_calls_names_and_openai_calls_mixed() -> None:
+    value = [
+        {"name": "a", "arguments": {"x": 1}},
+        {"name": "b", "arguments": '{"y": [1, 2]}'},
+        {"name": "c"},
+        "d",
+        tool_call("e", {"z": None}),
+    ]
+    calls = extract_tool_calls("tool_call_accuracy", "expected", value)
+    assert [(c.name, dict(c.arguments)) for c in calls] == [
+        ("a", {"x": 1}),
+        ("b", {"y": [1, 2]}),
+        ("c", {}),
+        ("d", {}),
+        ("e", {"z": None}),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("value", "where", "problem"),
+    [
+        ([{"name": "a"}, {"name": "b"}, {"arguments": {}}], "output[2]", "has no 'name'"),
+        ([{"name": ""}], "output[0]", "'name' is"),
+        ([{"name": 3}], "output[0]", "'name' is"),
+        ([{"name": "a", "arguments": "{not json"}], "output[0]", "'arguments' is not valid JSON"),
+        ([{"name": "a", "arguments": "[1, 2]"}], "output[0]", "not an object"),
+        ([{"name": "a", "arguments": '{"x": NaN}'}], "output[0]", "not valid JSON"),
+        ([{"name": "a", "arguments": 5}], "output[0]", "not a dict or JSON text"),
+        ([42], "output[0]", "not a dict or a name"),
+        ([""], "output[0]", "tool name is empty"),
+        (
+            [{"role": "user"}, {"role": "assistant", "tool_calls": [tool_call("a", "{oops")]}],
+            "output[1].tool_calls[0]",
+            "'function.arguments' is not valid JSON",
+        ),
+        (
+            [{"role": "assistant", "tool_calls": [{"type": "function", "function": {}}]}],
+            "output[0].tool_calls[0]",
+            "has no 'function.name'",
+        ),
+        (
+            [{"role": "assistant", "tool_calls": [{"type": "function", "function": "a"}]}],
+            "output[0].tool_calls[0]",
+            "'function' is",
+        ),
+        (
+            [{"role": "assistant", "tool_calls": [{"type": "custom", "function": {"name": "a"}}]}],
+            "output[0].tool_calls[0]",
+            "'type' is 'custom'",
+        ),
+        ([{"role": "assistant", "tool_calls": {"name": "a"}}], "output[0]", "not a list"),
+    ],
+)
+@pytest.mark.parametrize("cls", [ToolCorrectness, ToolCallAccuracy])
+def test_malformed_call_is_an_input_error_naming_scorer_field_and_index(
+    cls: type[ToolCorrectness | ToolCallAccuracy], value: Any, where: str, problem: str
+) -> None:
+    with pytest.raises(ScorerInputError) as info:
+        cls().compute({"output": value, "expected": ["a"]}, PLAIN_CTX)
+    exc = info.value
+    assert exc.scorer == cls.name
+    assert exc.field == "output"
+    assert f"at {where}:" in str(exc)
+    assert problem in str(exc)
+
+
+def test_malformed_expected_names_the_expected_field() -> None:
+    with pytest.raises(ScorerInputError) as info:
+        tca([{"name": "a"}], [{"name": "a"}, {"name": "b", "arguments": "{"}])
+    assert info.value.field == "expected"
+    assert "expected[1]" in str(info.value)
+
+
+@pytest.mark.parametrize("value", ["search", {"name": "search"}, 3])
+def test_non_list_input_is_an_input_error(value: Any) -> None:
+    with pytest.raises(
+        ScorerInputError, match=r"'tool_correctness': input 'expected' is .*not a list"
+    ):
+        tc(["search"], value)
+
+
+def test_missing_input_is_an_input_error_through_score(ctx: ScoringContext) -> None:
+    with pytest.raises(
+        ScorerInputError, match="'tool_call_accuracy': input 'expected' is required"
+    ):
+        score("tool_call_accuracy", output=[])
+
+
+@pytest.mark.parametrize(
+    ("cls", "option", "value"),
+    [
+        (ToolCorrectness, "match", "sequence"),
+        (ToolCorrectness, "metric", "accuracy"),
+        (ToolCallAccuracy, "match", "set"),
+        (ToolCallAccuracy, "arguments", "levenshtein"),
+        (ToolCallAccuracy, "metric", "F1"),
+    ],
+)
+def test_bad_option_is_a_config_error(
+    cls: type[ToolCorrectness | ToolCallAccuracy], option: str, value: str
+) -> None:
+    with pytest.raises(ScorerConfigError, match=f"{cls.name}.*{option}"):
+        cls(**{option: value})
+
+
+def test_registered_under_snake_case_names_and_aliases() -> None:
+    assert default_registry.get("tool_correctness") is ToolCorrectness
+    assert default_registry.get("ToolCorrectnessMetric") is ToolCorrectness
+    assert default_registry.get("ToolCallAccuracy") is ToolCallAccuracy
+
+
+# -- tool_correctness -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("match", ["set", "multiset", "order"])
+@pytest.mark.parametrize("metric", ["f1", "precision", "recall", "exact"])
+def test_tool_correctness_empty_sides(match: str, metric: str) -> None:
+    assert tc([], [], match=match, metric=metric) == 1.0
+    # assistant text only: no calls made
+    assert tc(trajectory(), [], match=match, metric=metric) == 1.0
+    assert tc([], ["search"], match=match, metric=metric) == 0.0
+    assert tc(["search"], [], match=match, metric=metric) == 0.0
+
+
+def test_tool_correctness_set_metrics() -> None:
+    made = trajectory([tool_call("search"), tool_call("weather")], [tool_call("delete")])
+    expected = ["search", "weather", "book"]
+    # made {search, weather, delete}, expected {search, weather, book}: matched 2
+    assert tc(made, expected, metric="precision") == pytest.approx(2 / 3)
+    assert tc(made, expected, metric="recall") == pytest.approx(2 / 3)
+    assert tc(made, expected) == pytest.approx(2 / 3)
+    assert tc(made, expected, metric="exact") == 0.0
+    assert tc(["search"], expected, metric="precision") == 1.0
+    assert tc(["search"], expected, metric="recall") == pytest.approx(1 / 3)
+    assert tc(["search"], expected) == pytest.approx(2 * 1 * (1 / 3) / (1 + 1 / 3))
+
+
+def test_tool_correctness_duplicates_by_match_mode() -> None:
+    made = ["search", "search", "weather"]
+    expected = ["search", "weather"]
+    assert tc(made, expected, match="set") == 1.0
+    assert tc(made, expected, match="set", metric="exact") == 1.0
+    # multiset: matched = 2 of 3 made, 2 of 2 expected
+    assert tc(made, expected, match="multiset", metric="precision") == pytest.approx(2 / 3)
+    assert tc(made, expected, match="multiset", metric="recall") == 1.0
+    assert tc(made, expected, match="multiset") == pytest.approx(4 / 5)
+    assert tc(made, expected, match="multiset", metric="exact") == 0.0
+    # a missing repeat costs recall under multiset, nothing under set
+    assert tc(["search"], ["search", "search"], match="multiset", metric="recall") == 0.5
+    assert tc(["search"], ["search", "search"], match="set", metric="recall") == 1.0
+
+
+def test_tool_correctness_order_is_lcs_based() -> None:
+    expected = ["search", "weather", "book"]
+    # LCS(search, book, weather ; search, weather, book) = 2
+    swapped = ["search", "book", "weather"]
+    assert tc(swapped, expected, match="order", metric="recall") == pytest.approx(2 / 3)
+    assert tc(swapped, expected, match="multiset", metric="recall") == 1.0
+    assert tc(swapped, expected, match="order", metric="exact") == 0.0
+    # extra calls in between keep the order: full recall, lower precision
+    padded = ["search", "log", "weather", "log", "book"]
+    assert tc(padded, expected, match="order", metric="recall") == 1.0
+    assert tc(padded, expected, match="order", metric="precision") == pytest.approx(3 / 5)
+    assert tc(padded, expected, match="order", metric="exact") == 0.0
+    assert tc(list(expected), expected, match="order", metric="exact") == 1.0
+    reversed_calls = list(reversed(expected))
+    assert tc(reversed_calls, expected, match="order", metric="recall") == pytest.approx(1 / 3)
+
+
+def test_tool_correctness_reports_missing_and_unexpected(ctx: ScoringContext) -> None:
+    result = score(
+        "tool_correctness",
+        output=["search", "delete", "delete"],
+        expected=["search", "book"],
+        match="multiset",
+    )
+    assert result.metadata["missing"] == ["book"]
+    assert result.metadata["unexpected"] == ["delete", "delete"]
+    assert result.metadata["precision"] == pytest.approx(1 / 3)
+    assert result.metadata["recall"] == 0.5
+    assert result.rationale == "missing: book; unexpected: delete, delete"
+    in_order = score("tool_correctness", output=["b", "a"], expected=["a", "b"], match="order")
+    assert in_order.rationale == "same calls in a different order"
+
+
+def test_tool_correctness_ignores_arguments() -> None:
+    made = [{"name": "search", "arguments": {"q": "Rome"}}]
+    assert tc(made, [{"name": "search", "arguments": {"q": "Paris"}}], metric="exact") == 1.0
+
+
+# -- tool_call_accuracy ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("match", ["order", "multiset"])
+@pytest.mark.parametrize("metric", ["f1", "precision", "recall", "exact"])
+def test_tool_call_accuracy_empty_sides(match: str, metric: str) -> None:
+    assert tca([], [], match=match, metric=metric) == 1.0
+    assert tca(trajectory(), [], match=match, metric=metric) == 1.0
+    assert tca([], [{"name": "a"}], match=match, metric=metric) == 0.0
+    assert tca([{"name": "a"}], [], match=match, metric=metric) == 0.0
+
+
+def test_tool_call_accuracy_json_diff_arguments() -> None:
+    made = trajectory([tool_call("search", {"q": "paris", "limit": 10})])
+    expected = [{"name": "search", "arguments": {"q": "Paris", "limit": 10}}]
+    want = (levenshtein_similarity("paris", "Paris") + 1.0) / 2
+    assert tca(made, expected) == pytest.approx(want)
+    assert tca(made, expected, arguments="exact") == 0.0
+    # a missing key compares as null: 0 for that key
+    assert tca([{"name": "search", "arguments": {"q": "Paris"}}], expected) == 0.5
+
+
+def test_tool_call_accuracy_exact_arguments_are_json_equality() -> None:
+    assert (
+        tca(
+            [{"name": "a", "arguments": '{"n": 1, "m": [true]}'}],
+            [{"name": "a", "arguments": {"m": [True], "n": 1.0}}],
+            arguments="exact",
+        )
+        == 1.0
+    )
+    assert (
+        tca(
+            [{"name": "a", "arguments": {"n": True}}],
+            [{"name": "a", "arguments": {"n": 1}}],
+            arguments="exact",
+        )
+        == 0.0
+    )
+    assert (
+        tca(
+            [{"name": "a", "arguments": {"n": "1"}}],
+            [{"name": "a", "arguments": {"n": 1}}],
+            arguments="exact",
+        )
+        == 0.0
+    )
+    assert (
+        tca(
+            [{"name": "a", "arguments": {"n": 1, "x": None}}],
+            [{"name": "a", "arguments": {"n": 1}}],
+            arguments="exact",
+        )
+        == 0.0
+    )
+
+
+def test_tool_call_accuracy_wrong_name_scores_zero_even_with_same_arguments() -> None:
+    assert (
+        tca(
+            [{"name": "delete", "arguments": {"id": 1}}], [{"name": "read", "arguments": {"id": 1}}]
+        )
+        == 0.0
+    )
+
+
+def test_tool_call_accuracy_order_vs_multiset() -> None:
+    a = {"name": "a", "arguments": {"x": 1}}
+    b = {"name": "b", "arguments": {"y": 2}}
+    assert tca([b, a], [a, b], match="order") == 0.5  # one pair keeps the order: 2*1/4
+    assert tca([b, a], [a, b], match="order", metric="exact") == 0.0
+    assert tca([b, a], [a, b], match="multiset") == 1.0
+    assert tca([b, a], [a, b], match="multiset", metric="exact") == 1.0
+    assert tca([a, b], [a, b], match="order", metric="exact") == 1.0
+
+
+def test_tool_call_accuracy_duplicates_pair_one_to_one() -> None:
+    a1 = {"name": "get", "arguments": {"id": 1}}
+    a2 = {"name": "get", "arguments": {"id": 2}}
+    # the same call twice covers one expected call, not two
+    assert tca([a1, a1], [a1, a2], arguments="exact", metric="recall") == 0.5
+    assert tca([a1, a1], [a1, a2], arguments="exact", match="multiset", metric="recall") == 0.5
+    # the best pairing is found: a2 with a2 even when a worse same-name pairing comes first
+    assert tca([a2, a1], [a1, a2], arguments="exact", match="multiset") == 1.0
+    assert tca([a1], [a1, a1], arguments="exact", metric="precision") == 1.0
+    assert tca([a1], [a1, a1], arguments="exact", metric="recall") == 0.5
+
+
+def test_tool_call_accuracy_order_picks_best_weighted_alignment() -> None:
+    # made: get(1), get(2); expected: get(2). Order-wise either can pair; the best is get(2).
+    a1 = {"name": "get", "arguments": {"id": "aaaa"}}
+    a2 = {"name": "get", "arguments": {"id": "bbbb"}}
+    result = ToolCallAccuracy().compute({"output": [a1, a2], "expected": [a2]}, PLAIN_CTX)
+    assert result.metadata["pairs"][0]["output_index"] == 1
+    assert result.metadata["unexpected"] == [0]
+    assert result.value == pytest.approx(2 / 3)
+
+
+def test_tool_call_accuracy_metadata_and_rationale(ctx: ScoringContext) -> None:
+    result = score(
+        "tool_call_accuracy",
+        output=[{"name": "search", "arguments": {"q": "x"}}, {"name": "log"}],
+        expected=[{"name": "search", "arguments": {"q": "y"}}, {"name": "book"}],
+        arguments="exact",
+    )
+    assert result.value == 0.0
+    assert result.metadata["pairs"] == [
+        {
+            "output_index": 0,
+            "expected_index": 0,
+            "name": "search",
+            "arguments_score": 0.0,
+            "output_arguments": {"q": "x"},
+            "expected_arguments": {"q": "y"},
+        }
+    ]
+    assert result.metadata["missing"] == [1]
+    assert result.metadata["unexpected"] == [1]
+    assert result.rationale == "missing: book; unexpected: log; arguments differ: search (0)"
+
+
+def test_tool_call_accuracy_argument_value_json_cannot_hold_is_an_input_error() -> None:
+    with pytest.raises(ScorerInputError, match=r"'tool_call_accuracy'.*output\[0\]"):
+        tca([{"name": "a", "arguments": {"x": {1, 2}}}], [{"name": "a", "arguments": {"x": [1]}}])
+
+
+def test_assert_score_with_messages_goes_through_the_cache(ctx: ScoringContext) -> None:
+    from pytest_llmeval import assert_score
+
+    made = trajectory([tool_call("search", {"q": "Paris"})])
+    result = assert_score(
+        "tool_call_accuracy",
+        output=made,
+        expected=[{"name": "search", "arguments": {"q": "Paris"}}],
+        min=1,
+    )
+    assert result.value == 1.0
+
+
+# -- properties -----------------------------------------------------------------------------------
+
+NAMES = st.sampled_from(["search", "weather", "book", "email", "log"])
+ARGS = st.dictionaries(
+    st.sampled_from(["q", "n", "city"]),
+    st.none() | st.booleans() | st.integers(-5, 5) | st.text(max_size=4),
+    max_size=3,
+)
+CALLS = st.lists(st.builds(lambda n, a: {"name": n, "arguments": a}, NAMES, ARGS), max_size=6)
+TC_OPTIONS = st.fixed_dictionaries(
+    {
+        "match": st.sampled_from(["set", "multiset", "order"]),
+        "metric": st.sampled_from(["f1", "precision", "recall", "exact"]),
+    }
+)
+TCA_OPTIONS = st.fixed_dictionaries(
+    {
+        "match": st.sampled_from(["order", "multiset"]),
+        "metric": st.sampled_from(["f1", "precision", "recall", "exact"]),
+        "arguments": st.sampled_from(["json_diff", "exact"]),
+    }
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(CALLS, CALLS, TC_OPTIONS)
+def test_tool_correctness_in_range(
+    made: list[Any], expected: list[Any], options: dict[str, str]
+) -> None:
+    assert 0.0 <= tc(made, expected, **options) <= 1.0
+
+
+@settings(max_examples=150, deadline=None)
+@given(CALLS, CALLS, TCA_OPTIONS)
+def test_tool_call_accuracy_in_range_and_below_tool_correctness(
+    made: list[Any], expected: list[Any], options: dict[str, str]
+) -> None:
+    value = tca(made, expected, **options)
+    assert 0.0 <= value <= 1.0
+    # arguments can only lower the score: names alone (same pairing rules) bound it
+    names_only = tc(made, expected, match=options["match"], metric=options["metric"])
+    assert value <= names_only + 1e-12
+
+
+@settings(max_examples=100, deadline=None)
+@given(CALLS, TC_OPTIONS, TCA_OPTIONS)
+def test_identity_scores_one(
+    calls: list[Any], tc_options: dict[str, str], tca_options: dict[str, str]
+) -> None:
+    assert tc(calls, calls, **tc_options) == 1.0
+    assert tca(calls, calls, **tca_options) == 1.0
+    as_messages = trajectory(
+        [tool_call(c["name"], c["arguments"], f"c{i}") for i, c in enumerate(calls)]
+    )
+    assert tc(as_messages, calls, **tc_options) == 1.0
+    assert tca(as_messages, calls, **tca_options) == 1.0
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    CALLS,
+    CALLS,
+    st.randoms(use_true_random=False),
+    st.sampled_from(["f1", "precision", "recall", "exact"]),
+)
+def test_set_and_multiset_modes_ignore_order(
+    made: list[Any], expected: list[Any], rnd: Any, metric: str
+) -> None:
+    shuffled_made, shuffled_expected = list(made), list(expected)
+    rnd.shuffle(shuffled_made)
+    rnd.shuffle(shuffled_expected)
+    for match in ("set", "multiset"):
+        assert tc(shuffled_made, shuffled_expected, match=match, metric=metric) == pytest.approx(
+            tc(made, expected, match=match, metric=metric), abs=1e-12
+        )
+    assert tca(shuffled_made, shuffled_expected, match="multiset", metric=metric) == pytest.approx(
+        tca(made, expected, match="multiset", metric=metric), abs=1e-9
+    )
