@@ -476,3 +476,21 @@ def test_set_and_multiset_modes_ignore_order(
     assert tca(shuffled_made, shuffled_expected, match="multiset", metric=metric) == pytest.approx(
         tca(made, expected, match="multiset", metric=metric), abs=1e-9
     )
+
+
+# -- the example ----------------------------------------------------------------------------------
+
+
+def test_the_example_passes(pytester: pytest.Pytester) -> None:
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent / "examples"
+    pytester.makepyfile(test_example_agent_tools=(root / "test_agent_tools.py").read_text())
+    result = pytester.runpytest("--llm-eval", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=5)
+    result.stdout.fnmatch_lines(
+        [
+            "tool_call_accuracy  2  0.646  0.500  0.792 *",
+            "tool_correctness    4  1.000  1.000  1.000 *",
+        ]
+    )
