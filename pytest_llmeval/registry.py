@@ -66,6 +66,12 @@ BUILTIN_SCORERS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     # agents and tool calls (agents.py)
     "tool_correctness": ("agents", "ToolCorrectness", ("ToolCorrectness", "ToolCorrectnessMetric")),
     "tool_call_accuracy": ("agents", "ToolCallAccuracy", ("ToolCallAccuracy",)),
+    "task_completion": ("agents", "TaskCompletion", ("TaskCompletion", "TaskCompletionMetric")),
+    "argument_correctness": (
+        "agents",
+        "ArgumentCorrectness",
+        ("ArgumentCorrectness", "ArgumentCorrectnessMetric"),
+    ),
 }
 
 

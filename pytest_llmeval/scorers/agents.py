@@ -1,5 +1,5 @@
 """Agent scorers over tool calls: ``tool_correctness`` (names) and ``tool_call_accuracy`` (names
-and arguments).
+and arguments), deterministic; ``task_completion`` and ``argument_correctness``, LLM judges.
 
 Both read the calls an agent made (``output``) and the calls it should have made (``expected``)
 in either of two shapes, mixed freely within one list:
@@ -19,6 +19,7 @@ not read as a call (no name, arguments that are not JSON for an object...) is a
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 from collections import Counter
@@ -28,12 +29,21 @@ from typing import TYPE_CHECKING, Any, ClassVar, final
 
 from pytest_llmeval.errors import ScorerConfigError, ScorerInputError, describe_value
 from pytest_llmeval.scorers.lexical import make_score
-from pytest_llmeval.scoring import Score, Scorer
+from pytest_llmeval.scorers.llm import ClassifierScorer, render_value
+from pytest_llmeval.scoring import Score, Scorer, Usage
 
 if TYPE_CHECKING:
     from pytest_llmeval.context import ScoringContext
 
-__all__ = ["ToolCall", "ToolCallAccuracy", "ToolCorrectness", "extract_tool_calls"]
+__all__ = [
+    "ArgumentCorrectness",
+    "TaskCompletion",
+    "ToolCall",
+    "ToolCallAccuracy",
+    "ToolCorrectness",
+    "extract_tool_calls",
+    "render_trajectory",
+]
 
 _METRICS = ("f1", "precision", "recall", "exact")
 
@@ -74,21 +84,27 @@ def extract_tool_calls(scorer: str, field: str, value: Any) -> list[ToolCall]:
     for i, item in enumerate(value):
         where = f"{field}[{i}]"
         if isinstance(item, Mapping) and "role" in item:
-            tool_calls = item.get("tool_calls")
-            if tool_calls is None:
-                continue
-            if not isinstance(tool_calls, (list, tuple)):
-                raise _bad(
-                    scorer,
-                    field,
-                    where,
-                    f"'tool_calls' is {describe_value(tool_calls)}, not a list",
-                )
-            for j, call in enumerate(tool_calls):
-                calls.append(_read_call(scorer, field, f"{where}.tool_calls[{j}]", call))
+            calls.extend(_message_calls(scorer, field, where, item))
         else:
             calls.append(_read_call(scorer, field, where, item))
     return calls
+
+
+def _message_calls(
+    scorer: str, field: str, where: str, message: Mapping[str, Any]
+) -> list[ToolCall]:
+    """The calls in one chat message's ``tool_calls`` (none when it has none)."""
+    tool_calls = message.get("tool_calls")
+    if tool_calls is None:
+        return []
+    if not isinstance(tool_calls, (list, tuple)):
+        raise _bad(
+            scorer, field, where, f"'tool_calls' is {describe_value(tool_calls)}, not a list"
+        )
+    return [
+        _read_call(scorer, field, f"{where}.tool_calls[{j}]", call)
+        for j, call in enumerate(tool_calls)
+    ]
 
 
 def _bad(scorer: str, field: str, where: str, problem: str) -> ScorerInputError:
@@ -483,3 +499,216 @@ def _assigned_pairs(sim: list[list[float | None]]) -> list[tuple[int, int, float
         if s is not None:
             pairs.append((i, j, s))
     return pairs
+
+
+# -- judges ---------------------------------------------------------------------------------------
+
+
+def _compact(value: Any) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def _content_text(content: Any) -> str:
+    """A message's content as text: a string as it is, a list of parts by their text."""
+    if content is None or isinstance(content, str):
+        return content or ""
+    if isinstance(content, (list, tuple)) and all(
+        isinstance(p, Mapping) and isinstance(p.get("text"), str) for p in content
+    ):
+        return "\n".join(p["text"] for p in content)
+    return _compact(content)
+
+
+def render_trajectory(scorer: str, field: str, value: Any) -> str:
+    """A readable transcript of an agent's trajectory for a judge prompt, one line per step::
+
+        user: plan my trip to Rome
+        assistant -> search_flights({"to": "Rome"})
+        tool (call_0): 3 flights found
+        assistant: Booked.
+
+    ``value`` is a list of chat messages and/or calls (as for ``tool_correctness``), or text
+    (used as it is). Any other value is JSON. A malformed tool call is a
+    :class:`ScorerInputError` naming ``scorer``, ``field`` and where the call sits.
+    """
+    if not isinstance(value, (list, tuple)):
+        return render_value(field, value)
+    lines: list[str] = []
+    for i, item in enumerate(value):
+        where = f"{field}[{i}]"
+        if isinstance(item, Mapping) and "role" in item:
+            role = str(item["role"])
+            text = _content_text(item.get("content"))
+            if role == "tool" and item.get("tool_call_id") is not None:
+                role = f"tool ({item['tool_call_id']})"
+            if text:
+                lines.append(f"{role}: {text}")
+            calls = _message_calls(scorer, field, where, item)
+            for call in calls:
+                lines.append(f"{role} -> {call.name}({_compact(call.arguments)})")
+            if not text and not calls:
+                lines.append(f"{role}: (empty)")
+        else:
+            call = _read_call(scorer, field, where, item)
+            lines.append(f"call -> {call.name}({_compact(call.arguments)})")
+    return "\n".join(lines) if lines else "(no steps)"
+
+
+def _first_user_message(value: Any) -> str | None:
+    if isinstance(value, (list, tuple)):
+        for item in value:
+            if isinstance(item, Mapping) and item.get("role") == "user":
+                text = _content_text(item.get("content"))
+                if text:
+                    return text
+    return None
+
+
+class TaskCompletion(ClassifierScorer):
+    """Did the agent's trajectory achieve the task? An LLM judge, in {0, 0.5, 1}.
+
+    Inputs: ``output``, the trajectory (OpenAI chat messages with their ``tool_calls`` and tool
+    results, a list of calls, or text), and ``input``, the task (default: the first user
+    message of the trajectory). The judge sees the trajectory as a transcript, one line per
+    step, and picks (A) fully achieved 1, (B) partly achieved 0.5, (C) not achieved 0; it is told
+    to judge what the steps show was done, not what the agent claims.
+    """
+
+    name = "task_completion"
+    aliases = ("TaskCompletion", "TaskCompletionMetric")
+    required_inputs = ("output",)
+    optional_inputs = ("input",)
+    version = "1"
+    description = "Whether an agent's trajectory achieved the task (LLM judge)."
+    template = """\
+An AI agent was given a task and worked on it, calling tools along the way. Judge whether it \
+achieved the task.
+
+<task>
+{{input}}
+</task>
+
+<agent_trajectory>
+{{output}}
+</agent_trajectory>
+
+{{data_notice}}
+
+Judge by what the trajectory shows was actually done (the tool calls, their results and the \
+final answer), not by what the agent says it did. Which describes the outcome best?
+(A) The task was fully achieved.
+(B) The task was partly achieved: some of what was asked is missing or wrong.
+(C) The task was not achieved.
+Choose A, B or C."""
+    choice_scores = {"A": 1.0, "B": 0.5, "C": 0.0}
+
+    def check_inputs(self, inputs: Mapping[str, Any]) -> None:
+        super().check_inputs(inputs)
+        if inputs.get("input") is None and _first_user_message(inputs.get("output")) is None:
+            raise ScorerInputError(
+                self.name,
+                "input",
+                "is required when the trajectory has no user message stating the task",
+                hint="Pass input=... with the task the agent was given",
+            )
+
+    def prompt_values(self, inputs: Mapping[str, Any]) -> dict[str, Any]:
+        task = inputs.get("input")
+        return {
+            "input": _first_user_message(inputs["output"]) if task is None else task,
+            "output": render_trajectory(self.name, "output", inputs["output"]),
+        }
+
+
+_NO_TOOLS = "(no tool definitions given)"
+
+
+class ArgumentCorrectness(ClassifierScorer):
+    """Were the arguments of each tool call right for the request? An LLM judge, in [0, 1].
+
+    Inputs: ``input``, the user's request; ``output``, the calls made (OpenAI chat messages or a
+    list of calls, as for ``tool_correctness``); optionally ``tools``, the tool definitions the
+    agent had (OpenAI ``tools`` list or any description), shown to the judge. Each call is
+    judged on its own (one judge call per tool call, concurrently): Yes 1, No 0; the score is
+    the mean. No tool call at all scores 1.0 without asking the judge (there is no argument to
+    get wrong; DeepEval's ``ArgumentCorrectnessMetric`` does the same): pair it with
+    ``tool_correctness`` to check that the right tools were called.
+
+    ``metadata["verdicts"]`` lists each call's index, name, choice and reasons.
+    """
+
+    name = "argument_correctness"
+    aliases = ("ArgumentCorrectness", "ArgumentCorrectnessMetric")
+    required_inputs = ("input", "output")
+    optional_inputs = ("tools",)
+    version = "1"
+    description = "Whether each tool call's arguments fit the request (LLM judge)."
+    template = """\
+An AI agent answered a user's request by calling a tool. Judge whether the arguments it passed \
+are right for the request.
+
+<request>
+{{input}}
+</request>
+
+<tool_call>
+{{call}}
+</tool_call>
+
+<available_tools>
+{{tools}}
+</available_tools>
+
+{{data_notice}}
+
+Are this call's arguments correct for the request: the values the request asks for or implies, \
+none invented, none contradicting it, in the form the tool expects? Whether this was the right \
+tool to call is not the question. Choose Yes or No."""
+    choice_scores = {"Yes": 1.0, "No": 0.0}
+
+    async def acompute(self, inputs: Mapping[str, Any], ctx: ScoringContext) -> Score:
+        self.check_inputs(inputs)
+        calls = extract_tool_calls(self.name, "output", inputs["output"])
+        if not calls:
+            return Score(
+                value=1.0,
+                scorer=self.name,
+                rationale="no tool calls: no arguments to check",
+                metadata={"verdicts": []},
+            )
+        tools = inputs.get("tools")
+        values = {
+            "input": inputs["input"],
+            "tools": _NO_TOOLS if tools is None else render_value("tools", tools),
+        }
+        prompts = [
+            self.render({**values, "call": _compact({"name": c.name, "arguments": c.arguments})})
+            for c in calls
+        ]
+        scores = await asyncio.gather(*(self.ask(p, ctx) for p in prompts))
+        usage: Usage | None = None
+        for one in scores:
+            if one.usage is not None:
+                usage = one.usage if usage is None else usage + one.usage
+        verdicts = [
+            {
+                "index": i,
+                "name": call.name,
+                "choice": one.metadata["choice"],
+                "reasons": one.rationale,
+            }
+            for i, (call, one) in enumerate(zip(calls, scores, strict=True))
+        ]
+        wrong = [
+            f"{v['name']}: {v['reasons'] or 'no reasons'}" for v in verdicts if v["choice"] == "No"
+        ]
+        return Score(
+            value=math.fsum(one.value for one in scores) / len(scores),
+            scorer=self.name,
+            rationale="; ".join(wrong) if wrong else "every call's arguments fit the request",
+            metadata={"verdicts": verdicts},
+            usage=usage,
+        )
