@@ -63,6 +63,15 @@ BUILTIN_SCORERS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "answer_correctness": ("rag", "AnswerCorrectness", ("AnswerCorrectness",)),
     # code (code.py)
     "python_unit_testing": ("code", "PythonUnitTesting", ("PythonUnitTesting",)),
+    # agents and tool calls (agents.py)
+    "tool_correctness": ("agents", "ToolCorrectness", ("ToolCorrectness", "ToolCorrectnessMetric")),
+    "tool_call_accuracy": ("agents", "ToolCallAccuracy", ("ToolCallAccuracy",)),
+    "task_completion": ("agents", "TaskCompletion", ("TaskCompletion", "TaskCompletionMetric")),
+    "argument_correctness": (
+        "agents",
+        "ArgumentCorrectness",
+        ("ArgumentCorrectness", "ArgumentCorrectnessMetric"),
+    ),
 }
 
 
