@@ -6,7 +6,7 @@ Importing this package is cheap: no openai, torch, transformers or scipy until a
 
 from __future__ import annotations
 
-from typing import Any
+import typing as _t
 
 from pytest_llmeval.assertions import (
     BatchResult,
@@ -90,7 +90,7 @@ def register(cls: type[Scorer], *, replace: bool = False) -> type[Scorer]:
 # Judges you define (pytest_llmeval/scorers/custom.py), imported on first use.
 
 
-def llm_classifier(name: str, prompt: str, choice_scores: Any, **kwargs: Any) -> type[Scorer]:
+def llm_classifier(name: str, prompt: str, choice_scores: _t.Any, **kwargs: _t.Any) -> type[Scorer]:
     """Register a classifier judge ``name`` from your ``prompt`` and ``choice_scores`` (see
     :func:`pytest_llmeval.scorers.custom.llm_classifier`)."""
     from pytest_llmeval.scorers.custom import llm_classifier as make
@@ -98,7 +98,7 @@ def llm_classifier(name: str, prompt: str, choice_scores: Any, **kwargs: Any) ->
     return make(name, prompt, choice_scores, **kwargs)
 
 
-def g_eval(name: str, criteria: str, **kwargs: Any) -> type[Scorer]:
+def g_eval(name: str, criteria: str, **kwargs: _t.Any) -> type[Scorer]:
     """Register a G-Eval rubric judge ``name`` from ``criteria`` (see
     :func:`pytest_llmeval.scorers.custom.g_eval`)."""
     from pytest_llmeval.scorers.custom import g_eval as make
@@ -106,7 +106,7 @@ def g_eval(name: str, criteria: str, **kwargs: Any) -> type[Scorer]:
     return make(name, criteria, **kwargs)
 
 
-def load_classifiers(*patterns: Any, root: Any = None) -> list[type[Scorer]]:
+def load_classifiers(*patterns: _t.Any, root: _t.Any = None) -> list[type[Scorer]]:
     """Register the judges of the JSON/YAML spec files matching the glob ``patterns`` (see
     :func:`pytest_llmeval.scorers.custom.load_classifiers`)."""
     from pytest_llmeval.scorers.custom import load_classifiers as load
