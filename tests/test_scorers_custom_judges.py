@@ -230,6 +230,21 @@ def test_json_and_yaml_specs_register_usable_judges(
             "uses the field {{outptu}}, which is not in inputs (output)",
         ),
         (
+            {
+                "name": "j",
+                "prompt": "{{output}}",
+                "inputs": ["output", "expected"],
+                "choice_scores": {"A": 1, "B": 0},
+            },
+            "inputs",
+            "lists 'expected', which the prompt never uses",
+        ),
+        (
+            {"name": "j", "prompt": "No field here.", "choice_scores": {"A": 1, "B": 0}},
+            "prompt",
+            "names no case field",
+        ),
+        (
             {"name": "j", "prompt": "{{output}} {{model}}", "choice_scores": {"A": 1, "B": 0}},
             "prompt",
             "uses the field {{model}}, which cannot be a case field",
@@ -494,3 +509,13 @@ def test_g_eval_steps_are_kept_in_the_result_cache(
     assert again.metadata["steps_source"] == "cached"
     assert again.metadata["evaluation_steps"] == "1. Count."
     assert len(judge_server.requests_to("chat")) == 3
+
+
+def test_g_eval_threshold_is_a_lower_bound(
+    judge_server: OpenAITestServer, judge_ctx: ScoringContext
+) -> None:
+    pytest_llmeval.g_eval("cj_geval", criteria="Polite.", evaluation_steps="Just judge.")
+    judge_server.set_default(text("4", top_logprobs=[("4", 0.0)]))
+    pytest_llmeval.assert_score("cj_geval", output="Thanks.", threshold=0.75)
+    with pytest.raises(pytest_llmeval.LLMEvalAssertionError, match="cj_geval"):
+        pytest_llmeval.assert_score("cj_geval", output="Thanks!", threshold=0.8)
