@@ -294,6 +294,16 @@ def test_spec_error_in_a_list_names_the_entry_and_registers_nothing(tmp_path: Pa
     assert "cj_list_good" not in default_registry
 
 
+def test_a_name_taken_by_a_builtin_registers_none_of_the_files_judges(tmp_path: Path) -> None:
+    good = {"name": "cj_before_taken", "prompt": "{{output}}", "choice_scores": {"A": 1, "B": 0}}
+    taken = {"name": "humor", "prompt": "{{output}}", "choice_scores": {"A": 1, "B": 0}}
+    path = _write(tmp_path / "j.json", [good, taken])
+    with pytest.raises(JudgeSpecError, match=r"field 'name' is taken by the scorer 'humor'"):
+        pytest_llmeval.load_classifiers(path)
+    assert "cj_before_taken" not in default_registry
+    assert default_registry.get("humor").__name__ == "Humor"
+
+
 def test_yaml_spec_without_pyyaml_says_to_install_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -242,6 +242,15 @@ def _check_prompt(
 def _register(cls: type[Scorer], where: str | None) -> None:
     from pytest_llmeval.registry import default_registry
 
+    _check_free(cls, where)
+    default_registry.register(cls, replace=True)
+
+
+def _check_free(cls: type[Scorer], where: str | None) -> None:
+    """A judge you define may replace an earlier one of yours (a spec loaded again), never a
+    built-in or a scorer registered otherwise."""
+    from pytest_llmeval.registry import default_registry
+
     if cls.name in default_registry:
         existing = default_registry.get(cls.name)
         if not getattr(existing, "_user_defined", False):
@@ -252,7 +261,6 @@ def _register(cls: type[Scorer], where: str | None) -> None:
                 f"is taken by the scorer {existing.name!r}",
                 "choose another name for your judge",
             )
-    default_registry.register(cls, replace=True)
 
 
 def llm_classifier(
@@ -647,8 +655,11 @@ _TYPES = ("classifier", "g_eval")
 
 
 def _read_spec(path: Path) -> Any:
-    text = path.read_text(encoding="utf-8")
     where = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise JudgeSpecError(where, "(file)", f"cannot be read: {exc}") from None
     if path.suffix.lower() == ".json":
         try:
             return json.loads(text)
@@ -742,7 +753,7 @@ def load_classifiers(
             raise JudgeSpecError(
                 text, "(pattern)", "matches no file", hint=f"globs are relative to {base}"
             )
-        paths.extend(Path(p) for p in found if Path(p) not in paths)
+        paths.extend(Path(p) for p in found if Path(p).is_file() and Path(p) not in paths)
     made: list[type[Scorer]] = []
     for path in paths:
         data = _read_spec(path)
@@ -759,6 +770,8 @@ def load_classifiers(
             raise JudgeSpecError(
                 str(where), "name", f"{cls.name!r} is defined twice", judge=cls.name
             )
+    for cls in made:
+        _check_free(cls, getattr(cls, "source", None) or cls.name)
     for cls in made:
         _register(cls, getattr(cls, "source", None) or cls.name)
     return made
