@@ -424,6 +424,20 @@ def test_g_eval_parsed_when_the_endpoint_returns_no_logprobs(
     assert result.metadata["logprobs"] == "not returned by the endpoint"
 
 
+def test_g_eval_parsed_when_the_reply_does_not_start_with_the_score(
+    judge_server: OpenAITestServer, judge_ctx: ScoringContext
+) -> None:
+    pytest_llmeval.g_eval("cj_geval", criteria="Polite.", evaluation_steps="Just judge.")
+    # The first token is "Score"; a stray "5" among its alternatives must not be read as a score.
+    judge_server.enqueue(text("Score: 2", top_logprobs=[("Score", -0.01), ("5", -6.0)]))
+
+    result = score("cj_geval", output="Thanks.")
+
+    assert result.value == 0.25
+    assert result.metadata["method"] == "parsed"
+    assert result.metadata["logprobs"] == "the reply does not start with the score"
+
+
 def test_g_eval_parsed_without_asking_a_model_that_refuses_logprobs(
     judge_server: OpenAITestServer, judge_ctx: ScoringContext
 ) -> None:

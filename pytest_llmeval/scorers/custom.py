@@ -565,6 +565,10 @@ class GEval(Scorer):
             metadata["logprobs"] = "refused by the model"
         elif reply.top_logprobs is None:
             metadata["logprobs"] = "not returned by the endpoint"
+        elif not re.match(r"\s*\d", reply.content or ""):
+            # The score is not the first token: the first token's alternatives say nothing
+            # about it.
+            metadata["logprobs"] = "the reply does not start with the score"
         else:
             weighted = weighted_score(reply.top_logprobs, low, high)
             if weighted is None:
