@@ -6,6 +6,8 @@ Importing this package is cheap: no openai, torch, transformers or scipy until a
 
 from __future__ import annotations
 
+import typing as _t
+
 from pytest_llmeval.assertions import (
     BatchResult,
     LLMEvalAssertionError,
@@ -25,6 +27,7 @@ from pytest_llmeval.errors import (
     CacheMissError,
     DatasetError,
     JudgeError,
+    JudgeSpecError,
     LLMEvalError,
     ScorerConfigError,
     ScorerInputError,
@@ -45,6 +48,7 @@ __all__ = [
     "DatasetError",
     "JudgeError",
     "JudgeSettings",
+    "JudgeSpecError",
     "LLMEvalAssertionError",
     "LLMEvalError",
     "Score",
@@ -65,7 +69,10 @@ __all__ = [
     "assert_scores_async",
     "configure",
     "default_registry",
+    "g_eval",
     "get_context",
+    "llm_classifier",
+    "load_classifiers",
     "load_dataset",
     "register",
     "score",
@@ -78,3 +85,30 @@ __all__ = [
 def register(cls: type[Scorer], *, replace: bool = False) -> type[Scorer]:
     """Register a :class:`Scorer` subclass in the default registry (usable as a decorator)."""
     return default_registry.register(cls, replace=replace)
+
+
+# Judges you define (pytest_llmeval/scorers/custom.py), imported on first use.
+
+
+def llm_classifier(name: str, prompt: str, choice_scores: _t.Any, **kwargs: _t.Any) -> type[Scorer]:
+    """Register a classifier judge ``name`` from your ``prompt`` and ``choice_scores`` (see
+    :func:`pytest_llmeval.scorers.custom.llm_classifier`)."""
+    from pytest_llmeval.scorers.custom import llm_classifier as make
+
+    return make(name, prompt, choice_scores, **kwargs)
+
+
+def g_eval(name: str, criteria: str, **kwargs: _t.Any) -> type[Scorer]:
+    """Register a G-Eval rubric judge ``name`` from ``criteria`` (see
+    :func:`pytest_llmeval.scorers.custom.g_eval`)."""
+    from pytest_llmeval.scorers.custom import g_eval as make
+
+    return make(name, criteria, **kwargs)
+
+
+def load_classifiers(*patterns: _t.Any, root: _t.Any = None) -> list[type[Scorer]]:
+    """Register the judges of the JSON/YAML spec files matching the glob ``patterns`` (see
+    :func:`pytest_llmeval.scorers.custom.load_classifiers`)."""
+    from pytest_llmeval.scorers.custom import load_classifiers as load
+
+    return load(*patterns, root=root)

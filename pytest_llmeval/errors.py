@@ -16,6 +16,7 @@ __all__ = [
     "DatasetError",
     "GateError",
     "JudgeError",
+    "JudgeSpecError",
     "LLMEvalError",
     "ReportFormatError",
     "ScorerConfigError",
@@ -129,6 +130,30 @@ class JudgeError(LLMEvalError, RuntimeError):
         if cause:
             text += f" (last cause: {cause})"
         super().__init__(text)
+
+
+class JudgeSpecError(LLMEvalError, ValueError):
+    """A judge you define (a spec file, ``llm_classifier``, ``g_eval``) is invalid: raised when it
+    is loaded, naming the file (``where``), the judge and the field."""
+
+    def __init__(
+        self,
+        where: str,
+        field: str,
+        problem: str,
+        *,
+        judge: str | None = None,
+        hint: str | None = None,
+    ) -> None:
+        self.where = where
+        self.field = field
+        self.judge = judge
+        self.problem = problem
+        who = f"judge {judge!r}: " if judge else ""
+        msg = f"{where}: {who}field {field!r} {problem}"
+        if hint:
+            msg += f". {hint}"
+        super().__init__(msg)
 
 
 class BudgetExceededError(JudgeError):

@@ -251,6 +251,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         type="linelist",
         default=[],
     )
+    parser.addini(
+        "llm_eval_judges",
+        "globs of judge spec files (.json/.yaml) to load at session start, relative to the ini "
+        "file's directory; their judges are usable by name in every test",
+        type="linelist",
+        default=[],
+    )
     _add_gate_options(group, parser)
 
 
@@ -402,11 +409,27 @@ def pytest_configure(config: pytest.Config) -> None:
     config.hook.pytest_llmeval_register_scorers.call_historic(
         kwargs={"registry": default_registry, "config": config}
     )
+    _load_ini_judges(config)
     config.pluginmanager.register(_concurrent_cases(config), "llm-eval-concurrent-cases")
     if not _is_worker(config):
         session = LLMEvalSession(config)
         config.stash[session_key] = session
         config.pluginmanager.register(session, "llm-eval-session")
+
+
+def _load_ini_judges(config: pytest.Config) -> None:
+    """Register the judges of the ini ``llm_eval_judges`` globs (on every process, so xdist
+    workers know them too); a bad spec stops the run with the file and field it names."""
+    patterns = [p for p in config.getini("llm_eval_judges") if p.strip()]
+    if not patterns:
+        return
+    from pytest_llmeval.scorers.custom import load_classifiers
+
+    root = config.inipath.parent if config.inipath is not None else config.rootpath
+    try:
+        load_classifiers(*patterns, root=root)
+    except LLMEvalError as exc:
+        raise pytest.UsageError(f"ini llm_eval_judges: {exc}") from None
 
 
 def _concurrent_cases(config: pytest.Config) -> ConcurrentCases:

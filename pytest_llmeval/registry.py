@@ -53,6 +53,7 @@ BUILTIN_SCORERS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     # others
     "moderation": ("moderation", "Moderation", ("Moderation",)),
     "l3score": ("l3score", "L3Score", ("L3Score",)),
+    "g_eval": ("custom", "GEval", ("GEval",)),
     # RAG (rag.py)
     "context_entity_recall": ("rag", "ContextEntityRecall", ("ContextEntityRecall",)),
     "context_relevancy": ("rag", "ContextRelevancy", ("ContextRelevancy",)),
