@@ -315,7 +315,7 @@ def shared():
 @pytest.fixture
 async def client(case, shared):
     event("client setup " + case.id)
-    yield {"case": case.id, "loop": asyncio.get_running_loop(), "shared": shared}
+    yield {"case": case.id, "loop": asyncio.get_running_loop(), "module_fixture": shared}
     await asyncio.sleep(0)
     event("client teardown " + case.id)
 
