@@ -1,6 +1,6 @@
 """A fresh clone must be able to run its own tests: no test reads a path outside the repository.
 
-The parity vectors once lived in the steering repo's ``parity`` folder beside the checkout, so the README's test
+The parity vectors once lived in a ``parity`` folder beside the checkout, so the README's test
 command failed on a clone with 15 errors. This guard scans the test sources for the ways a path
 escapes the repository (``__file__`` walked up past the root, ``..`` segments, absolute paths of
 the machine it was written on, the old ``shared`` folder) and checks the parity data is in the
