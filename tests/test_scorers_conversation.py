@@ -381,3 +381,54 @@ def test_output_is_optional_in_the_signature_but_still_required_by_scorers_that_
     with pytest.raises(ScorerInputError, match="'humor': input 'output' is required"):
         assert_score("humor", min=0.5)
     assert judge_server.requests_to("chat") == []
+
+
+# -- single-turn classifiers over a conversation ---------------------------------------------------
+
+
+def test_a_classifier_scores_the_turn_under_test_against_the_conversation(
+    judge_server: OpenAITestServer, judge_ctx: ScoringContext
+) -> None:
+    judge_server.enqueue(judge_reply({"reasons": "attempted", "choice": "B"}))
+    result = score("possible", messages=CHAT)
+    assert result.value == 1.0
+    prompt = _prompt(judge_server.requests_to("chat")[0].body)
+    assert _block(prompt, "answer") == "The weather in Oslo is nice."
+    assert _block(prompt, "task") == "\n".join(
+        [
+            "[0] system: You are Ada, a polite travel agent.",
+            "[1] user: Hi, I'm Bob. I want to fly to Rome on May 3.",
+            "[2] assistant: Hello Bob! Looking at flights to Rome on May 3.",
+            "[3] user: Window seat please.",
+            "[4] assistant: Sure, which city are you flying to?",
+            "[5] user: And a hotel?",
+        ]
+    )
+
+
+def test_a_classifier_takes_turn_and_keeps_given_fields(
+    judge_server: OpenAITestServer, judge_ctx: ScoringContext
+) -> None:
+    judge_server.set_default(judge_reply({"reasons": "r", "choice": "Y"}))
+    score("closed_qa", messages=json.dumps(CHAT), turn=2, criteria="greets the user")
+    score("closed_qa", messages=CHAT, input="Say hi", criteria="greets the user")
+    first, second = (_prompt(r.body) for r in judge_server.requests_to("chat"))
+    assert _block(first, "submission") == "Hello Bob! Looking at flights to Rome on May 3."
+    assert _block(first, "task").splitlines()[-1] == (
+        "[1] user: Hi, I'm Bob. I want to fly to Rome on May 3."
+    )
+    assert _block(second, "task") == "Say hi"
+    assert _block(second, "submission") == "The weather in Oslo is nice."
+
+
+def test_a_classifier_over_a_malformed_conversation_is_an_input_error(
+    judge_server: OpenAITestServer, judge_ctx: ScoringContext
+) -> None:
+    with pytest.raises(ScorerInputError, match=r"'factuality': input 'messages'.*messages\[1\]"):
+        score("factuality", messages=[CHAT[0], {"role": "bot", "content": "x"}], expected="e")
+    with pytest.raises(ScorerInputError, match="'humor': input 'turn' is 9, out of range"):
+        score("humor", messages=CHAT, turn=9)
+    # without messages, output is still required
+    with pytest.raises(ScorerInputError, match="'possible': input 'output' is required"):
+        score("possible", input="task")
+    assert judge_server.requests_to("chat") == []

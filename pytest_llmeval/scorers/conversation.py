@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, final
 from pytest_llmeval.errors import JudgeError, ScorerConfigError, ScorerInputError, describe_value
 from pytest_llmeval.judge import judge_options_of
 from pytest_llmeval.judge.prompt import PROMPT_SCHEME
-from pytest_llmeval.scorers.agents import render_trajectory
+from pytest_llmeval.scorers.agents import _content_text, render_trajectory
 from pytest_llmeval.scorers.llm import ClassifierScorer, render_template
 from pytest_llmeval.scoring import Score, Usage, canonical_json
 
@@ -77,6 +77,12 @@ class Conversation:
         """Messages ``start`` to ``stop - 1`` as a transcript (a note when there are none)."""
         chosen = self.lines[max(start, 0) : stop]
         return "\n".join(chosen) if chosen else "(no earlier messages)"
+
+    def content(self, index: int) -> str:
+        """Message ``index``'s content as text (its tool calls as a transcript line when it has
+        no text): what single-turn scorers take as ``output``."""
+        text = _content_text(self.messages[index].get("content"))
+        return text if text else self.text(index)
 
     def text(self, index: int) -> str:
         """Message ``index`` as shown to the judge, without its ``[index]`` prefix."""
