@@ -4,8 +4,9 @@
 A case holds a conversation in ``messages``: a list of OpenAI chat messages ``{"role":
 "system"|"user"|"assistant"|"tool", "content": ...}`` (an assistant message may carry
 ``tool_calls`` instead of content), or that list as JSON text (a dataset column). The turn under
-test is the last assistant message, or the message index ``turn`` (an input; negative counts
-from the end, as in Python); messages after it are ignored.
+test is the last assistant message, or the message index ``turn`` (an input: an int, or its
+text from a CSV column; negative counts from the end, as in Python); messages after it are
+ignored.
 
 Each scorer judges the assistant turns up to the turn under test one by one (one judge call per
 turn, concurrently), returns them in ``metadata["turns"]`` (``index`` is the message index,
@@ -24,6 +25,7 @@ import asyncio
 import hashlib
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, final
@@ -146,6 +148,8 @@ def read_conversation(scorer: str, value: Any, turn: Any = None) -> Conversation
     if turn is None:
         chosen = assistants[-1]
     else:
+        if isinstance(turn, str) and re.fullmatch(r"\s*-?\d+\s*", turn):
+            turn = int(turn)  # a CSV dataset column holds text
         if isinstance(turn, bool) or not isinstance(turn, int):
             raise ScorerInputError(
                 scorer,
@@ -396,7 +400,7 @@ describes, without stepping out of it? Choose Yes or No."""
                     hint="Pass role='You are ...' describing the assistant's role",
                 )
             return role
-        system = [conv.text(i) for i in range(len(conv.messages)) if conv.role(i) == "system"]
+        system = [conv.content(i) for i in range(len(conv.messages)) if conv.role(i) == "system"]
         if not system:
             raise ScorerInputError(
                 self.name,
