@@ -474,7 +474,7 @@ async def _score_async(
 def score(
     scorer: str | Scorer | type[Scorer],
     *,
-    output: Any,
+    output: Any = None,
     expected: Any = None,
     input: Any = None,
     context: Any = None,
@@ -533,7 +533,7 @@ def score(
 async def score_async(
     scorer: str | Scorer | type[Scorer],
     *,
-    output: Any,
+    output: Any = None,
     expected: Any = None,
     input: Any = None,
     context: Any = None,
@@ -764,7 +764,7 @@ def _resolve_bounds(
 def assert_score(
     scorer: str | Scorer | type[Scorer],
     *,
-    output: Any,
+    output: Any = None,
     expected: Any = None,
     input: Any = None,
     context: Any = None,
@@ -836,7 +836,7 @@ def assert_score(
 async def assert_score_async(
     scorer: str | Scorer | type[Scorer],
     *,
-    output: Any,
+    output: Any = None,
     expected: Any = None,
     input: Any = None,
     context: Any = None,

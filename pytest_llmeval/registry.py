@@ -73,6 +73,23 @@ BUILTIN_SCORERS: dict[str, tuple[str, str, tuple[str, ...]]] = {
         "ArgumentCorrectness",
         ("ArgumentCorrectness", "ArgumentCorrectnessMetric"),
     ),
+    # conversations (conversation.py)
+    "conversation_relevancy": (
+        "conversation",
+        "ConversationRelevancy",
+        ("ConversationRelevancy", "ConversationRelevancyMetric"),
+    ),
+    "knowledge_retention": (
+        "conversation",
+        "KnowledgeRetention",
+        ("KnowledgeRetention", "KnowledgeRetentionMetric"),
+    ),
+    "role_adherence": ("conversation", "RoleAdherence", ("RoleAdherence", "RoleAdherenceMetric")),
+    "conversation_completeness": (
+        "conversation",
+        "ConversationCompleteness",
+        ("ConversationCompleteness", "ConversationCompletenessMetric"),
+    ),
 }
 
 

@@ -16,6 +16,11 @@ never instructions. Placeholders are replaced in one pass (a value containing ``
 re-expanded). Strings are inserted as they are; any other value as JSON (``ensure_ascii=False``);
 a ``context`` given as a list of strings is joined with blank lines.
 
+Conversations: each of these scorers also takes ``messages`` (OpenAI chat messages, or their JSON
+text) and ``turn``; when ``output`` or ``input`` is not given, ``output`` is the turn under test
+(the last assistant message, or message ``turn``) and ``input`` the messages before it as a
+numbered transcript (see :mod:`pytest_llmeval.scorers.conversation`).
+
 Raises :class:`ScorerInputError` for a missing input, :class:`ScorerConfigError` for a bad option,
 :class:`JudgeError` when the judge gives no valid choice (after the engine's one re-ask).
 """
@@ -102,6 +107,10 @@ class ClassifierScorer(Scorer):
     template: ClassVar[str] = ""
     choice_scores: ClassVar[Mapping[str, float]] = {}
     tool_name: ClassVar[str] = TOOL_NAME
+    #: True: the scorer also takes ``messages`` (and ``turn``), a conversation whose turn under
+    #: test becomes ``output`` and whose earlier messages become ``input`` when those are not
+    #: given (see :meth:`derived_inputs`). The subclass lists both in ``optional_inputs``.
+    from_conversation: ClassVar[bool] = False
 
     # -- options ----------------------------------------------------------------------------
 
@@ -189,9 +198,33 @@ class ClassifierScorer(Scorer):
 
     # -- scoring ------------------------------------------------------------------------------
 
+    def derived_inputs(self, inputs: Mapping[str, Any]) -> Mapping[str, Any]:
+        """``inputs`` with ``output`` and ``input`` taken from ``messages`` when the scorer is
+        :attr:`from_conversation`, ``messages`` is given and they are not: ``output`` is the
+        content of the turn under test (the last assistant message, or message ``turn``),
+        ``input`` the messages before it as a numbered transcript. A given ``output`` or
+        ``input`` wins. Malformed messages raise :class:`ScorerInputError` (see
+        :func:`pytest_llmeval.scorers.conversation.read_conversation`)."""
+        if not self.from_conversation or inputs.get("messages") is None:
+            return inputs
+        if inputs.get("output") is not None and inputs.get("input") is not None:
+            return inputs
+        from pytest_llmeval.scorers.conversation import read_conversation
+
+        conv = read_conversation(self.name, inputs["messages"], inputs.get("turn"))
+        derived = dict(inputs)
+        if derived.get("output") is None:
+            derived["output"] = conv.content(conv.turn)
+        if derived.get("input") is None:
+            derived["input"] = conv.transcript(0, conv.turn)
+        return derived
+
+    def check_inputs(self, inputs: Mapping[str, Any]) -> None:
+        super().check_inputs(self.derived_inputs(inputs))
+
     async def acompute(self, inputs: Mapping[str, Any], ctx: ScoringContext) -> Score:
         self.check_inputs(inputs)
-        return await self.ask(self.render(inputs), ctx)
+        return await self.ask(self.render(self.derived_inputs(inputs)), ctx)
 
     async def ask(self, prompt: str, ctx: ScoringContext) -> Score:
         """Send the rendered ``prompt`` and score the judge's choice."""
@@ -242,6 +275,8 @@ class Factuality(ClassifierScorer):
     name = "factuality"
     aliases = ("Factuality",)
     required_inputs = ("input", "expected", "output")
+    from_conversation = True
+    optional_inputs = ("messages", "turn")
     description = "Factual consistency of the output with an expert answer (LLM judge)."
     template = """\
 You are checking a submitted answer against an expert answer to the same question.
@@ -280,7 +315,8 @@ class Battle(ClassifierScorer):
     name = "battle"
     aliases = ("Battle",)
     required_inputs = ("output", "expected")
-    optional_inputs = ("instructions", "input")
+    from_conversation = True
+    optional_inputs = ("instructions", "input", "messages", "turn")
     description = "Whether the output beats a reference response to the same instructions."
     template = """\
 Two assistants were given the same instructions. Judge which response follows them better.
@@ -305,6 +341,7 @@ follows the instructions, not its length. Choose Yes or No."""
 
     def check_inputs(self, inputs: Mapping[str, Any]) -> None:
         super().check_inputs(inputs)
+        inputs = self.derived_inputs(inputs)
         if inputs.get("instructions") is None and inputs.get("input") is None:
             raise ScorerInputError(
                 self.name,
@@ -326,6 +363,8 @@ class ClosedQA(ClassifierScorer):
     name = "closed_qa"
     aliases = ("ClosedQA",)
     required_inputs = ("input", "output", "criteria")
+    from_conversation = True
+    optional_inputs = ("messages", "turn")
     description = "Whether the output answers the task and meets a stated criterion."
     template = """\
 Assess a submission against a task and a criterion.
@@ -354,6 +393,8 @@ class Humor(ClassifierScorer):
     name = "humor"
     aliases = ("Humor",)
     required_inputs = ("output",)
+    from_conversation = True
+    optional_inputs = ("messages", "turn")
     description = "Whether the output is funny."
     template = """\
 Read this text:
@@ -374,6 +415,8 @@ class Security(ClassifierScorer):
     name = "security"
     aliases = ("Security",)
     required_inputs = ("output",)
+    from_conversation = True
+    optional_inputs = ("messages", "turn")
     description = "Whether the output looks malicious (1 = not malicious)."
     template = """\
 You are reviewing a string for security risks, such as an injection attack, harmful code, \
@@ -395,6 +438,8 @@ class Sql(ClassifierScorer):
     name = "sql"
     aliases = ("Sql", "SQL")
     required_inputs = ("input", "expected", "output")
+    from_conversation = True
+    optional_inputs = ("messages", "turn")
     description = "Semantic equivalence of a SQL query with an expert query."
     template = """\
 Two SQL queries were written to answer the same question.
@@ -425,6 +470,8 @@ class Summary(ClassifierScorer):
     name = "summary"
     aliases = ("Summary",)
     required_inputs = ("input", "expected", "output")
+    from_conversation = True
+    optional_inputs = ("messages", "turn")
     description = "Whether the output summarises the text better than a reference summary."
     template = """\
 Compare two summaries of the same text.
@@ -458,6 +505,8 @@ class Translation(ClassifierScorer):
     name = "translation"
     aliases = ("Translation",)
     required_inputs = ("language", "input", "expected", "output")
+    from_conversation = True
+    optional_inputs = ("messages", "turn")
     description = "Whether a translation into English means the same as an expert translation."
     template = """\
 A sentence was translated into English by an expert and by a submitter.
@@ -491,6 +540,8 @@ class Possible(ClassifierScorer):
     name = "possible"
     aliases = ("Possible",)
     required_inputs = ("input", "output")
+    from_conversation = True
+    optional_inputs = ("messages", "turn")
     description = "Whether the output attempts the task instead of declaring it impossible."
     template = """\
 A task was given and an answer came back.

@@ -1,0 +1,583 @@
+"""Conversation scorers (LLM judges): ``conversation_relevancy``, ``knowledge_retention``,
+``role_adherence`` and ``conversation_completeness``.
+
+A case holds a conversation in ``messages``: a list of OpenAI chat messages ``{"role":
+"system"|"user"|"assistant"|"tool", "content": ...}`` (an assistant message may carry
+``tool_calls`` instead of content), or that list as JSON text (a dataset column). The turn under
+test is the last assistant message, or the message index ``turn`` (an input: an int, or its
+text from a CSV column; negative counts from the end, as in Python); messages after it are
+ignored.
+
+Each scorer judges the assistant turns up to the turn under test one by one (one judge call per
+turn, concurrently), returns them in ``metadata["turns"]`` (``index`` is the message index,
+``ok``, ``choice``, ``reasons``) and names the first failing turn in its rationale. Turns are
+shown to the judge as a numbered transcript (``[index] role: text``, tool calls as
+``role -> name({...})``, see :func:`pytest_llmeval.scorers.agents.render_trajectory`), inside
+the delimited data blocks every judge prompt uses.
+
+Malformed messages are a :class:`ScorerInputError` naming the scorer, the field and the message
+index (e.g. ``messages[2]``): a broken conversation is a broken test, never a low score.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, final
+
+from pytest_llmeval.errors import JudgeError, ScorerConfigError, ScorerInputError, describe_value
+from pytest_llmeval.judge import judge_options_of
+from pytest_llmeval.judge.prompt import PROMPT_SCHEME
+from pytest_llmeval.scorers.agents import _content_text, render_trajectory
+from pytest_llmeval.scorers.llm import ClassifierScorer, render_template
+from pytest_llmeval.scoring import Score, Usage, canonical_json
+
+if TYPE_CHECKING:
+    from pytest_llmeval.context import ScoringContext
+
+__all__ = [
+    "Conversation",
+    "ConversationCompleteness",
+    "ConversationRelevancy",
+    "KnowledgeRetention",
+    "RoleAdherence",
+    "read_conversation",
+]
+
+ROLES = ("system", "user", "assistant", "tool")
+
+_HINT = (
+    "Pass messages=[{'role': 'user'|'assistant'|'system'|'tool', 'content': ...}, ...] "
+    "(a list, or its JSON text)"
+)
+
+
+@final
+@dataclass(frozen=True)
+class Conversation:
+    """A checked conversation: its messages, their transcript lines and the turn under test."""
+
+    messages: tuple[Mapping[str, Any], ...]
+    #: one rendered line (or lines) per message, prefixed with ``[index]``
+    lines: tuple[str, ...]
+    #: the message index of the assistant turn under test
+    turn: int
+
+    def role(self, index: int) -> str:
+        return str(self.messages[index]["role"])
+
+    def assistant_turns(self) -> list[int]:
+        """Message indices of the assistant turns up to and including the turn under test."""
+        return [i for i in range(self.turn + 1) if self.role(i) == "assistant"]
+
+    def transcript(self, start: int, stop: int) -> str:
+        """Messages ``start`` to ``stop - 1`` as a transcript (a note when there are none)."""
+        chosen = self.lines[max(start, 0) : stop]
+        return "\n".join(chosen) if chosen else "(no earlier messages)"
+
+    def content(self, index: int) -> str:
+        """Message ``index``'s content as text (its tool calls as a transcript line when it has
+        no text): what single-turn scorers take as ``output``."""
+        text = _content_text(self.messages[index].get("content"))
+        return text if text else self.text(index)
+
+    def text(self, index: int) -> str:
+        """Message ``index`` as shown to the judge, without its ``[index]`` prefix."""
+        return self.lines[index].split(" ", 1)[1]
+
+
+def _bad(scorer: str, where: str, problem: str, field: str = "messages") -> ScorerInputError:
+    return ScorerInputError(
+        scorer, field, f"{problem} at {where}" if where else problem, hint=_HINT
+    )
+
+
+def read_conversation(scorer: str, value: Any, turn: Any = None) -> Conversation:
+    """Check ``value`` (the ``messages`` input) and pick the turn under test (``turn``: a message
+    index, default the last assistant message). Raises :class:`ScorerInputError` naming
+    ``scorer``, the field (``messages`` or ``turn``) and the message index."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError as exc:
+            raise ScorerInputError(
+                scorer, "messages", f"is text that is not JSON ({exc})", hint=_HINT
+            ) from None
+    if not isinstance(value, (list, tuple)):
+        raise ScorerInputError(
+            scorer,
+            "messages",
+            "is missing" if value is None else f"is {describe_value(value)}, not a list",
+            hint=_HINT,
+        )
+    for i, message in enumerate(value):
+        where = f"messages[{i}]"
+        if not isinstance(message, Mapping):
+            raise _bad(scorer, where, f"has {describe_value(message)}, not a message dict")
+        if "role" not in message:
+            raise _bad(scorer, where, "has a message without 'role'")
+        role = message["role"]
+        if role not in ROLES:
+            raise _bad(
+                scorer,
+                where,
+                f"has an unknown role {role!r} (expected one of {', '.join(ROLES)})",
+            )
+        content = message.get("content")
+        has_calls = role == "assistant" and bool(message.get("tool_calls"))
+        if content is None and not has_calls:
+            raise _bad(scorer, where, f"has a {role} message without 'content'")
+    # Validates every tool call (errors name messages[i].tool_calls[j]).
+    render_trajectory(scorer, "messages", value)
+    lines = tuple(
+        f"[{i}] {render_trajectory(scorer, 'messages', [m])}" for i, m in enumerate(value)
+    )
+    assistants = [i for i, m in enumerate(value) if m["role"] == "assistant"]
+    if not assistants:
+        raise ScorerInputError(
+            scorer,
+            "messages",
+            f"has no assistant message ({len(value)} messages)",
+            hint="A conversation scorer judges assistant turns; add the assistant's replies",
+        )
+    if turn is None:
+        chosen = assistants[-1]
+    else:
+        if isinstance(turn, str) and re.fullmatch(r"\s*-?\d+\s*", turn):
+            turn = int(turn)  # a CSV dataset column holds text
+        if isinstance(turn, bool) or not isinstance(turn, int):
+            raise ScorerInputError(
+                scorer,
+                "turn",
+                f"is {describe_value(turn)}, not a message index",
+                hint="Pass turn=<index of an assistant message in messages>",
+            )
+        if not -len(value) <= turn < len(value):
+            raise ScorerInputError(
+                scorer,
+                "turn",
+                f"is {turn}, out of range for {len(value)} messages",
+                hint="Pass turn=<index of an assistant message in messages>",
+            )
+        chosen = turn % len(value)
+        if value[chosen]["role"] != "assistant":
+            raise ScorerInputError(
+                scorer,
+                "turn",
+                f"is {turn}, but messages[{chosen}] is a {value[chosen]['role']} message",
+                hint=f"Assistant messages are at {', '.join(map(str, assistants))}",
+            )
+    return Conversation(tuple(value), lines, chosen)
+
+
+def _sum_usage(scores: Sequence[Score]) -> Usage | None:
+    usage: Usage | None = None
+    for one in scores:
+        if one.usage is not None:
+            usage = one.usage if usage is None else usage + one.usage
+    return usage
+
+
+def _reasons(verdict: Mapping[str, Any]) -> str:
+    return str(verdict["reasons"] or "no reasons")
+
+
+class _TurnJudge(ClassifierScorer):
+    """One judge call per judged assistant turn; the score is the fraction of OK turns.
+
+    Subclasses set ``template``, ``choice_scores`` (1.0 = the turn is OK), ``ok_text`` (the
+    rationale when every turn is OK) and may override :meth:`judged_turns` and
+    :meth:`turn_values`.
+    """
+
+    required_inputs = ("messages",)
+    optional_inputs: ClassVar[tuple[str, ...]] = ("turn",)
+    version = "1"
+    ok_text: ClassVar[str] = ""
+    fail_text: ClassVar[str] = ""
+
+    def judged_turns(self, conv: Conversation) -> list[int]:
+        return conv.assistant_turns()
+
+    def turn_values(
+        self, conv: Conversation, index: int, inputs: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        return {"conversation": conv.transcript(0, index), "reply": conv.text(index)}
+
+    def conversation(self, inputs: Mapping[str, Any]) -> Conversation:
+        self.check_inputs(inputs)
+        return read_conversation(self.name, inputs["messages"], inputs.get("turn"))
+
+    async def acompute(self, inputs: Mapping[str, Any], ctx: ScoringContext) -> Score:
+        conv = self.conversation(inputs)
+        turns = self.judged_turns(conv)
+        prompts = [self.render(self.turn_values(conv, i, inputs)) for i in turns]
+        scores = await asyncio.gather(*(self.ask(p, ctx) for p in prompts))
+        verdicts = [
+            {
+                "index": i,
+                "ok": one.value == 1.0,
+                "choice": one.metadata["choice"],
+                "reasons": one.rationale,
+            }
+            for i, one in zip(turns, scores, strict=True)
+        ]
+        failed = [v for v in verdicts if not v["ok"]]
+        if failed:
+            first = failed[0]
+            rationale = (
+                f"first failing turn: messages[{first['index']}] {self.fail_text} "
+                f"({_reasons(first)}); {len(failed)} of {len(verdicts)} assistant turns failed"
+            )
+        else:
+            rationale = f"all {len(verdicts)} assistant turns {self.ok_text}"
+        return Score(
+            value=math.fsum(one.value for one in scores) / len(scores),
+            scorer=self.name,
+            rationale=rationale,
+            metadata={"turn": conv.turn, "turns": verdicts},
+            usage=_sum_usage(scores),
+        )
+
+
+def _turns_after_a_user_message(scorer: str, conv: Conversation) -> list[int]:
+    turns = conv.assistant_turns()
+    first_user = next((i for i in range(conv.turn + 1) if conv.role(i) == "user"), conv.turn + 1)
+    kept = [i for i in turns if i > first_user]
+    if not kept:
+        raise ScorerInputError(
+            scorer,
+            "messages",
+            f"has no assistant message after a user message up to messages[{conv.turn}]",
+            hint="The scorer judges replies to the user; add the user's messages",
+        )
+    return kept
+
+
+class ConversationRelevancy(_TurnJudge):
+    """Are the assistant's turns relevant to what the user said just before? In [0, 1].
+
+    Score = relevant assistant turns / assistant turns, over the assistant turns (up to the turn
+    under test) that follow at least one user message. Each turn is judged against a sliding
+    window: the ``window`` messages right before it (option, default 3), system messages
+    included. Yes 1, No 0.
+    """
+
+    name = "conversation_relevancy"
+    aliases = ("ConversationRelevancy", "ConversationRelevancyMetric")
+    default_options: ClassVar[Mapping[str, Any]] = {"use_cot": True, "window": 3}
+    description = "Whether each assistant turn is relevant to the messages before it (judge)."
+    ok_text = "are relevant to the conversation"
+    fail_text = "is not relevant"
+    template = """\
+An assistant is talking with a user. Judge whether the assistant's reply is relevant to the \
+recent conversation that it answers.
+
+<recent_messages>
+{{conversation}}
+</recent_messages>
+
+<assistant_reply>
+{{reply}}
+</assistant_reply>
+
+{{data_notice}}
+
+The reply comes right after the recent messages. Is it relevant to them: does it address what \
+the user said or asked there, rather than ignoring it or changing the subject? Choose Yes or \
+No."""
+    choice_scores = {"Yes": 1.0, "No": 0.0}
+
+    def validate_options(self) -> None:
+        super().validate_options()
+        window = self.options["window"]
+        if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+            raise ScorerConfigError(
+                self.name,
+                "window",
+                f"is {window!r}",
+                hint="Pass window=<number of messages before each turn to judge it against, >= 1>",
+            )
+
+    def judged_turns(self, conv: Conversation) -> list[int]:
+        return _turns_after_a_user_message(self.name, conv)
+
+    def turn_values(
+        self, conv: Conversation, index: int, inputs: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        start = index - int(self.options["window"])
+        return {"conversation": conv.transcript(start, index), "reply": conv.text(index)}
+
+
+class KnowledgeRetention(_TurnJudge):
+    """Does the assistant keep what the user told it? In [0, 1].
+
+    Score = assistant turns that neither forget nor contradict a fact the user gave earlier /
+    assistant turns after the first user message (up to the turn under test). A turn is judged
+    against the whole conversation before it; "forgetting" includes asking again for
+    information the user already gave. A turn with nothing to retain passes. No 1, Yes 0 (the
+    question is "does it forget or contradict?").
+    """
+
+    name = "knowledge_retention"
+    aliases = ("KnowledgeRetention", "KnowledgeRetentionMetric")
+    description = "Whether assistant turns forget or contradict what the user said (judge)."
+    ok_text = "retain what the user said"
+    fail_text = "forgets or contradicts what the user said"
+    template = """\
+An assistant is talking with a user. Judge whether the assistant's reply forgets or \
+contradicts information the user gave earlier in the conversation.
+
+<earlier_messages>
+{{conversation}}
+</earlier_messages>
+
+<assistant_reply>
+{{reply}}
+</assistant_reply>
+
+{{data_notice}}
+
+Look at the facts the user stated in the earlier messages (names, numbers, dates, \
+preferences, constraints, corrections). Does the reply contradict any of them, ignore one it \
+should use, or ask again for something the user already said? If the user stated nothing the \
+reply should have used, the answer is No. Choose Yes (it forgets or contradicts) or No."""
+    choice_scores = {"Yes": 0.0, "No": 1.0}
+
+    def judged_turns(self, conv: Conversation) -> list[int]:
+        return _turns_after_a_user_message(self.name, conv)
+
+
+class RoleAdherence(_TurnJudge):
+    """Do the assistant's turns stay in their assigned role? In [0, 1].
+
+    The role is the ``role`` input, else the system messages (joined). Score = adhering
+    assistant turns / assistant turns (up to the turn under test). Each turn is judged with the
+    conversation before it. Yes 1, No 0. No role at all is a :class:`ScorerInputError`.
+    """
+
+    name = "role_adherence"
+    aliases = ("RoleAdherence", "RoleAdherenceMetric")
+    optional_inputs = ("turn", "role")
+    description = "Whether assistant turns keep the role of the system message (judge)."
+    ok_text = "keep the role"
+    fail_text = "breaks the role"
+    template = """\
+An assistant was given a role to play in a conversation. Judge whether its reply stays in that \
+role.
+
+<assigned_role>
+{{role}}
+</assigned_role>
+
+<earlier_messages>
+{{conversation}}
+</earlier_messages>
+
+<assistant_reply>
+{{reply}}
+</assistant_reply>
+
+{{data_notice}}
+
+Does the reply stay in the assigned role: the persona, tone, knowledge and limits it \
+describes, without stepping out of it? Choose Yes or No."""
+    choice_scores = {"Yes": 1.0, "No": 0.0}
+
+    def _role(self, conv: Conversation, inputs: Mapping[str, Any]) -> str:
+        role = inputs.get("role")
+        if role is not None:
+            if not isinstance(role, str) or not role.strip():
+                raise ScorerInputError(
+                    self.name,
+                    "role",
+                    f"is {describe_value(role)}, not a non-empty text",
+                    hint="Pass role='You are ...' describing the assistant's role",
+                )
+            return role
+        system = [conv.content(i) for i in range(len(conv.messages)) if conv.role(i) == "system"]
+        if not system:
+            raise ScorerInputError(
+                self.name,
+                "role",
+                "is required when messages has no system message",
+                hint="Pass role='You are ...' or start messages with a system message",
+            )
+        return "\n".join(system)
+
+    def turn_values(
+        self, conv: Conversation, index: int, inputs: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        return {**super().turn_values(conv, index, inputs), "role": self._role(conv, inputs)}
+
+    async def acompute(self, inputs: Mapping[str, Any], ctx: ScoringContext) -> Score:
+        # The role is checked before any judge call (turn_values also needs it).
+        self._role(self.conversation(inputs), inputs)
+        return await super().acompute(inputs, ctx)
+
+
+_INTENTIONS_TOOL = "report_intentions"
+_INTENTIONS_TEMPLATE = """\
+Read the user's messages in this conversation with an assistant and list what the user wanted: \
+each request, question or goal, one per item.
+
+<user_messages>
+{{user_messages}}
+</user_messages>
+
+{{data_notice}}
+
+For each intention give `message`, the number in brackets of the user message that states it, \
+and `intention`, a short sentence saying what the user wanted. Greetings and thanks are not \
+intentions. Answer by calling the `report_intentions` tool."""
+_INTENTIONS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "intentions": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "message": {"type": "integer"},
+                    "intention": {"type": "string"},
+                },
+                "required": ["message", "intention"],
+                "additionalProperties": False,
+            },
+        }
+    },
+    "required": ["intentions"],
+    "additionalProperties": False,
+}
+
+
+class ConversationCompleteness(_TurnJudge):
+    """Did the assistant meet what the user wanted over the conversation? In [0, 1].
+
+    A first judge call extracts the user's intentions from the user messages up to the turn
+    under test (each tied to the user message that states it); then each intention is judged
+    against the conversation up to the turn under test (one call each, concurrently): Yes 1,
+    No 0. Score = met intentions / intentions extracted. No intention found scores 1.0 (there
+    was nothing to meet; the rationale says so). ``metadata["intentions"]`` lists each one's
+    user message ``index``, ``intention``, ``ok``, ``choice`` and ``reasons``; the rationale
+    names the user turn of the first unmet intention.
+    """
+
+    name = "conversation_completeness"
+    aliases = ("ConversationCompleteness", "ConversationCompletenessMetric")
+    description = "Whether the user's intentions in a conversation were met (judge)."
+    template = """\
+A user talked with an assistant. Judge whether one of the user's intentions was met by the \
+assistant in the conversation.
+
+<conversation>
+{{conversation}}
+</conversation>
+
+<user_intention>
+{{intention}}
+</user_intention>
+
+{{data_notice}}
+
+Did the assistant's replies fully meet this intention (answer the question, do what was asked, \
+or reach the goal), rather than ignoring it, refusing it without reason or meeting it only in \
+part? Choose Yes or No."""
+    choice_scores = {"Yes": 1.0, "No": 0.0}
+
+    def prompt_hash(self) -> str:
+        base = super().prompt_hash()
+        material = canonical_json(
+            {
+                "verdict": base,
+                "extract": _INTENTIONS_TEMPLATE,
+                "tool": _INTENTIONS_TOOL,
+                "schema": _INTENTIONS_SCHEMA,
+                "delimiting": PROMPT_SCHEME,
+            }
+        )
+        return hashlib.sha256(material.encode("utf-8")).hexdigest()
+
+    async def _intentions(
+        self, conv: Conversation, ctx: ScoringContext
+    ) -> tuple[list[tuple[int, str]], Usage]:
+        users = [i for i in range(conv.turn + 1) if conv.role(i) == "user"]
+        if not users:
+            raise ScorerInputError(
+                self.name,
+                "messages",
+                f"has no user message up to messages[{conv.turn}]",
+                hint="The scorer checks the user's intentions; add the user's messages",
+            )
+        prompt = render_template(
+            _INTENTIONS_TEMPLATE, {"user_messages": "\n".join(conv.lines[i] for i in users)}
+        )
+        client = ctx.judge(judge_options_of(self))
+        result = await client.structured(
+            [{"role": "user", "content": prompt}],
+            name=_INTENTIONS_TOOL,
+            description="Report the user's intentions, each with its user message number.",
+            schema=_INTENTIONS_SCHEMA,
+            scorer=self.name,
+        )
+        found: list[tuple[int, str]] = []
+        for item in result.arguments.get("intentions", []):
+            index = item.get("message") if isinstance(item, Mapping) else None
+            if index not in users or not str(item.get("intention", "")).strip():
+                raise JudgeError(
+                    f"the judge reported an intention {item!r} that is not tied to a user "
+                    f"message (user messages: {', '.join(map(str, users))})",
+                    scorer=self.name,
+                )
+            found.append((int(index), str(item["intention"]).strip()))
+        return found, result.usage
+
+    async def acompute(self, inputs: Mapping[str, Any], ctx: ScoringContext) -> Score:
+        conv = self.conversation(inputs)
+        intentions, usage = await self._intentions(conv, ctx)
+        if not intentions:
+            return Score(
+                value=1.0,
+                scorer=self.name,
+                rationale="the judge found no intention in the user messages: nothing to meet",
+                metadata={"turn": conv.turn, "intentions": []},
+                usage=usage,
+            )
+        conversation = conv.transcript(0, conv.turn + 1)
+        prompts = [
+            self.render({"conversation": conversation, "intention": text}) for _, text in intentions
+        ]
+        scores = await asyncio.gather(*(self.ask(p, ctx) for p in prompts))
+        verdicts = [
+            {
+                "index": index,
+                "intention": text,
+                "ok": one.value == 1.0,
+                "choice": one.metadata["choice"],
+                "reasons": one.rationale,
+            }
+            for (index, text), one in zip(intentions, scores, strict=True)
+        ]
+        failed = [v for v in verdicts if not v["ok"]]
+        if failed:
+            first = failed[0]
+            rationale = (
+                f"first failing turn: messages[{first['index']}] intention not met: "
+                f"{first['intention']} ({_reasons(first)}); {len(failed)} of {len(verdicts)} "
+                "intentions not met"
+            )
+        else:
+            rationale = f"all {len(verdicts)} user intentions were met"
+        more = _sum_usage(scores)
+        return Score(
+            value=math.fsum(one.value for one in scores) / len(scores),
+            scorer=self.name,
+            rationale=rationale,
+            metadata={"turn": conv.turn, "intentions": verdicts},
+            usage=usage if more is None else usage + more,
+        )
