@@ -166,7 +166,12 @@ def _run(argv: list[str], **kw: Any) -> str:
 
 
 def _snapshot(directory: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted(directory.iterdir())}
+    """Every file under ``directory`` (saved runs live in its ``runs/`` folder) and its bytes."""
+    return {
+        str(p.relative_to(directory)): p.read_bytes()
+        for p in sorted(directory.rglob("*"))
+        if p.is_file()
+    }
 
 
 def test_replay_reads_a_cache_whose_directory_and_file_are_chmod_read_only(
