@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any, cast
 import pytest
 
 from pytest_llmeval.errors import CaseTimeoutError
-from pytest_llmeval.progress import AHEAD_ATTR
+from pytest_llmeval.progress import RUNNING_ATTR
 from pytest_llmeval.records import TestRecorder, current_recorder
 
 if TYPE_CHECKING:
@@ -269,8 +269,6 @@ class ConcurrentCases:
         self._index: dict[pytest.Item, int] | None = None
         self._interactor: Any = None
         self._log_handler: _CaseLogs | None = None
-        #: the item whose protocol is running (its case is not "ahead")
-        self._current: pytest.Item | None = None
 
     # -- which items -------------------------------------------------------------------------
 
@@ -391,7 +389,6 @@ class ConcurrentCases:
         if not self.owns(item):
             return None
         ihook = item.ihook
-        self._current = item
         ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
         try:
             self._protocol(item, nextitem)
@@ -400,22 +397,19 @@ class ConcurrentCases:
             # down, so pytest can still print its summary and finish the session.
             self.abandon(list(self.cases.values()))
             raise
-        finally:
-            self._current = None
         ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
         return True
 
-    def ahead(self) -> int:
-        """Cases running ahead of their own protocol (the live status line's "in flight")."""
-        current = self._current
-        return sum(1 for c in list(self.cases.values()) if c.running and c.item is not current)
+    def in_flight(self) -> int:
+        """Cases of this process whose coroutine is running (the live status line's count)."""
+        return sum(1 for c in list(self.cases.values()) if c.running)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> Generator[None, None, None]:
-        """xdist worker: tell the controller's status line how many cases run ahead (set
+        """xdist worker: tell the controller's status line how many cases are running (set
         before xdist sends the report)."""
         if hasattr(self.config, "workerinput"):
-            setattr(report, AHEAD_ATTR, self.ahead())
+            setattr(report, RUNNING_ATTR, self.in_flight())
         yield
 
     def _protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:

@@ -435,8 +435,8 @@ def _start_progress(config: pytest.Config, ctx: ScoringContext) -> Progress | No
 
     progress = Progress(config, writer, ctx.settings.budget_usd)
     cases = config.pluginmanager.get_plugin("llm-eval-concurrent-cases")
-    if cases is not None:
-        progress.local_ahead = cases.ahead
+    if cases is not None and not xdist:
+        progress.local_running = cases.in_flight
     if ctx.ledger.shared is not None or not xdist:
         progress.live_spend = lambda: ctx.ledger.spent_usd
     config.stash[progress_key] = progress

@@ -20,8 +20,9 @@ How it never mixes with pytest's own output, and why:
   with ``-q``, with ``-s`` outside xdist (tests print straight to the terminal), and with
   ``--llm-eval-no-progress`` / ini ``llm_eval_no_progress``.
 - Done and in flight come from ``pytest_runtest_logstart``/``logfinish`` (xdist forwards both);
-  cases an async dataset test started ahead of their own protocol (:mod:`.concurrent`) are
-  counted by each process and carried on its reports (:data:`AHEAD_ATTR`). Judge calls, cache
+  the cases of an async dataset test run ahead of their own protocol (:mod:`.concurrent`), so
+  each process counts its running cases, and an xdist worker carries that count on its reports
+  (:data:`RUNNING_ATTR`). Judge calls, cache
   hits and spend come from the records on teardown reports; with a budget the spend is the run's
   shared spend (live, xdist workers included).
 """
@@ -38,10 +39,10 @@ import pytest
 
 from pytest_llmeval.records import ScoreRecord
 
-__all__ = ["AHEAD_ATTR", "MIN_INTERVAL", "Progress", "format_status"]
+__all__ = ["MIN_INTERVAL", "RUNNING_ATTR", "Progress", "format_status"]
 
-#: Report attribute: async dataset cases this process has running ahead of the reported item.
-AHEAD_ATTR = "llm_eval_ahead"
+#: Report attribute (xdist workers): the async dataset cases running in the worker.
+RUNNING_ATTR = "llm_eval_running"
 #: Shortest time between two renderings of the line's content, in seconds.
 MIN_INTERVAL = 0.2
 #: Completions the ETA's rate is measured over.
@@ -168,8 +169,8 @@ class Progress:
         self.total: int | None = None
         self.started: set[str] = set()
         self.finished: set[str] = set()
-        #: per process (xdist node id, or "" for this one): its cases running ahead
-        self.ahead: dict[str, int] = {}
+        #: per xdist worker (its gateway id): its running concurrent cases, as last reported
+        self.running: dict[str, int] = {}
         self.judge_calls = 0
         self.cached = 0
         self.spent = 0.0
@@ -178,17 +179,19 @@ class Progress:
         self.rendered_at = 0.0
         self.text: str | None = None
         self.active = True
-        #: live counts of this process (single-process runs): cases running ahead, run spend
-        self.local_ahead: Callable[[], int] | None = None
+        #: live counts of this process (single-process runs): running cases, the run's spend
+        self.local_running: Callable[[], int] | None = None
         self.live_spend: Callable[[], float] | None = None
 
     # -- state -------------------------------------------------------------------------------
 
     def in_flight(self) -> int:
-        ahead = sum(self.ahead.values())
-        if self.local_ahead is not None:
-            ahead = max(ahead, self.local_ahead())
-        return len(self.started - self.finished) + ahead
+        """Cases started and not finished. A worker's concurrent cases include the one in its
+        protocol (already counted as started), whether it is still running or reporting."""
+        started = len(self.started - self.finished)
+        if self.local_running is not None:
+            started = max(started, self.local_running())
+        return started + sum(max(n - 1, 0) for n in self.running.values())
 
     def eta(self, now: float) -> float | None:
         """Seconds left at the rate of the last :data:`RATE_WINDOW` completions, measured up to
@@ -268,9 +271,9 @@ class Progress:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> Generator[None, None, None]:
         yield
         source = str(getattr(getattr(getattr(report, "node", None), "gateway", None), "id", ""))
-        ahead = getattr(report, AHEAD_ATTR, None)
-        if isinstance(ahead, int):
-            self.ahead[source] = ahead
+        running = getattr(report, RUNNING_ATTR, None)
+        if isinstance(running, int) and source:
+            self.running[source] = running
         from pytest_llmeval.plugin import RECORDS_ATTR
 
         payload = getattr(report, RECORDS_ATTR, None)
