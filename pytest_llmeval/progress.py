@@ -51,6 +51,16 @@ RATE_WINDOW = 20
 _ESCAPE = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)|[@-Z\\-_])")
 
 
+def _width(text: str) -> int:
+    """Terminal cells ``text`` takes (wide characters count twice)."""
+    try:
+        from _pytest._io.wcwidth import wcswidth
+    except ImportError:  # pragma: no cover - pytest moved it
+        return len(text)
+    n = wcswidth(text)
+    return n if n >= 0 else len(text)
+
+
 def _duration(seconds: float) -> str:
     s = round(seconds)
     if s < 60:
@@ -128,9 +138,9 @@ class _StatusFile:
     def _advance(self, visible: str) -> None:
         cut = max(visible.rfind("\n"), visible.rfind("\r"))
         if cut >= 0:
-            self.column = len(visible) - cut - 1
+            self.column = _width(visible[cut + 1 :])
         else:
-            self.column += len(visible)
+            self.column += _width(visible)
 
     def flush(self) -> None:
         self.real.flush()
