@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any, cast
 import pytest
 
 from pytest_llmeval.errors import CaseTimeoutError
+from pytest_llmeval.progress import RUNNING_ATTR
 from pytest_llmeval.records import TestRecorder, current_recorder
 
 if TYPE_CHECKING:
@@ -398,6 +399,18 @@ class ConcurrentCases:
             raise
         ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
         return True
+
+    def in_flight(self) -> int:
+        """Cases of this process whose coroutine is running (the live status line's count)."""
+        return sum(1 for c in list(self.cases.values()) if c.running)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> Generator[None, None, None]:
+        """xdist worker: tell the controller's status line how many cases are running (set
+        before xdist sends the report)."""
+        if hasattr(self.config, "workerinput"):
+            setattr(report, RUNNING_ATTR, self.in_flight())
+        yield
 
     def _protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
         case = self.cases.get(item)

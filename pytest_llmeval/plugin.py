@@ -32,6 +32,7 @@ from pytest_llmeval.settings import CACHE_MODES, JUDGE_MODES, JudgeSettings, Sec
 
 if TYPE_CHECKING:
     from pytest_llmeval.gates import GateRule, TestGates
+    from pytest_llmeval.progress import Progress
     from pytest_llmeval.spend import SharedSpend
 
 RECORDS_ATTR = "llm_eval_records"
@@ -259,6 +260,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=[],
     )
     _add_gate_options(group, parser)
+    group.addoption(
+        "--llm-eval-no-progress",
+        action="store_true",
+        default=None,
+        dest="llm_eval_no_progress",
+        help="no live status line (cases done, in flight, judge calls, spend, ETA) on a terminal",
+    )
+    parser.addini(
+        "llm_eval_no_progress",
+        "no live status line on a terminal (like --llm-eval-no-progress)",
+        type="bool",
+        default=False,
+    )
 
 
 def _opt(config: pytest.Config, ini: str) -> str | None:
@@ -415,6 +429,44 @@ def pytest_configure(config: pytest.Config) -> None:
         session = LLMEvalSession(config)
         config.stash[session_key] = session
         config.pluginmanager.register(session, "llm-eval-session")
+        _start_progress(config, ctx)
+
+
+progress_key = pytest.StashKey["Progress"]()
+
+
+def _start_progress(config: pytest.Config, ctx: ScoringContext) -> Progress | None:
+    """Controller side: the live status line, when a person watches a terminal (issue 14)."""
+    if not _enabled(config) or config.get_verbosity() < 0:
+        return None
+    off = config.getoption("llm_eval_no_progress", default=None)
+    if off is None:
+        off = bool(config.getini("llm_eval_no_progress"))
+    if off:
+        return None
+    xdist = bool(getattr(config.option, "numprocesses", None)) or getattr(
+        config.option, "dist", "no"
+    ) not in ("no", None)
+    if config.getoption("capture", default="fd") == "no" and not xdist:
+        return None  # tests print straight to the terminal: the line would get in their way
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is None:
+        return None
+    writer = reporter._tw
+    isatty = getattr(writer._file, "isatty", None)
+    if not writer.hasmarkup or not callable(isatty) or not isatty():
+        return None
+    from pytest_llmeval.progress import Progress
+
+    progress = Progress(config, writer, ctx.settings.budget_usd)
+    cases = config.pluginmanager.get_plugin("llm-eval-concurrent-cases")
+    if cases is not None and not xdist:
+        progress.local_running = cases.in_flight
+    if ctx.ledger.shared is not None or not xdist:
+        progress.live_spend = lambda: ctx.ledger.spent_usd
+    config.stash[progress_key] = progress
+    config.pluginmanager.register(progress, "llm-eval-progress")
+    return progress
 
 
 def _load_ini_judges(config: pytest.Config) -> None:
@@ -474,6 +526,11 @@ def _run_spend(config: pytest.Config, settings: Settings) -> SharedSpend | None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    progress = config.stash.get(progress_key, None)
+    if progress is not None:
+        progress.close()
+        config.pluginmanager.unregister(progress)
+        del config.stash[progress_key]
     ctx = config.stash.get(context_key, None)
     if ctx is None:
         return

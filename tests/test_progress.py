@@ -1,0 +1,370 @@
+"""The live status line (issue 14): shown on a real terminal (a pty), never mixed with pytest's
+own output, absent with -q, --llm-eval-no-progress, its ini twin and a non-terminal stdout."""
+
+from __future__ import annotations
+
+import io
+import os
+import pty
+import re
+import select
+import subprocess
+import sys
+import time
+import types
+from typing import Any
+
+import pytest
+
+from pytest_llmeval.progress import Progress, _StatusFile, format_status
+from pytest_llmeval.testing import OpenAITestServer, text
+
+COLUMNS = 120
+
+SLOW = """
+import time
+import pytest
+from pytest_llmeval import assert_score
+
+@pytest.mark.parametrize("i", range(5))
+def test_slow(i):
+    time.sleep(0.25)
+    assert_score("exact_match", output="a", expected="a", min=1.0)
+"""
+
+
+def run_in_pty(p: pytest.Pytester, *args: str, env: dict[str, str] | None = None) -> str:
+    """``pytest ARGS`` in ``p.path`` with stdout and stderr on a pseudo-terminal: the bytes the
+    terminal received."""
+    master, slave = pty.openpty()
+    full_env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "PY_COLORS")}
+    full_env.update(
+        TERM="xterm",
+        COLUMNS=str(COLUMNS),
+        PYTEST_ADDOPTS="",
+        **(env or {}),
+    )
+    full_env.pop("FORCE_COLOR", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", *args],
+        cwd=p.path,
+        stdin=subprocess.DEVNULL,
+        stdout=slave,
+        stderr=slave,
+        env=full_env,
+    )
+    os.close(slave)
+    chunks: list[bytes] = []
+    deadline = time.monotonic() + 120
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.1)
+            if ready:
+                try:
+                    data = os.read(master, 65536)
+                except OSError:  # EIO: the child closed the terminal
+                    break
+                if not data:
+                    break
+                chunks.append(data)
+            elif proc.poll() is not None:
+                break
+    finally:
+        os.close(master)
+        proc.wait(timeout=30)
+    return b"".join(chunks).decode("utf-8", "replace")
+
+
+_CSI = re.compile(r"\x1b\[([0-9;?]*)([@-~])")
+_OSC = re.compile(r"\x1b\][^\x07\x1b]*(\x07|\x1b\\)")
+
+
+def screen(raw: str, width: int = COLUMNS) -> list[str]:
+    """What a terminal shows after receiving ``raw`` (lines never scroll off): text, \\r, \\n,
+    cursor up/down/forward (ESC[nA/B/C), erase to end of line (ESC[K); colours ignored."""
+    raw = raw.replace("\n", "\r\n")  # the tty's ONLCR (a pty's output has it already)
+    rows: list[list[str]] = [[]]
+    r = c = 0
+    i = 0
+    while i < len(raw):
+        ch = raw[i]
+        if ch == "\x1b":
+            m = _CSI.match(raw, i) or _OSC.match(raw, i)
+            assert m is not None, f"unknown escape at {i}: {raw[i : i + 10]!r}"
+            if m.re is _CSI:
+                n = int(m.group(1) or 1) if m.group(1).isdigit() else 1
+                op = m.group(2)
+                if op == "A":
+                    r = max(r - n, 0)
+                elif op == "B":
+                    r += n
+                elif op == "C":
+                    c = min(c + n, width - 1)
+                elif op == "K":
+                    del rows[r][c:]
+            i = m.end()
+            continue
+        while len(rows) <= r:
+            rows.append([])
+        if ch == "\r":
+            c = 0
+        elif ch == "\n":
+            r += 1
+        else:
+            if c >= width:  # wrap
+                r, c = r + 1, 0
+            while len(rows) <= r:
+                rows.append([])
+            line = rows[r]
+            line.extend(" " * (c - len(line) + 1) if len(line) <= c else "")
+            line[c] = ch
+            c += 1
+        i += 1
+    lines = ["".join(row).rstrip() for row in rows]
+    while lines and not lines[-1]:
+        lines.pop()
+    return lines
+
+
+_STATUS = re.compile(
+    r"llm-eval: (?P<done>\d+)/(?P<total>\d+) cases(, ETA \w+)? \| (?P<flight>\d+) in flight \| "
+    r"(?P<calls>\d+) judge calls?, (?P<cached>\d+) cached \| "
+    r"\$(?P<spent>[\d.]+)(/\$(?P<budget>[\d.]+))?"
+)
+
+
+def statuses(raw: str) -> list[dict[str, Any]]:
+    """Every status line drawn, parsed."""
+    out: list[dict[str, Any]] = []
+    for m in _STATUS.finditer(raw):
+        d: dict[str, Any] = {
+            k: int(v) for k, v in m.groupdict().items() if k not in ("spent", "budget")
+        }
+        d["spent"] = float(m["spent"])
+        d["budget"] = m["budget"]
+        out.append(d)
+    assert out, "no status line drawn"
+    return out
+
+
+def normal(lines: list[str]) -> list[str]:
+    """Lines with run times blanked (two runs differ only there)."""
+    return [re.sub(r"\d+\.\d+s", "T", line) for line in lines]
+
+
+# -- the screen emulator itself --------------------------------------------------------------
+
+
+def test_screen_emulator_applies_rewrites() -> None:
+    assert screen("ab\r\x1b[Kcd\n\rx\x1b[Ay\x1b[B\r\x1b[2Cz") == ["cy", "x z"]
+
+
+# -- on a terminal ---------------------------------------------------------------------------
+
+
+def test_status_line_on_a_terminal_and_no_trace_left(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_slow=SLOW)
+    raw = run_in_pty(pytester, "--llm-eval", "--llm-eval-cache=off")
+    assert "llm-eval: 3/5 cases, ETA " in raw
+    assert "| 1 in flight | 0 judge calls, 0 cached | $0.0000" in raw
+    shown = screen(raw)
+    assert not any("llm-eval:" in line for line in shown), shown
+    plain = screen(
+        run_in_pty(pytester, "--llm-eval", "--llm-eval-cache=off", "--llm-eval-no-progress")
+    )
+    assert "5 passed" in plain[-1]
+    # What stays on screen is exactly pytest's output without the status line.
+    assert normal(shown) == normal(plain)
+
+
+def test_verbose_lines_are_never_mixed_with_the_status(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_slow=SLOW)
+    raw = run_in_pty(pytester, "--llm-eval", "-v", "--llm-eval-cache=off")
+    assert "llm-eval: 3/5 cases" in raw
+    shown = screen(raw)
+    plain = screen(
+        run_in_pty(pytester, "--llm-eval", "-v", "--llm-eval-cache=off", "--llm-eval-no-progress")
+    )
+    assert normal(shown) == normal(plain)
+    verbose = [line for line in shown if "test_slow[" in line]
+    assert len(verbose) == 5
+    for i, line in enumerate(verbose):
+        assert re.fullmatch(rf"test_slow\.py::test_slow\[{i}\] PASSED +\[ *{20 * (i + 1)}%\]", line)
+
+
+def test_xdist_shows_the_status_too(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_slow=SLOW)
+    raw = run_in_pty(pytester, "--llm-eval", "-n", "2")
+    assert re.search(r"llm-eval: [1-4]/5 cases, ETA \d+s \| [12] in flight", raw), raw
+    shown = screen(raw)
+    assert not any("llm-eval:" in line for line in shown), shown
+    dots = [line for line in shown if line.startswith(".")]
+    assert len(dots) == 1 and re.fullmatch(r"\.{5} +\[100%\]", dots[0]), shown
+
+
+def test_concurrent_cases_count_as_in_flight(pytester: pytest.Pytester) -> None:
+    pytester.makefile(".jsonl", cases="\n".join(f'{{"id": "c{i}"}}' for i in range(6)))
+    pytester.makepyfile(
+        test_conc="""
+        import asyncio
+        import pytest
+
+        @pytest.mark.llm_eval_dataset("cases.jsonl", concurrency=3)
+        async def test_case(case):
+            await asyncio.sleep(0.4)
+        """
+    )
+    raw = run_in_pty(pytester, "--llm-eval")
+    assert "| 3 in flight |" in raw
+    assert "6 passed" in screen(raw)[-1]
+
+
+def test_judge_calls_and_spend_against_the_budget(
+    pytester: pytest.Pytester, judge_server: OpenAITestServer
+) -> None:
+    pytester.makepyfile(
+        test_judged="""
+        import time
+        import pytest
+        from pytest_llmeval import assert_score
+
+        @pytest.mark.parametrize("i", range(4))
+        def test_judged(i):
+            time.sleep(0.25)
+            assert_score("l3score", input=f"q{i}?", expected=f"a{i}", output=f"a{i}", min=0.5)
+        """
+    )
+    pytester.makeini(
+        "[pytest]\n"
+        "llm_eval_judge_model = test-judge\n"
+        "llm_eval_max_tries = 1\n"
+        # 1000 prompt tokens at $100 per million: $0.10 a call
+        "llm_eval_prices =\n    test-judge 100 0\n"
+    )
+    judge_server.set_default(
+        text("Yes", top_logprobs=[("Yes", -0.1), ("No", -2.5)], usage=(1000, 1))
+    )
+    env = {"OPENAI_BASE_URL": judge_server.base_url, "OPENAI_API_KEY": "sk-progress-SECRET"}
+    raw = run_in_pty(pytester, "--llm-eval", "--llm-eval-budget=5", env=env)
+    assert "sk-progress-SECRET" not in raw
+    seen = statuses(raw)
+    # Calls and cache hits come with each finished case's records; the spend is live (the
+    # running case's call may already be paid).
+    assert max(s["done"] for s in seen) >= 2
+    for s in seen:
+        assert s["total"] == 4 and s["calls"] == s["done"] and s["cached"] == 0, s
+        assert s["spent"] in (
+            pytest.approx(0.1 * s["calls"]),
+            pytest.approx(0.1 * s["calls"] + 0.1),
+        )
+        assert s["budget"] == "5.00"
+    # Second run: every scoring from the cache, no call, nothing spent.
+    seen = statuses(run_in_pty(pytester, "--llm-eval", "--llm-eval-budget=5", env=env))
+    assert max(s["cached"] for s in seen) >= 2
+    for s in seen:
+        assert s["calls"] == 0 and s["cached"] == s["done"] and s["spent"] == 0.0, s
+    assert len(judge_server.requests) == 4
+
+
+# -- absent ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("--llm-eval", "-q"),
+        ("--llm-eval", "--llm-eval-no-progress"),
+        ("--llm-eval", "-o", "llm_eval_no_progress=true"),
+        ("--llm-eval", "-s"),
+        (),  # without --llm-eval
+    ],
+    ids=["quiet", "option", "ini", "no-capture", "no-llm-eval"],
+)
+def test_absent_on_request(pytester: pytest.Pytester, args: tuple[str, ...]) -> None:
+    pytester.makepyfile(test_slow=SLOW.replace("0.25", "0.05"))
+    raw = run_in_pty(pytester, *args)
+    assert "passed" in raw or "skipped" in raw or "5 passed" in raw
+    assert "llm-eval:" not in raw
+    assert "in flight" not in raw
+
+
+def test_absent_when_output_is_not_a_terminal(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_slow=SLOW.replace("0.25", "0.05"))
+    result = pytester.runpytest_subprocess("--llm-eval", "--color=yes")
+    result.assert_outcomes(passed=5)
+    out = result.stdout.str()
+    assert "llm-eval:" not in out and "in flight" not in out
+
+
+# -- the parts -------------------------------------------------------------------------------
+
+
+def test_format_status() -> None:
+    assert (
+        format_status(
+            done=3, total=5, in_flight=2, judge_calls=7, cached=1, spent=0.0123, budget=1.0, eta=65
+        )
+        == "llm-eval: 3/5 cases, ETA 1m05s | 2 in flight | 7 judge calls, 1 cached | $0.0123/$1.00"
+    )
+    assert (
+        format_status(
+            done=0,
+            total=None,
+            in_flight=1,
+            judge_calls=1,
+            cached=0,
+            spent=2.5,
+            budget=None,
+            eta=None,
+        )
+        == "llm-eval: 0/? cases | 1 in flight | 1 judge call, 0 cached | $2.50"
+    )
+
+
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_status_file_keeps_the_line_below_pytest_output() -> None:
+    real = _Tty()
+    f = _StatusFile(real, lambda: 40)
+    f.write("test_a.py ")
+    f.show("llm-eval: 0/2 cases")
+    f.write("\x1b[32m.\x1b[0m")  # a dot: written in place above, the status stays
+    f.show("llm-eval: 1/2 cases")
+    assert screen(real.getvalue(), 40) == ["test_a.py .", "llm-eval: 1/2 cases"]
+    f.write(" [100%]\n")  # a line break: the status is erased first
+    assert f.shown is None
+    f.write("== 2 passed ==\n")
+    assert screen(real.getvalue(), 40) == ["test_a.py . [100%]", "== 2 passed =="]
+
+
+def test_status_is_cut_to_the_terminal_width_and_skipped_on_a_wrapped_line() -> None:
+    real = _Tty()
+    f = _StatusFile(real, lambda: 20)
+    f.show("llm-eval: 3/5 cases, ETA 1s")
+    assert f.shown == "llm-eval: 3/5 cases"
+    f.write("x" * 25)  # pytest's line wrapped: its cursor's place is unknown
+    f.show("llm-eval: 4/5 cases")
+    assert f.shown is None
+    assert screen(real.getvalue(), 20) == ["x" * 20, "x" * 5]
+
+
+def test_eta_from_the_recent_rate(pytester: pytest.Pytester) -> None:
+    config = pytester.parseconfig()
+    tw = types.SimpleNamespace(_file=_Tty(), fullwidth=80)
+    progress = Progress(config, tw, None)
+    try:
+        progress.total = 10
+        progress.first_start = 100.0
+        assert progress.eta(101.0) is None  # nothing done yet
+        for t in (102.0, 104.0):
+            progress.finished.add(f"t{t}")
+            progress.completions.append(t)
+        # 2 done in 4 s (up to now), 8 left: 16 s
+        assert progress.eta(104.0) == pytest.approx(16.0)
+        assert progress.eta(108.0) == pytest.approx(32.0)  # slower while nothing finishes
+    finally:
+        progress.close()
+    assert tw._file is not progress.file
