@@ -277,7 +277,7 @@ def test_report_subcommand_explains_bad_input(
     assert cli_main(["report", str(tmp_path / "missing.json")]) == 2
     assert "cannot read it" in capsys.readouterr().err
     assert cli_main(["nope"]) == 2
-    assert "unknown subcommand 'nope'" in capsys.readouterr().err
+    assert "unknown command 'nope'" in capsys.readouterr().err
 
 
 # ---------------------------------------------------------------- plugin
