@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+import math
 import os
 import sys
 from collections.abc import Generator, Iterator
@@ -247,7 +248,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     parser.addini(
         "llm_eval_prices",
-        "per-model prices, one 'MODEL INPUT_USD OUTPUT_USD' line each (USD per million tokens)",
+        "per-model prices, one 'MODEL INPUT_USD OUTPUT_USD [CACHED_INPUT_USD]' line each (USD per "
+        "million tokens; cached prompt tokens cost INPUT_USD when CACHED_INPUT_USD is not given)",
         type="linelist",
         default=[],
     )
@@ -283,23 +285,28 @@ def _number(config: pytest.Config, ini: str, kind: type[float] | type[int]) -> A
         ) from None
 
 
-def _parse_prices(lines: list[str]) -> dict[str, tuple[float, float]]:
-    prices: dict[str, tuple[float, float]] = {}
+def _parse_prices(lines: list[str]) -> dict[str, tuple[float, ...]]:
+    prices: dict[str, tuple[float, ...]] = {}
     for line in lines:
         parts = line.split()
         if not parts:
             continue
-        if len(parts) != 3:
+        if len(parts) not in (3, 4):
             raise pytest.UsageError(
-                f"ini llm_eval_prices: {line!r} must be 'MODEL INPUT_USD OUTPUT_USD' "
-                "(USD per million tokens)"
+                f"ini llm_eval_prices: {line!r} must be 'MODEL INPUT_USD OUTPUT_USD "
+                "[CACHED_INPUT_USD]' (USD per million tokens)"
             )
         try:
-            prices[parts[0]] = (float(parts[1]), float(parts[2]))
+            numbers = tuple(float(p) for p in parts[1:])
         except ValueError:
             raise pytest.UsageError(
                 f"ini llm_eval_prices: {line!r}: prices must be numbers"
             ) from None
+        if not all(math.isfinite(n) and n >= 0 for n in numbers):
+            raise pytest.UsageError(
+                f"ini llm_eval_prices: {line!r}: prices must be finite and not negative"
+            )
+        prices[parts[0]] = numbers
     return prices
 
 

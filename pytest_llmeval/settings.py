@@ -107,8 +107,9 @@ class Settings:
     cache_dir: Path = Path(".llmeval")
     cache_mode: str = "use"
     budget_usd: float | None = None
-    prices: Mapping[str, tuple[float, float]] = field(default_factory=dict)
-    """Per-model (input, output) USD per million tokens, overriding the built-in table."""
+    prices: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
+    """Per-model (input, output[, cached input]) USD per million tokens, overriding the built-in
+    table; without a cached-input price, cached prompt tokens cost the input price."""
     embedding_model: str | None = None
     """Local embedding model: a hub id or a directory (for embedding/BERTScore scorers)."""
     sandbox_enabled: bool = False

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, final
 from pytest_llmeval.context import JudgeClock, current_usage
 from pytest_llmeval.errors import BudgetExceededError, JudgeError, ScorerConfigError
 from pytest_llmeval.judge import params
-from pytest_llmeval.judge.prices import cost_usd
+from pytest_llmeval.judge.prices import Price, cost_usd
 from pytest_llmeval.scoring import Usage
 from pytest_llmeval.settings import JUDGE_MODES, JudgeSettings
 
@@ -157,7 +157,7 @@ class JudgeClient:
         *,
         ledger: UsageLedger | None = None,
         budget_usd: float | None = None,
-        prices: Mapping[str, tuple[float, float]] | None = None,
+        prices: Mapping[str, Price] | None = None,
     ) -> None:
         if ledger is None:
             from pytest_llmeval.context import UsageLedger
@@ -166,7 +166,7 @@ class JudgeClient:
         self.settings = settings
         self.ledger = ledger
         self.budget_usd = budget_usd
-        self.prices: Mapping[str, tuple[float, float]] = dict(prices or {})
+        self.prices: Mapping[str, Price] = dict(prices or {})
         self._lock = threading.Lock()
         self._states: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState] = (
             weakref.WeakKeyDictionary()
@@ -477,14 +477,26 @@ class JudgeClient:
         raw = resp.get("usage")
         prompt = _token_count(_dig(raw, "prompt_tokens"))
         completion = _token_count(_dig(raw, "completion_tokens"))
+        # OpenAI counts prompt-cache hits inside prompt_tokens; more cached than prompt tokens
+        # cannot be true.
+        cached = _token_count(_dig(raw, "prompt_tokens_details", "cached_tokens"))
+        if cached is not None and prompt is not None and cached > prompt:
+            cached = None
         cost: float | None = None
-        if prompt is None or completion is None:
+        if prompt is None or completion is None or cached is None:
             self._warn_usage(raw)
         elif isinstance(raw, dict):  # no usage at all: tokens and cost unknown
             models = (_reply_model(resp), asked)
-            cost = cost_usd(models, prompt, completion, self.prices, builtin=self.is_openai)
+            cost = cost_usd(
+                models,
+                prompt,
+                completion,
+                self.prices,
+                builtin=self.is_openai,
+                cached_prompt_tokens=cached,
+            )
         served = _reply_model(resp) or asked
-        usage = Usage(prompt or 0, completion or 0, 1, cost, (served,))
+        usage = Usage(prompt or 0, completion or 0, 1, cost, (served,), cached or 0)
         self.ledger.add(usage)
         return usage
 

@@ -93,13 +93,16 @@ class ChatReply:
     """A chat completion. ``tool_calls`` are ``(name, raw arguments)``; a ``None`` name means the
     function the request forced (or its first tool). ``top_logprobs`` are the first token's top
     alternatives, returned only when the request asks for logprobs. ``usage`` is
-    ``(prompt_tokens, completion_tokens)``; by default it is estimated from the text lengths."""
+    ``(prompt_tokens, completion_tokens)``; by default it is estimated from the text lengths.
+    ``cached_tokens`` (the prompt tokens served from a prompt cache) is sent as
+    ``usage.prompt_tokens_details.cached_tokens`` when given."""
 
     content: str | None = None
     tool_calls: tuple[tuple[str | None, str], ...] = ()
     top_logprobs: tuple[tuple[str, float], ...] | None = None
     usage: tuple[int, int] | None = None
     model: str | None = None
+    cached_tokens: int | None = None
 
 
 @final
@@ -186,11 +189,14 @@ def text(
     top_logprobs: Iterable[tuple[str, float]] | None = None,
     usage: tuple[int, int] | None = None,
     model: str | None = None,
+    cached_tokens: int | None = None,
 ) -> ChatReply:
     """A plain text reply, with the first token's top logprobs if given (a reply to a logprobs
     request without ``top_logprobs`` is the "endpoint returns no logprobs" case)."""
     tops = None if top_logprobs is None else tuple((str(t), float(lp)) for t, lp in top_logprobs)
-    return ChatReply(content=content, top_logprobs=tops, usage=usage, model=model)
+    return ChatReply(
+        content=content, top_logprobs=tops, usage=usage, model=model, cached_tokens=cached_tokens
+    )
 
 
 def tool_call(
@@ -198,11 +204,12 @@ def tool_call(
     *,
     name: str | None = None,
     usage: tuple[int, int] | None = None,
+    cached_tokens: int | None = None,
 ) -> ChatReply:
     """A tool call. ``arguments`` as a mapping is sent as JSON; as a string it is sent raw (use it
     for malformed JSON)."""
     raw = arguments if isinstance(arguments, str) else json.dumps(dict(arguments))
-    return ChatReply(tool_calls=((name, raw),), usage=usage)
+    return ChatReply(tool_calls=((name, raw),), usage=usage, cached_tokens=cached_tokens)
 
 
 def tool_call_in_content(
@@ -633,17 +640,20 @@ class OpenAITestServer:
         else:
             prompt = len(json.dumps(messages)) // 4 + 1
             completion = len(out_text) // 4 + 1
+        usage: dict[str, Any] = {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+        }
+        if item.cached_tokens is not None:
+            usage["prompt_tokens_details"] = {"cached_tokens": item.cached_tokens}
         return {
             "id": f"chatcmpl-{self._next_call_id()}",
             "object": "chat.completion",
             "created": int(time.time()),
             "model": model,
             "choices": [choice],
-            "usage": {
-                "prompt_tokens": prompt,
-                "completion_tokens": completion,
-                "total_tokens": prompt + completion,
-            },
+            "usage": usage,
         }
 
 
