@@ -601,6 +601,7 @@ def _record(
             judge_calls=usage.calls if usage else 0,
             cost_usd=usage.cost_usd if usage else None,
             judge_models=usage.models if usage else (),
+            cached_prompt_tokens=usage.cached_prompt_tokens if usage else 0,
             sample=rec.sample,
             gated=gated,
             inputs=inputs or {},

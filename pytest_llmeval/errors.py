@@ -16,6 +16,7 @@ __all__ = [
     "DatasetError",
     "GateError",
     "JudgeError",
+    "JudgeNotApplicableError",
     "JudgeSpecError",
     "LLMEvalError",
     "ReportFormatError",
@@ -130,6 +131,23 @@ class JudgeError(LLMEvalError, RuntimeError):
         if cause:
             text += f" (last cause: {cause})"
         super().__init__(text)
+
+
+class JudgeNotApplicableError(JudgeError):
+    """The judge answered that the case cannot be graded (``qa_correctness``: the question is
+    not about the context). An explicit verdict, not a malformed reply, and not a score: the
+    test is an ERROR (never cached) with the judge's reasons in ``reasons``."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        reasons: str | None = None,
+        scorer: str | None = None,
+        model: str | None = None,
+    ) -> None:
+        self.reasons = reasons
+        super().__init__(message, scorer=scorer, model=model)
 
 
 class JudgeSpecError(LLMEvalError, ValueError):

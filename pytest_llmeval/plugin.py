@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+import math
 import os
 import sys
 from collections.abc import Generator, Iterator
@@ -28,7 +29,14 @@ from pytest_llmeval.dataset import Case, load_dataset
 from pytest_llmeval.errors import DatasetError, LLMEvalError
 from pytest_llmeval.records import ScoreRecord, TestRecorder, current_recorder
 from pytest_llmeval.registry import default_registry
-from pytest_llmeval.settings import CACHE_MODES, JUDGE_MODES, JudgeSettings, Secret, Settings
+from pytest_llmeval.settings import (
+    CACHE_MODES,
+    JUDGE_MODES,
+    JUDGE_PROVIDERS,
+    JudgeSettings,
+    Secret,
+    Settings,
+)
 
 if TYPE_CHECKING:
     from pytest_llmeval.gates import GateRule, TestGates
@@ -90,6 +98,15 @@ _OPTIONS: list[tuple[str, str, str, str, Any]] = [
         "judge-base-url",
         "llm_eval_judge_base_url",
         "OpenAI-compatible endpoint of the judge (default: env OPENAI_BASE_URL)",
+        "str",
+        None,
+    ),
+    (
+        "judge-provider",
+        "llm_eval_judge_provider",
+        "how the judge endpoint is addressed: openai (default; any OpenAI-compatible base URL) or "
+        "azure (Azure OpenAI: AZURE_OPENAI_ENDPOINT, AZURE_OPENAI_API_KEY, OPENAI_API_VERSION; "
+        "the judge model is the deployment); default env LLM_EVAL_JUDGE_PROVIDER",
         "str",
         None,
     ),
@@ -242,13 +259,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     parser.addini(
         "llm_eval_api_key_env",
-        "name of the environment variable holding the judge's API key (default OPENAI_API_KEY)",
+        "name of the environment variable holding the judge's API key (default OPENAI_API_KEY; "
+        "AZURE_OPENAI_API_KEY with the azure judge provider)",
         type="string",
-        default="OPENAI_API_KEY",
+        default="",
     )
     parser.addini(
         "llm_eval_prices",
-        "per-model prices, one 'MODEL INPUT_USD OUTPUT_USD' line each (USD per million tokens)",
+        "per-model prices, one 'MODEL INPUT_USD OUTPUT_USD [CACHED_INPUT_USD]' line each (USD per "
+        "million tokens; cached prompt tokens cost INPUT_USD when CACHED_INPUT_USD is not given)",
         type="linelist",
         default=[],
     )
@@ -297,23 +316,28 @@ def _number(config: pytest.Config, ini: str, kind: type[float] | type[int]) -> A
         ) from None
 
 
-def _parse_prices(lines: list[str]) -> dict[str, tuple[float, float]]:
-    prices: dict[str, tuple[float, float]] = {}
+def _parse_prices(lines: list[str]) -> dict[str, tuple[float, ...]]:
+    prices: dict[str, tuple[float, ...]] = {}
     for line in lines:
         parts = line.split()
         if not parts:
             continue
-        if len(parts) != 3:
+        if len(parts) not in (3, 4):
             raise pytest.UsageError(
-                f"ini llm_eval_prices: {line!r} must be 'MODEL INPUT_USD OUTPUT_USD' "
-                "(USD per million tokens)"
+                f"ini llm_eval_prices: {line!r} must be 'MODEL INPUT_USD OUTPUT_USD "
+                "[CACHED_INPUT_USD]' (USD per million tokens)"
             )
         try:
-            prices[parts[0]] = (float(parts[1]), float(parts[2]))
+            numbers = tuple(float(p) for p in parts[1:])
         except ValueError:
             raise pytest.UsageError(
                 f"ini llm_eval_prices: {line!r}: prices must be numbers"
             ) from None
+        if not all(math.isfinite(n) and n >= 0 for n in numbers):
+            raise pytest.UsageError(
+                f"ini llm_eval_prices: {line!r}: prices must be finite and not negative"
+            )
+        prices[parts[0]] = numbers
     return prices
 
 
@@ -321,9 +345,22 @@ def build_settings(config: pytest.Config, environ: dict[str, str] | None = None)
     """Settings from CLI options, then ini values, then the environment."""
     env = dict(os.environ) if environ is None else environ
     judge = JudgeSettings()
-    key_env = str(config.getini("llm_eval_api_key_env") or "OPENAI_API_KEY")
+    provider = _opt(config, "llm_eval_judge_provider") or env.get("LLM_EVAL_JUDGE_PROVIDER")
+    provider = provider or judge.provider
+    if provider not in JUDGE_PROVIDERS:
+        raise pytest.UsageError(
+            f"--llm-eval-judge-provider / ini llm_eval_judge_provider / env "
+            f"LLM_EVAL_JUDGE_PROVIDER: {provider!r} is not one of {', '.join(JUDGE_PROVIDERS)}"
+        )
+    azure = provider == "azure"
+    default_key_env = "AZURE_OPENAI_API_KEY" if azure else "OPENAI_API_KEY"
+    key_env = str(config.getini("llm_eval_api_key_env") or default_key_env)
     changes: dict[str, Any] = {
-        "base_url": _opt(config, "llm_eval_judge_base_url") or env.get("OPENAI_BASE_URL") or None,
+        "provider": provider,
+        "api_version": (env.get("OPENAI_API_VERSION") or None) if azure else None,
+        "base_url": _opt(config, "llm_eval_judge_base_url")
+        or env.get("AZURE_OPENAI_ENDPOINT" if azure else "OPENAI_BASE_URL")
+        or None,
         "model": _opt(config, "llm_eval_judge_model")
         or env.get("LLM_EVAL_JUDGE_MODEL")
         or judge.model,

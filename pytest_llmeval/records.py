@@ -45,6 +45,8 @@ class ScoreRecord:
     inputs: Mapping[str, Any] = field(default_factory=dict)
     """What the scorer judged (output, expected, input, context, declared extra fields), JSON-safe
     and cut to ``--llm-eval-record-chars`` per field (see :func:`recorded_inputs`)."""
+    #: the part of ``prompt_tokens`` the judge endpoint served from its prompt cache
+    cached_prompt_tokens: int = 0
 
     @property
     def key(self) -> tuple[str, str, str | None, str, int, int]:
@@ -69,6 +71,7 @@ class ScoreRecord:
             "where": self.where,
             "metadata": dict(self.metadata),
             "prompt_tokens": self.prompt_tokens,
+            "cached_prompt_tokens": self.cached_prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "judge_calls": self.judge_calls,
             "cost_usd": self.cost_usd,
@@ -151,6 +154,7 @@ class ScorerAggregate:
     completion_tokens: int = 0
     cost_usd: float | None = None
     time_s: float = 0.0
+    cached_prompt_tokens: int = 0
 
     @property
     def mean(self) -> float | None:
@@ -162,6 +166,7 @@ class ScorerAggregate:
         # Judge calls are paid whether or not the scoring succeeded.
         self.judge_calls += rec.judge_calls
         self.prompt_tokens += rec.prompt_tokens
+        self.cached_prompt_tokens += rec.cached_prompt_tokens
         self.completion_tokens += rec.completion_tokens
         if rec.cost_usd is not None:
             self.cost_usd = (self.cost_usd or 0.0) + rec.cost_usd
@@ -193,6 +198,7 @@ class ScorerAggregate:
             "cache_hits": self.cache_hits,
             "judge_calls": self.judge_calls,
             "prompt_tokens": self.prompt_tokens,
+            "cached_prompt_tokens": self.cached_prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "cost_usd": self.cost_usd,
             "time_s": self.time_s,

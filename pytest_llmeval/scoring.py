@@ -50,6 +50,8 @@ class Usage:
     cost_usd: float | None = None
     #: the models the judge endpoint said answered (its replies' ``model``), sorted
     models: tuple[str, ...] = ()
+    #: the part of ``prompt_tokens`` the endpoint served from its prompt cache (priced lower)
+    cached_prompt_tokens: int = 0
 
     def __add__(self, other: Usage) -> Usage:
         cost: float | None
@@ -65,6 +67,7 @@ class Usage:
             self.models
             if not other.models or other.models == self.models
             else tuple(sorted({*self.models, *other.models})),
+            self.cached_prompt_tokens + other.cached_prompt_tokens,
         )
 
     @property
@@ -84,6 +87,7 @@ class Usage:
             int(data.get("calls", 0)),
             None if data.get("cost_usd") is None else float(data["cost_usd"]),
             tuple(str(m) for m in data.get("models") or ()),
+            int(data.get("cached_prompt_tokens", 0)),
         )
 
 

@@ -13,10 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, final
 
-__all__ = ["CACHE_MODES", "JUDGE_MODES", "JudgeSettings", "Secret", "Settings"]
+__all__ = ["CACHE_MODES", "JUDGE_MODES", "JUDGE_PROVIDERS", "JudgeSettings", "Secret", "Settings"]
 
 CACHE_MODES = ("use", "replay", "refresh", "off")
 JUDGE_MODES = ("tool", "json", "text")
+#: How the judge endpoint is addressed: ``openai`` (any OpenAI-compatible base URL) or ``azure``
+#: (Azure OpenAI: the SDK's AzureOpenAI client, deployment = the judge model name).
+JUDGE_PROVIDERS = ("openai", "azure")
 
 
 @final
@@ -71,6 +74,20 @@ class JudgeSettings:
     max_reply_chars: int = 200_000
     """Longest judge reply accepted (characters of the message text or tool arguments); a longer
     one is a judge error and is neither cached nor reported (``--llm-eval-max-reply-chars``)."""
+    provider: str = "openai"
+    """``openai`` or ``azure`` (see :data:`JUDGE_PROVIDERS`). With ``azure``, ``base_url`` is the
+    Azure resource endpoint (default env ``AZURE_OPENAI_ENDPOINT``), the key comes from
+    ``AZURE_OPENAI_API_KEY`` and ``model`` names the deployment."""
+    api_version: str | None = None
+    """Azure OpenAI's ``api-version`` query parameter (default env ``OPENAI_API_VERSION``)."""
+
+    def __post_init__(self) -> None:
+        if self.provider not in JUDGE_PROVIDERS:
+            # An unknown provider must not quietly become "openai" (and send the key there).
+            raise ValueError(
+                f"judge provider {self.provider!r} is not one of {', '.join(JUDGE_PROVIDERS)} "
+                "(LLM_EVAL_JUDGE_PROVIDER / --llm-eval-judge-provider)"
+            )
 
     def identity(self) -> dict[str, Any]:
         """What decides a judge's verdict (cache-key material): model and sampling parameters.
@@ -107,8 +124,9 @@ class Settings:
     cache_dir: Path = Path(".llmeval")
     cache_mode: str = "use"
     budget_usd: float | None = None
-    prices: Mapping[str, tuple[float, float]] = field(default_factory=dict)
-    """Per-model (input, output) USD per million tokens, overriding the built-in table."""
+    prices: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
+    """Per-model (input, output[, cached input]) USD per million tokens, overriding the built-in
+    table; without a cached-input price, cached prompt tokens cost the input price."""
     embedding_model: str | None = None
     """Local embedding model: a hub id or a directory (for embedding/BERTScore scorers)."""
     sandbox_enabled: bool = False
@@ -123,10 +141,19 @@ class Settings:
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
         env = os.environ if environ is None else environ
+        provider = env.get("LLM_EVAL_JUDGE_PROVIDER") or JudgeSettings.provider
+        azure = provider == "azure"
+        url_env, key_env = (
+            ("AZURE_OPENAI_ENDPOINT", "AZURE_OPENAI_API_KEY")
+            if azure
+            else ("OPENAI_BASE_URL", "OPENAI_API_KEY")
+        )
         judge = JudgeSettings(
-            base_url=env.get("OPENAI_BASE_URL") or None,
+            base_url=env.get(url_env) or None,
             model=env.get("LLM_EVAL_JUDGE_MODEL", JudgeSettings.model),
-            api_key=Secret(env["OPENAI_API_KEY"]) if env.get("OPENAI_API_KEY") else None,
+            api_key=Secret(env[key_env]) if env.get(key_env) else None,
+            provider=provider,
+            api_version=(env.get("OPENAI_API_VERSION") or None) if azure else None,
         )
         base = cls(
             judge=judge,

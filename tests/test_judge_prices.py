@@ -8,13 +8,14 @@ from pytest_llmeval.judge.prices import DEFAULT_PRICES, cost_usd, price_of
 
 
 def test_known_model() -> None:
-    assert price_of("gpt-4o-mini") == (0.15, 0.60)
+    # (input, output, cached input)
+    assert price_of("gpt-4o-mini") == (0.15, 0.60, 0.075)
     assert cost_usd(("gpt-4o-mini",), 1_000_000, 1_000_000) == pytest.approx(0.75)
 
 
 def test_dated_snapshot_falls_back_to_the_base_model() -> None:
     assert price_of("gpt-4o-mini-2024-07-18") == DEFAULT_PRICES["gpt-4o-mini"]
-    assert price_of("gpt-4-0613") == DEFAULT_PRICES["gpt-4"]
+    assert price_of("gpt-4-0613") == (30.00, 60.00, 30.00)  # no cached rate: the input rate
     # Not a snapshot: a different model that merely shares a prefix.
     assert price_of("gpt-4o-audio-preview") is None
 
@@ -26,8 +27,8 @@ def test_unknown_model_costs_none() -> None:
 
 def test_overrides_win_and_extend() -> None:
     over = {"gpt-4o": (1.0, 1.0), "local": (0.0, 0.0)}
-    assert price_of("gpt-4o", over) == (1.0, 1.0)
-    assert price_of("gpt-4o-2024-08-06", over) == (1.0, 1.0)
+    assert price_of("gpt-4o", over) == (1.0, 1.0, 1.0)
+    assert price_of("gpt-4o-2024-08-06", over) == (1.0, 1.0, 1.0)
     assert cost_usd(("local",), 500, 500, over) == 0.0
 
 

@@ -59,7 +59,7 @@ def test_qa_correctness_each_verdict_and_the_request(
     assert body["temperature"] == 0.0
     assert body["tool_choice"] == FORCED
     params = body["tools"][0]["function"]["parameters"]
-    assert params["properties"]["choice"]["enum"] == ["correct", "incorrect"]
+    assert params["properties"]["choice"]["enum"] == ["correct", "incorrect", "not_applicable"]
     prompt = _prompt(judge_server)
     assert "Q-when-built" in prompt and "OUT-1889" in prompt
     assert "CTX-eiffel-1889\n\nCTX-paris" in prompt  # passages joined, not a Python list

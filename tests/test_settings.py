@@ -83,7 +83,9 @@ def test_bad_prices_line_is_a_usage_error(pytester: pytest.Pytester) -> None:
     pytester.makeini("[pytest]\nllm_eval_prices =\n    only-two 1\n")
     result = pytester.runpytest()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*'only-two 1' must be 'MODEL INPUT_USD OUTPUT_USD'*"])
+    result.stderr.fnmatch_lines(
+        ["*'only-two 1' must be 'MODEL INPUT_USD OUTPUT_USD ?CACHED_INPUT_USD?'*"]
+    )
 
 
 def test_default_cache_dir_is_relative(tmp_path: Path) -> None:

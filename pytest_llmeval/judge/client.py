@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, final
 from pytest_llmeval.context import JudgeClock, current_usage
 from pytest_llmeval.errors import BudgetExceededError, JudgeError, ScorerConfigError
 from pytest_llmeval.judge import params
-from pytest_llmeval.judge.prices import cost_usd
+from pytest_llmeval.judge.prices import Price, cost_usd
 from pytest_llmeval.scoring import Usage
 from pytest_llmeval.settings import JUDGE_MODES, JudgeSettings
 
@@ -61,6 +61,8 @@ __all__ = [
 DEFAULT_ENDPOINT = "https://api.openai.com/v1"
 #: The key sent to endpoints that need none (local servers): the SDK insists on some key.
 NO_KEY = "no-key"
+#: What messages name as the endpoint of an Azure judge whose endpoint is not configured.
+NO_AZURE_ENDPOINT = "(Azure OpenAI endpoint not set)"
 #: Longest wait between tries when the endpoint gives no Retry-After.
 MAX_BACKOFF_S = 30.0
 _STATUS_RETRYABLE = frozenset({408, 409, 429})
@@ -157,7 +159,7 @@ class JudgeClient:
         *,
         ledger: UsageLedger | None = None,
         budget_usd: float | None = None,
-        prices: Mapping[str, tuple[float, float]] | None = None,
+        prices: Mapping[str, Price] | None = None,
     ) -> None:
         if ledger is None:
             from pytest_llmeval.context import UsageLedger
@@ -166,7 +168,7 @@ class JudgeClient:
         self.settings = settings
         self.ledger = ledger
         self.budget_usd = budget_usd
-        self.prices: Mapping[str, tuple[float, float]] = dict(prices or {})
+        self.prices: Mapping[str, Price] = dict(prices or {})
         self._lock = threading.Lock()
         self._states: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState] = (
             weakref.WeakKeyDictionary()
@@ -182,13 +184,23 @@ class JudgeClient:
         return params.sent_identity(self.settings.identity())
 
     @property
+    def is_azure(self) -> bool:
+        """Whether the endpoint is Azure OpenAI (``--llm-eval-judge-provider azure``)."""
+        return self.settings.provider == "azure"
+
+    @property
     def endpoint(self) -> str:
-        """The base URL calls go to (for messages)."""
+        """The base URL calls go to (for messages); for Azure, the resource endpoint."""
+        if self.is_azure:
+            return _azure_endpoint(self.settings) or NO_AZURE_ENDPOINT
         return self.settings.base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_ENDPOINT
 
     @property
     def is_openai(self) -> bool:
-        """Whether calls go to OpenAI's own API (which needs a key and charges list prices)."""
+        """Whether calls go to OpenAI's own API (which needs a key and charges list prices).
+        Azure OpenAI is not: its prices come from ``llm_eval_prices`` alone."""
+        if self.is_azure:
+            return False
         from urllib.parse import urlsplit
 
         host = (urlsplit(self.endpoint).hostname or "").lower().rstrip(".")
@@ -477,14 +489,26 @@ class JudgeClient:
         raw = resp.get("usage")
         prompt = _token_count(_dig(raw, "prompt_tokens"))
         completion = _token_count(_dig(raw, "completion_tokens"))
+        # OpenAI counts prompt-cache hits inside prompt_tokens; more cached than prompt tokens
+        # cannot be true.
+        cached = _token_count(_dig(raw, "prompt_tokens_details", "cached_tokens"))
+        if cached is not None and prompt is not None and cached > prompt:
+            cached = None
         cost: float | None = None
-        if prompt is None or completion is None:
+        if prompt is None or completion is None or cached is None:
             self._warn_usage(raw)
         elif isinstance(raw, dict):  # no usage at all: tokens and cost unknown
             models = (_reply_model(resp), asked)
-            cost = cost_usd(models, prompt, completion, self.prices, builtin=self.is_openai)
+            cost = cost_usd(
+                models,
+                prompt,
+                completion,
+                self.prices,
+                builtin=self.is_openai,
+                cached_prompt_tokens=cached,
+            )
         served = _reply_model(resp) or asked
-        usage = Usage(prompt or 0, completion or 0, 1, cost, (served,))
+        usage = Usage(prompt or 0, completion or 0, 1, cost, (served,), cached or 0)
         self.ledger.add(usage)
         return usage
 
@@ -725,6 +749,9 @@ class JudgeClient:
             )
 
     def _check_key(self, scorer: str | None, model: str | None) -> None:
+        if self.is_azure:
+            self._check_azure(scorer, model)
+            return
         if self.settings.api_key or not self.is_openai:
             return
         raise JudgeError(
@@ -737,6 +764,33 @@ class JudgeClient:
             endpoint=self.endpoint,
             model=model,
         )
+
+    def _check_azure(self, scorer: str | None, model: str | None) -> None:
+        """Azure OpenAI needs an endpoint, a key and an api-version: say which are missing
+        before any call (the SDK would fail with a less precise message)."""
+        missing = []
+        if not _azure_endpoint(self.settings):
+            missing.append(
+                "the resource endpoint (AZURE_OPENAI_ENDPOINT=https://NAME.openai.azure.com, or "
+                "--llm-eval-judge-base-url)"
+            )
+        if not self.settings.api_key:
+            missing.append(
+                "the API key (AZURE_OPENAI_API_KEY; ini llm_eval_api_key_env names another "
+                "variable)"
+            )
+        if not _azure_api_version(self.settings):
+            missing.append("the API version (OPENAI_API_VERSION, e.g. 2024-10-21)")
+        if missing:
+            raise JudgeError(
+                "the judge provider is azure but "
+                + "; ".join(missing)
+                + (" is" if len(missing) == 1 else " are")
+                + " not set, so no judge call was made",
+                scorer=scorer,
+                endpoint=self.endpoint,
+                model=model,
+            )
 
     def _decode(
         self, what: str, raw: bytes, scorer: str | None, model: str | None
@@ -811,15 +865,39 @@ def _shared_semaphore(loop: asyncio.AbstractEventLoop, limit: int) -> asyncio.Se
         return sem
 
 
+def _azure_endpoint(settings: JudgeSettings) -> str | None:
+    return settings.base_url or os.environ.get("AZURE_OPENAI_ENDPOINT") or None
+
+
+def _azure_api_version(settings: JudgeSettings) -> str | None:
+    return settings.api_version or os.environ.get("OPENAI_API_VERSION") or None
+
+
 def _make_sdk_client(settings: JudgeSettings) -> AsyncOpenAI:
     from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 
+    azure = settings.provider == "azure"
+    url = _azure_endpoint(settings) if azure else settings.base_url
     http_client = None
-    if _plain_loopback(settings.base_url):
+    if _plain_loopback(url):
         # A local judge over plain HTTP never uses TLS: skip loading the CA bundle (about
         # 0.2 s of CPU in every process, i.e. every xdist worker). No redirects, so no request
         # can end up on an unverified https:// host.
         http_client = DefaultAsyncHttpxClient(verify=False, follow_redirects=False)
+    if azure:
+        from openai import AsyncAzureOpenAI
+
+        # The deployment is the request body's "model" (the judge model name): the SDK puts it
+        # in the path, /openai/deployments/{model}/chat/completions?api-version=..., and sends
+        # the key in the api-key header. Endpoint, key and version were checked before.
+        return AsyncAzureOpenAI(
+            api_key=settings.api_key.get() if settings.api_key else NO_KEY,
+            azure_endpoint=url or "",
+            api_version=_azure_api_version(settings),
+            max_retries=0,
+            timeout=float(settings.timeout),
+            http_client=http_client,
+        )
     return AsyncOpenAI(
         api_key=settings.api_key.get() if settings.api_key else NO_KEY,
         base_url=settings.base_url,

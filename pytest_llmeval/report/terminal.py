@@ -50,7 +50,8 @@ def _row(agg: ScorerAggregate) -> tuple[str, ...]:
         str(agg.errors),
         str(agg.cache_hits),
         str(agg.judge_calls),
-        str(agg.prompt_tokens + agg.completion_tokens),
+        str(agg.prompt_tokens + agg.completion_tokens)
+        + (f" ({agg.cached_prompt_tokens} cached)" if agg.cached_prompt_tokens else ""),
         "-" if agg.cost_usd is None else f"${agg.cost_usd:.4f}",
         f"{agg.time_s:.2f}s",
     )

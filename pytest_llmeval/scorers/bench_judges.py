@@ -8,7 +8,8 @@ extracted from the output) goes into the prompts as a delimited data block that 
 
 - ``qa_correctness`` (input, context, output): is the answer correct, on topic and supported by
   the context? An answer that rightly says the context does not contain the answer is correct.
-  correct 1, incorrect 0.
+  correct 1, incorrect 0. The judge's "not_applicable" (the question is not about the context)
+  is an explicit outcome, not a score: an ERROR by default, or a skip (``not_applicable="skip"``).
 - ``summary_quality`` (input = source text, expected = reference summary, output = candidate
   summary): which summary is better? reference 0, candidate 1, tie 0.5. A source too long for the
   judge's context window (option ``context_window``, default 4096 tokens, less 150 tokens kept
@@ -28,7 +29,12 @@ import re
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from pytest_llmeval.errors import JudgeError, ScorerConfigError, ScorerInputError
+from pytest_llmeval.errors import (
+    JudgeError,
+    JudgeNotApplicableError,
+    ScorerConfigError,
+    ScorerInputError,
+)
 from pytest_llmeval.judge import judge_identity, judge_options_of
 from pytest_llmeval.judge.prompt import PROMPT_SCHEME, choose_nonce, render_prompt
 from pytest_llmeval.scorers.llm import ClassifierScorer, render_value
@@ -36,6 +42,7 @@ from pytest_llmeval.scoring import Score, Scorer, Usage, canonical_json
 
 if TYPE_CHECKING:
     from pytest_llmeval.context import ScoringContext
+    from pytest_llmeval.judge.client import JudgeClient
 
 __all__ = [
     "Hallucination",
@@ -138,12 +145,19 @@ class QACorrectness(ClassifierScorer):
     Inputs: ``input`` (the question), ``context`` (a string or a list of passages) and
     ``output`` (the answer). No reference answer is used. An answer that rightly says the
     context does not contain the answer counts as correct.
+
+    The judge may also answer ``not_applicable``: the question is not about the context at all
+    (or is no question), so the answer cannot be graded against it (Bench's "not applicable",
+    which it scores -1). That is never a score and never cached: option ``not_applicable``
+    ``"error"`` (default) raises :class:`JudgeNotApplicableError` (the test's ERROR, with the
+    judge's reasons); ``"skip"`` skips the test with them (``pytest.skip``).
     """
 
     name = "qa_correctness"
     aliases = ("QACorrectness",)
     required_inputs = ("input", "context", "output")
     description = "Whether an answer is correct and supported by the given context (LLM judge)."
+    default_options: ClassVar[Mapping[str, Any]] = {"use_cot": True, "not_applicable": "error"}
     template = """\
 You are grading an answer to a question. The answer must rely only on the context below.
 
@@ -163,8 +177,37 @@ You are grading an answer to a question. The answer must rely only on the contex
 
 The answer is correct when it answers the question, stays on topic, and everything it states is \
 supported by the context. If the context does not contain what is needed, an answer that says so \
-is correct, and an answer that makes something up is incorrect. Choose correct or incorrect."""
+is correct, and an answer that makes something up is incorrect. Choose correct or incorrect. \
+Choose not_applicable only when the question has nothing to do with the context (or is not a \
+question at all), so that no answer could be graded against this context."""
     choice_scores = {"correct": 1.0, "incorrect": 0.0}
+    unscored_choices = ("not_applicable",)
+
+    def validate_options(self) -> None:
+        super().validate_options()
+        mode = self.options.get("not_applicable")
+        if mode not in ("error", "skip"):
+            raise ScorerConfigError(
+                self.name,
+                "not_applicable",
+                f"must be 'error' or 'skip', not {mode!r}",
+                hint="what a judge verdict of not_applicable does: the test's ERROR, or a skip",
+            )
+
+    def unscored_choice(self, choice: str, rationale: str | None, client: JudgeClient) -> None:
+        reasons = rationale or "(the judge gave no reasons)"
+        message = f"the judge found the question not applicable to the context: {reasons}"
+        if self.options["not_applicable"] == "skip":
+            import pytest
+
+            pytest.skip(f"{self.name}: {message}")
+        model = client.identity().get("model")
+        raise JudgeNotApplicableError(
+            message,
+            reasons=rationale,
+            scorer=self.name,
+            model=model if isinstance(model, str) else None,
+        )
 
 
 # ----------------------------------------------------------------------------- summary_quality

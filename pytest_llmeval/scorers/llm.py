@@ -106,6 +106,9 @@ class ClassifierScorer(Scorer):
     default_options: ClassVar[Mapping[str, Any]] = {"use_cot": True}
     template: ClassVar[str] = ""
     choice_scores: ClassVar[Mapping[str, float]] = {}
+    #: choices the judge may make that are an outcome but not a score (offered after the scored
+    #: ones); :meth:`unscored_choice` decides what each means and must raise
+    unscored_choices: ClassVar[tuple[str, ...]] = ()
     tool_name: ClassVar[str] = TOOL_NAME
     #: True: the scorer also takes ``messages`` (and ``turn``), a conversation whose turn under
     #: test becomes ``output`` and whose earlier messages become ``input`` when those are not
@@ -131,7 +134,11 @@ class ClassifierScorer(Scorer):
 
     @property
     def choices(self) -> tuple[str, ...]:
-        return tuple(self.choice_scores)
+        return (*self.choice_scores, *self.unscored_choices)
+
+    def unscored_choice(self, choice: str, rationale: str | None, client: JudgeClient) -> None:
+        """Called for a choice in :attr:`unscored_choices`: raise what it means (never return)."""
+        raise _judge_error(client, self.name, f"the judge chose {choice!r}, which has no score")
 
     def tool_schema(self) -> dict[str, Any]:
         """The JSON schema of the ``select_choice`` tool's arguments."""
@@ -238,6 +245,11 @@ class ClassifierScorer(Scorer):
         )
         args = result.arguments
         choice = args.get("choice")
+        reasons = args.get("reasons")
+        rationale = reasons.strip() if isinstance(reasons, str) and reasons.strip() else None
+        if isinstance(choice, str) and choice in self.unscored_choices:
+            self.unscored_choice(choice, rationale, client)
+            raise _judge_error(client, self.name, f"the judge chose {choice!r}, not a score")
         if not isinstance(choice, str) or choice not in self.choice_scores:
             # The engine validates the enum, so this only guards an engine that did not.
             raise _judge_error(
@@ -245,8 +257,6 @@ class ClassifierScorer(Scorer):
                 self.name,
                 f"the judge's choice {choice!r} is not one of {_choice_list(self.choices)}",
             )
-        reasons = args.get("reasons")
-        rationale = reasons.strip() if isinstance(reasons, str) and reasons.strip() else None
         return Score(
             value=float(self.choice_scores[choice]),
             scorer=self.name,

@@ -2,12 +2,14 @@
 
 It speaks enough of OpenAI's API for the official ``openai`` client: ``POST /v1/chat/completions``
 (text, tool calls, logprobs), ``POST /v1/embeddings``, ``POST /v1/moderations`` and
-``GET /v1/models``. A test queues the replies it wants, in order, per endpoint, and may inject
-faults (an HTTP error with ``Retry-After``, a reply slower than the client's timeout, a reply
-whose body trickles in a byte at a time, malformed tool arguments, a reply without logprobs), and
-can refuse given parameters for given models with OpenAI's own 400 reply
-(:meth:`OpenAITestServer.reject_parameter`). Every request body is logged with its arrival and
-completion times, and the server tracks how many requests were in flight at once::
+``GET /v1/models`` (also at Azure OpenAI's paths, ``/openai/deployments/{deployment}/...``, the
+deployment and ``api-version`` recorded with the request). A test queues the replies it wants,
+in order, per endpoint, and may inject faults (an HTTP error with ``Retry-After``, a reply
+slower than the client's timeout, a reply whose body trickles in a byte at a time, malformed tool
+arguments, a reply without logprobs), and can refuse given parameters for given models with
+OpenAI's own 400 reply (:meth:`OpenAITestServer.reject_parameter`). Every request body is logged
+with its arrival and completion times, and the server tracks how many requests were in flight at
+once::
 
     from pytest_llmeval.testing import OpenAITestServer, error, tool_call
 
@@ -31,6 +33,7 @@ import contextlib
 import hashlib
 import json
 import math
+import re
 import socket
 import struct
 import threading
@@ -40,6 +43,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Union, final
+from urllib.parse import parse_qs, unquote
 
 __all__ = [
     "MODERATION_CATEGORIES",
@@ -93,13 +97,16 @@ class ChatReply:
     """A chat completion. ``tool_calls`` are ``(name, raw arguments)``; a ``None`` name means the
     function the request forced (or its first tool). ``top_logprobs`` are the first token's top
     alternatives, returned only when the request asks for logprobs. ``usage`` is
-    ``(prompt_tokens, completion_tokens)``; by default it is estimated from the text lengths."""
+    ``(prompt_tokens, completion_tokens)``; by default it is estimated from the text lengths.
+    ``cached_tokens`` (the prompt tokens served from a prompt cache) is sent as
+    ``usage.prompt_tokens_details.cached_tokens`` when given."""
 
     content: str | None = None
     tool_calls: tuple[tuple[str | None, str], ...] = ()
     top_logprobs: tuple[tuple[str, float], ...] | None = None
     usage: tuple[int, int] | None = None
     model: str | None = None
+    cached_tokens: int | None = None
 
 
 @final
@@ -186,11 +193,14 @@ def text(
     top_logprobs: Iterable[tuple[str, float]] | None = None,
     usage: tuple[int, int] | None = None,
     model: str | None = None,
+    cached_tokens: int | None = None,
 ) -> ChatReply:
     """A plain text reply, with the first token's top logprobs if given (a reply to a logprobs
     request without ``top_logprobs`` is the "endpoint returns no logprobs" case)."""
     tops = None if top_logprobs is None else tuple((str(t), float(lp)) for t, lp in top_logprobs)
-    return ChatReply(content=content, top_logprobs=tops, usage=usage, model=model)
+    return ChatReply(
+        content=content, top_logprobs=tops, usage=usage, model=model, cached_tokens=cached_tokens
+    )
 
 
 def tool_call(
@@ -198,11 +208,12 @@ def tool_call(
     *,
     name: str | None = None,
     usage: tuple[int, int] | None = None,
+    cached_tokens: int | None = None,
 ) -> ChatReply:
     """A tool call. ``arguments`` as a mapping is sent as JSON; as a string it is sent raw (use it
     for malformed JSON)."""
     raw = arguments if isinstance(arguments, str) else json.dumps(dict(arguments))
-    return ChatReply(tool_calls=((name, raw),), usage=usage)
+    return ChatReply(tool_calls=((name, raw),), usage=usage, cached_tokens=cached_tokens)
 
 
 def tool_call_in_content(
@@ -291,6 +302,10 @@ class RecordedRequest:
     received_at: float
     finished_at: float | None = None
     status: int | None = None
+    #: Azure OpenAI's URL shape (``/openai/deployments/{deployment}/...``): the deployment
+    deployment: str | None = None
+    #: the ``api-version`` query parameter (Azure OpenAI), when sent
+    api_version: str | None = None
 
 
 # -- the server -----------------------------------------------------------------------------------
@@ -320,6 +335,21 @@ _PATHS = {
     "/v1/models": "models",
     "/models": "models",
 }
+
+
+# Azure OpenAI: /openai/deployments/{deployment}/chat/completions?api-version=... (the key in
+# the api-key header); deployment-less operations under /openai/.
+_AZURE_PATH = re.compile(r"^/openai/deployments/(?P<deployment>[^/]+)(?P<rest>/.+)$")
+
+
+def _route(path: str) -> tuple[str, str | None]:
+    """The endpoint a request path asks for, and the Azure deployment it names (if any)."""
+    m = _AZURE_PATH.match(path)
+    if m is not None:
+        return _PATHS.get(m.group("rest"), "unknown"), unquote(m.group("deployment"))
+    if path.startswith("/openai/"):
+        return _PATHS.get(path[len("/openai") :], "unknown"), None
+    return _PATHS.get(path, "unknown"), None
 
 
 #: Control route: request counts (GET), or counts then clear the log (POST).
@@ -633,17 +663,20 @@ class OpenAITestServer:
         else:
             prompt = len(json.dumps(messages)) // 4 + 1
             completion = len(out_text) // 4 + 1
+        usage: dict[str, Any] = {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+        }
+        if item.cached_tokens is not None:
+            usage["prompt_tokens_details"] = {"cached_tokens": item.cached_tokens}
         return {
             "id": f"chatcmpl-{self._next_call_id()}",
             "object": "chat.completion",
             "created": int(time.time()),
             "model": model,
             "choices": [choice],
-            "usage": {
-                "prompt_tokens": prompt,
-                "completion_tokens": completion,
-                "total_tokens": prompt + completion,
-            },
+            "usage": usage,
         }
 
 
@@ -805,7 +838,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self.rfile.read(int(self.headers.get("Content-Length") or 0))
             self._send(200, {}, owner.stats(clear=with_body))
             return
-        endpoint = _PATHS.get(path, "unknown")
+        endpoint, deployment = _route(path)
+        query = parse_qs(self.path.split("?", 1)[1]) if "?" in self.path else {}
         body: dict[str, Any] = {}
         bad: str | None = None
         if with_body:
@@ -826,6 +860,8 @@ class _Handler(BaseHTTPRequestHandler):
             body=body,
             headers={k.lower(): v for k, v in self.headers.items()},
             received_at=time.monotonic(),
+            deployment=deployment,
+            api_version=query["api-version"][0] if query.get("api-version") else None,
         )
         status = 500
         headers: Mapping[str, str] = {}
