@@ -46,7 +46,18 @@ def run_in_pty(p: pytest.Pytester, *args: str, env: dict[str, str] | None = None
     )
     full_env.pop("FORCE_COLOR", None)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", *args],
+        # no saved runs: "-v" prints the saved run's number, which differs from run to run
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:randomly",
+            "--llm-eval-no-history",
+            *args,
+        ],
         cwd=p.path,
         stdin=subprocess.DEVNULL,
         stdout=slave,
