@@ -221,8 +221,12 @@ class TieredStore:
         self.remote.put(key, scorer, value)
 
     def explain_miss(self, key: str, about: KeyAbout) -> str | None:
+        """Says that Redis was asked too, then what the local store knows (Redis keeps no
+        key parts to compare)."""
         explain = getattr(self.local, "explain_miss", None)
-        return explain(key, about) if explain is not None else None
+        local = explain(key, about) if explain is not None else None
+        shared = f"not in the shared Redis store {self.remote.url} (prefix {self.remote.prefix!r})"
+        return f"{shared}; locally: {local}" if local else shared
 
     def close(self) -> None:
         try:

@@ -52,6 +52,26 @@ def test_each_mode_is_a_wrapper_chosen_once() -> None:
         for_mode(mem, "sometimes")
 
 
+def test_the_context_applies_the_mode_to_a_given_store(tmp_path: Path) -> None:
+    from pytest_llmeval.context import ScoringContext
+    from pytest_llmeval.settings import Settings
+
+    mem = _Mem()
+    mem.put("k", "s", {"value": 1.0})
+    replay = ScoringContext(Settings(cache_mode="replay", cache_dir=tmp_path), cache=mem)
+    store = replay.result_cache()
+    assert store is not None and store.get("k") == {"value": 1.0}
+    store.put("new", "s", {"value": 0.0})
+    assert "new" not in mem.data  # a plugin's store is never written in replay
+    refresh = ScoringContext(Settings(cache_mode="refresh", cache_dir=tmp_path), cache=mem)
+    store = refresh.result_cache()
+    assert store is not None and store.get("k") is None
+    off = ScoringContext(Settings(cache_mode="off", cache_dir=tmp_path), cache=mem)
+    assert off.result_cache() is None
+    use = ScoringContext(Settings(cache_dir=tmp_path), cache=mem)
+    assert use.result_cache() is mem
+
+
 CONFTEST = """
 import os
 from pathlib import Path
@@ -64,6 +84,11 @@ class Counted(Scorer):
         counter = Path(os.environ["COUNTER_FILE"])
         counter.write_text(str(int(counter.read_text() or 0) + 1) if counter.exists() else "1")
         return Score(scorer=self.name, value=0.75)
+
+@register
+class CountedJudge(Counted):
+    name = "counted_judge"
+    uses_judge = True  # replay stands in for it: a miss is an error
 """
 
 TESTS = """
@@ -76,11 +101,21 @@ def test_case(i):
     assert_score("counted", output=f"answer {i}", min=0.5)
 """
 
+JUDGE_TESTS = """
+import pytest
+from pytest_llmeval import assert_score
 
-def _machine(pytester: pytest.Pytester, name: str) -> Path:
+@pytest.mark.llm_eval
+@pytest.mark.parametrize("i", range(2))
+def test_judged(i):
+    assert_score("counted_judge", output=f"answer {i}", min=0.5)
+"""
+
+
+def _machine(pytester: pytest.Pytester, name: str, tests: str = TESTS) -> Path:
     root = pytester.mkdir(name)
     (root / "conftest.py").write_text(CONFTEST)
-    (root / "test_x.py").write_text(TESTS)
+    (root / "test_x.py").write_text(tests)
     (root / "pytest.ini").write_text("[pytest]\n")
     return root
 
@@ -163,6 +198,40 @@ def test_modes_over_redis(pytester: pytest.Pytester, redis_server: Any) -> None:
     res.assert_outcomes(passed=3)
     assert calls == 1 and json.loads(client.get(victim))["value"]["value"] == 0.75
     client.close()
+
+
+def test_replay_over_redis_misses_are_errors_and_hits_stand_in_for_the_judge(
+    pytester: pytest.Pytester, redis_server: Any
+) -> None:
+    opts = ("--llm-eval-cache-url", redis_server.url, "--llm-eval-cache-prefix", "t-replay:")
+    a, b = _machine(pytester, "a", JUDGE_TESTS), _machine(pytester, "b", JUDGE_TESTS)
+    res, calls = _run(pytester, b, *opts, "--llm-eval-cache=replay")
+    res.assert_outcomes(errors=2)  # nothing recorded yet: each case says it missed
+    out = res.stdout.str()
+    assert calls == 0
+    for i in (0, 1):
+        assert (
+            f"no cached result (case test_judged[{i}]): not in the shared Redis store "
+            f"{redis_server.url} (prefix 't-replay:')"
+        ) in out
+    res, calls = _run(pytester, a, *opts)
+    res.assert_outcomes(passed=2)
+    assert calls == 2
+    res, calls = _run(pytester, b, *opts, "--llm-eval-cache=replay")
+    res.assert_outcomes(passed=2)
+    assert calls == 0
+
+
+def test_unreachable_at_start_warns_once_under_xdist(pytester: pytest.Pytester) -> None:
+    pytest.importorskip("redis")
+    pytest.importorskip("xdist")
+    from redis_server import free_port
+
+    a = _machine(pytester, "a")
+    url = f"redis://127.0.0.1:{free_port()}/0"
+    res, calls = _run(pytester, a, "--llm-eval-cache-url", url, "-n", "2")
+    res.assert_outcomes(passed=3)
+    assert calls == 3 and res.stdout.str().count("is unavailable") == 1
 
 
 def test_wrong_password_warns_once_without_the_password(
