@@ -304,3 +304,35 @@ def test_store_read_errors_are_misses_and_reprs_hide_the_password(redis_server_a
         dead.put("a", "s", {"value": 1.0})
         dead.put("b", "s", {"value": 1.0})
     assert len(caught) == 1
+
+
+def test_ini_settings_prefix_and_ttl(pytester: pytest.Pytester, redis_server: Any) -> None:
+    a = _machine(pytester, "a")
+    (a / "pytest.ini").write_text(
+        f"[pytest]\nllm_eval_cache_url = {redis_server.url}\n"
+        "llm_eval_cache_prefix = t-ini/\nllm_eval_cache_ttl = 120\nllm_eval_cache_required = true\n"
+    )
+    res, calls = _run(pytester, a)
+    res.assert_outcomes(passed=3)
+    client = _redis(redis_server)
+    keys = client.keys("t-ini/*")
+    assert calls == 3 and len(keys) == 3 and all(0 < client.ttl(k) <= 120 for k in keys)
+    client.close()
+
+
+def test_url_checks_and_tls_scheme() -> None:
+    pytest.importorskip("redis")
+    import redis
+
+    from pytest_llmeval.errors import LLMEvalError
+    from pytest_llmeval.redis_store import RedisStore, redact_url
+
+    tls = RedisStore("rediss://:pw-Secret-9@example.invalid:6380/2")
+    assert tls._client.connection_pool.connection_class is redis.SSLConnection
+    assert tls.url == "rediss://example.invalid:6380/2" and "pw-Secret" not in repr(tls)
+    with pytest.raises(LLMEvalError, match="use redis://host:port/db") as info:
+        RedisStore("http://user:pw-Secret-9@example.invalid/0")
+    assert "pw-Secret" not in str(info.value)
+    with pytest.raises(LLMEvalError, match="--llm-eval-cache-ttl must be a positive"):
+        RedisStore("redis://localhost/0", ttl=0)
+    assert redact_url("redis://u:p@h:1/0") == "redis://h:1/0"
