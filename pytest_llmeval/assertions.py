@@ -26,6 +26,7 @@ from pytest_llmeval.records import ScoreRecord, current_recorder
 from pytest_llmeval.registry import default_registry
 from pytest_llmeval.scoring import Score, Scorer, _new_object
 from pytest_llmeval.settings import Secret
+from pytest_llmeval.store_modes import misses_are_errors
 
 __all__ = [
     "BatchResult",
@@ -326,17 +327,16 @@ def _lookup(
 ) -> Score | None:
     if key is None:
         return None
-    mode = ctx.settings.cache_mode
     cache = ctx.result_cache()
-    if cache is None or mode == "refresh":
+    if cache is None:
         return None
-    hit = cache.get(key)
+    hit = cache.get(key)  # refresh: the store finds nothing (WriteOnlyStore)
     if hit is not None:
         try:
             return Score.from_cache(hit, inst.name, duration_s=time.perf_counter() - t0)
         except (KeyError, TypeError, ValueError):
             hit = None  # a damaged entry is a miss
-    if mode == "replay" and inst.uses_judge:
+    if inst.uses_judge and misses_are_errors(cache):
         # Replay stands in for the judge; a scorer that needs none just computes.
         raise _replay_miss(inst, inputs, key, ctx)
     return None
@@ -384,7 +384,7 @@ def _finish(
     if key is None:
         return out
     cache = ctx.result_cache()
-    if cache is not None and ctx.settings.cache_mode != "replay":
+    if cache is not None:  # replay: the store keeps nothing (ReplayStore)
         if hasattr(cache, "explain_miss"):
             try:
                 about: KeyAbout | None = _about(inst, inputs, ctx)

@@ -18,6 +18,7 @@ from pytest_llmeval import _aio
 from pytest_llmeval.cache_protocol import ResultStore
 from pytest_llmeval.scoring import Usage
 from pytest_llmeval.settings import JudgeSettings, Settings
+from pytest_llmeval.store_modes import NULL_STORE, for_mode
 
 if TYPE_CHECKING:
     from pytest_llmeval.embeddings import Embedder
@@ -180,25 +181,32 @@ class ScoringContext:
         self._lock = threading.Lock()
         self._judges: dict[Any, JudgeClient] = {}
         self._embedders: dict[Any, Embedder] = {}
-        self._cache: ResultStore | None = cache
+        # A store given here (from pytest_llmeval_make_cache) is the bare store: the mode
+        # wrapper goes on now, once.
+        self._cache: ResultStore | None = (
+            None if cache is None else for_mode(cache, self.settings.cache_mode)
+        )
 
     def result_cache(self) -> ResultStore | None:
-        """The process's handle on the result store, or None when the cache is off."""
-        if self.settings.cache_mode == "off":
-            return None
+        """The process's result store, its cache mode applied (see :mod:`store_modes`), or None
+        when the cache is off. Built once, on first use."""
         cache = self._cache
         if cache is not None:  # the common case, without taking the lock
-            return cache
+            return None if cache is NULL_STORE else cache
+        if self.settings.cache_mode == "off":
+            return None
         with self._lock:
             if self._cache is None:
-                from pytest_llmeval.cache import ResultCache
+                self._cache = for_mode(self._open_store(), self.settings.cache_mode)
+            cache = self._cache
+        return None if cache is NULL_STORE else cache
 
-                # Replay only reads: the store opens read-only (a committed cache, a read-only
-                # mount in CI) and never writes.
-                self._cache = ResultCache(
-                    self.settings.cache_dir, read_only=self.settings.cache_mode == "replay"
-                )
-            return self._cache
+    def _open_store(self) -> ResultStore:
+        """The built-in store: the SQLite file in the cache directory. Replay only reads: it
+        opens read-only (a committed cache, a read-only mount in CI)."""
+        from pytest_llmeval.cache import ResultCache
+
+        return ResultCache(self.settings.cache_dir, read_only=self.settings.cache_mode == "replay")
 
     def close(self) -> None:
         """Release the cache connection and judge clients (end of session)."""

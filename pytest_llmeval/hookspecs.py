@@ -42,7 +42,9 @@ def pytest_llmeval_register_scorers(registry: ScorerRegistry, config: pytest.Con
 def pytest_llmeval_make_cache(config: pytest.Config, directory: Any, mode: str) -> Any | None:
     """Return the result store to use instead of the built-in SQLite one (an object with
     ``get(key) -> dict | None``, ``put(key, scorer, value)`` and ``close()``), or None to keep
-    the default. Runs on every process; mode is use, replay or refresh (never off).
+    the default. Runs on every process; mode is use, replay or refresh (never off). The store
+    need not handle the mode: the plugin wraps it (refresh never reads it, replay never writes
+    it and makes a judge scorer's miss an error), so it only has to get and put.
 
     Example ``conftest.py`` (an in-memory store, e.g. for hermetic tests)::
 

@@ -79,6 +79,22 @@ _OPTIONS: list[tuple[str, str, str, str, Any]] = [
         "str",
         None,
     ),
+    (
+        "cache-url",
+        "llm_eval_cache_url",
+        "share results in Redis: redis://host:port/db or rediss:// (env LLM_EVAL_CACHE_URL; "
+        "password in the URL or LLM_EVAL_REDIS_PASSWORD); the local cache stays in front",
+        "str",
+        None,
+    ),
+    (
+        "cache-prefix",
+        "llm_eval_cache_prefix",
+        'prefix of the result keys in Redis (default "llmeval:")',
+        "str",
+        None,
+    ),
+    ("cache-ttl", "llm_eval_cache_ttl", "expire results in Redis after N seconds", "int", None),
     ("report", "llm_eval_report", "write a JSON report of every score to this path", "str", None),
     (
         "html",
@@ -230,6 +246,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
             kwargs["type"] = float
         group.addoption(f"--llm-eval-{suffix}", **kwargs)
         parser.addini(ini, help_text, type="string", default=None)
+    group.addoption(
+        "--llm-eval-cache-required",
+        action="store_true",
+        default=None,
+        dest="llm_eval_cache_required",
+        help="fail the run when the shared (Redis) result store cannot be reached at start",
+    )
+    parser.addini(
+        "llm_eval_cache_required",
+        "fail the run when the shared (Redis) result store cannot be reached at start",
+        type="bool",
+        default=False,
+    )
     group.addoption(
         "--llm-eval-allow-code-execution",
         action="store_true",
@@ -454,6 +483,8 @@ def pytest_configure(config: pytest.Config) -> None:
         cache = config.hook.pytest_llmeval_make_cache(
             config=config, directory=settings.cache_dir, mode=settings.cache_mode
         )
+        if cache is None:
+            cache = _shared_store(config, settings)
     ctx = ScoringContext(settings, cache=cache, spend=_run_spend(config, settings))
     config.stash[context_key] = ctx
     config.stash[previous_context_key] = set_context(ctx)
@@ -504,6 +535,48 @@ def _start_progress(config: pytest.Config, ctx: ScoringContext) -> Progress | No
     config.stash[progress_key] = progress
     config.pluginmanager.register(progress, "llm-eval-progress")
     return progress
+
+
+def _shared_store(config: pytest.Config, settings: Settings) -> Any | None:
+    """The local SQLite store in front of Redis when a cache URL is set, else None (the
+    context opens the local store alone). Redis unreachable at start: one warning and the local
+    store alone, or a usage error with ``--llm-eval-cache-required``."""
+    url = _opt(config, "llm_eval_cache_url") or os.environ.get("LLM_EVAL_CACHE_URL") or None
+    if url is None:
+        return None
+    from pytest_llmeval.cache import CacheWarning, ResultCache
+    from pytest_llmeval.redis_store import RedisStore, RedisUnavailable, TieredStore
+
+    prefix = _opt(config, "llm_eval_cache_prefix")
+    required = config.getoption("llm_eval_cache_required", default=None)
+    if required is None:
+        required = bool(config.getini("llm_eval_cache_required"))
+    try:
+        remote = RedisStore(
+            url,
+            prefix="llmeval:" if prefix is None else prefix,
+            ttl=_number(config, "llm_eval_cache_ttl", int),
+            password=os.environ.get("LLM_EVAL_REDIS_PASSWORD") or None,
+        )
+    except ImportError:
+        raise pytest.UsageError(
+            "--llm-eval-cache-url needs redis-py: pip install 'pytest-llmeval[redis]'"
+        ) from None
+    except LLMEvalError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    try:
+        remote.connect()
+    except RedisUnavailable as exc:
+        remote.close()
+        if required:
+            raise pytest.UsageError(f"{exc} (--llm-eval-cache-required)") from None
+        if not _is_worker(config):  # the run says it once, not once per xdist worker
+            config.issue_config_time_warning(
+                CacheWarning(f"{exc}; this run uses the local result cache only"), stacklevel=2
+            )
+        return None
+    local = ResultCache(settings.cache_dir, read_only=settings.cache_mode == "replay")
+    return TieredStore(local, remote)
 
 
 def _load_ini_judges(config: pytest.Config) -> None:

@@ -22,6 +22,11 @@ if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = "0" ] && command -v a
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
 fi
+# redis-server for the shared result store tests (tests/redis_server.py), the same way.
+if ! command -v redis-server >/dev/null 2>&1 && [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server
+fi
 
 ruff check .
 ruff format --check .

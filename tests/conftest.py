@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -74,3 +76,19 @@ def judge_ctx(judge_server, tmp_path: Path):  # type: ignore[no-untyped-def]
 
 # The real local judge (llama.cpp): local_judge_url, local_judge_ctx (tests/realjudge.py).
 from realjudge import local_judge_ctx, local_judge_model_path, local_judge_url  # noqa: E402, F401
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[Any]:
+    """A redis-server without a password (tests/redis_server.py)."""
+    from redis_server import start
+
+    yield from start()
+
+
+@pytest.fixture(scope="session")
+def redis_server_auth() -> Iterator[Any]:
+    """A redis-server with ``--requirepass`` (tests/redis_server.py)."""
+    from redis_server import start
+
+    yield from start(password="s3cret-Pa55-xyz")

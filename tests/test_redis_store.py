@@ -1,0 +1,338 @@
+"""The mode wrappers (store_modes) and the Redis result store, against a real redis-server."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_llmeval.store_modes import (
+    NULL_STORE,
+    ReplayStore,
+    WriteOnlyStore,
+    for_mode,
+    inner_store,
+    misses_are_errors,
+)
+
+
+class _Mem:
+    def __init__(self) -> None:
+        self.data: dict[str, Any] = {}
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        return self.data.get(key)
+
+    def put(self, key: str, scorer: str, value: Any) -> None:
+        self.data[key] = dict(value)
+
+    def close(self) -> None:
+        pass
+
+
+def test_each_mode_is_a_wrapper_chosen_once() -> None:
+    mem = _Mem()
+    mem.put("k", "s", {"value": 1.0})
+    assert for_mode(mem, "use") is mem  # the warm path stays one call on the store
+    assert for_mode(mem, "off") is NULL_STORE and for_mode(None, "use") is NULL_STORE
+    refresh = for_mode(mem, "refresh")
+    assert isinstance(refresh, WriteOnlyStore) and refresh.get("k") is None
+    refresh.put("k2", "s", {"value": 0.5})
+    assert mem.data["k2"] == {"value": 0.5}
+    replay = for_mode(mem, "replay")
+    assert isinstance(replay, ReplayStore) and replay.get("k") == {"value": 1.0}
+    replay.put("k3", "s", {"value": 0.0})
+    assert "k3" not in mem.data
+    assert misses_are_errors(replay) and not misses_are_errors(mem)
+    assert not misses_are_errors(refresh)
+    assert inner_store(replay) is mem and replay.explain_miss("x", None) is None  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="not a cache mode"):
+        for_mode(mem, "sometimes")
+
+
+def test_the_context_applies_the_mode_to_a_given_store(tmp_path: Path) -> None:
+    from pytest_llmeval.context import ScoringContext
+    from pytest_llmeval.settings import Settings
+
+    mem = _Mem()
+    mem.put("k", "s", {"value": 1.0})
+    replay = ScoringContext(Settings(cache_mode="replay", cache_dir=tmp_path), cache=mem)
+    store = replay.result_cache()
+    assert store is not None and store.get("k") == {"value": 1.0}
+    store.put("new", "s", {"value": 0.0})
+    assert "new" not in mem.data  # a plugin's store is never written in replay
+    refresh = ScoringContext(Settings(cache_mode="refresh", cache_dir=tmp_path), cache=mem)
+    store = refresh.result_cache()
+    assert store is not None and store.get("k") is None
+    off = ScoringContext(Settings(cache_mode="off", cache_dir=tmp_path), cache=mem)
+    assert off.result_cache() is None
+    use = ScoringContext(Settings(cache_dir=tmp_path), cache=mem)
+    assert use.result_cache() is mem
+
+
+CONFTEST = """
+import os
+from pathlib import Path
+from pytest_llmeval import Score, Scorer, register
+
+@register
+class Counted(Scorer):
+    name = "counted"
+    def compute(self, inputs, ctx):
+        counter = Path(os.environ["COUNTER_FILE"])
+        counter.write_text(str(int(counter.read_text() or 0) + 1) if counter.exists() else "1")
+        return Score(scorer=self.name, value=0.75)
+
+@register
+class CountedJudge(Counted):
+    name = "counted_judge"
+    uses_judge = True  # replay stands in for it: a miss is an error
+"""
+
+TESTS = """
+import pytest
+from pytest_llmeval import assert_score
+
+@pytest.mark.llm_eval
+@pytest.mark.parametrize("i", range(3))
+def test_case(i):
+    assert_score("counted", output=f"answer {i}", min=0.5)
+"""
+
+JUDGE_TESTS = """
+import pytest
+from pytest_llmeval import assert_score
+
+@pytest.mark.llm_eval
+@pytest.mark.parametrize("i", range(2))
+def test_judged(i):
+    assert_score("counted_judge", output=f"answer {i}", min=0.5)
+"""
+
+
+def _machine(pytester: pytest.Pytester, name: str, tests: str = TESTS) -> Path:
+    root = pytester.mkdir(name)
+    (root / "conftest.py").write_text(CONFTEST)
+    (root / "test_x.py").write_text(tests)
+    (root / "pytest.ini").write_text("[pytest]\n")
+    return root
+
+
+def _run(
+    pytester: pytest.Pytester, root: Path, *args: str, env: dict[str, str] | None = None
+) -> tuple[pytest.RunResult, int]:
+    counter = root / "count.txt"
+    counter.unlink(missing_ok=True)
+    pytester.chdir()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("COUNTER_FILE", str(counter))
+        mp.delenv("LLM_EVAL_CACHE_URL", raising=False)
+        mp.delenv("LLM_EVAL_REDIS_PASSWORD", raising=False)
+        for k, v in (env or {}).items():
+            mp.setenv(k, v)
+        result = pytester.runpytest_subprocess(
+            str(root), "--rootdir", str(root), "--llm-eval", "-p", "no:cacheprovider", *args
+        )
+    return result, int(counter.read_text()) if counter.exists() else 0
+
+
+def _redis(server: Any) -> Any:
+    import redis
+
+    return redis.Redis(port=server.port, password=server.password)
+
+
+def test_two_machines_share_results_and_keys_carry_the_ttl(
+    pytester: pytest.Pytester, redis_server: Any
+) -> None:
+    client = _redis(redis_server)
+    prefix = "t-share:"
+    a, b = _machine(pytester, "a"), _machine(pytester, "b")
+    opts = ("--llm-eval-cache-url", redis_server.url, "--llm-eval-cache-prefix", prefix)
+    res, calls = _run(pytester, a, *opts, "--llm-eval-cache-ttl", "600")
+    res.assert_outcomes(passed=3)
+    assert calls == 3
+    keys = client.keys(prefix + "*")
+    assert len(keys) == 3
+    for k in keys:
+        assert 0 < client.ttl(k) <= 600
+        entry = json.loads(client.get(k))
+        assert entry["scorer"] == "counted" and entry["value"]["value"] == 0.75
+    # The second machine: its own empty local cache, zero computations.
+    res, calls = _run(pytester, b, *opts)
+    res.assert_outcomes(passed=3)
+    assert calls == 0
+    # The Redis hits were written to b's local store: without Redis, still zero computations.
+    client.flushdb()
+    res, calls = _run(pytester, b)
+    res.assert_outcomes(passed=3)
+    assert calls == 0
+    client.close()
+
+
+def test_modes_over_redis(pytester: pytest.Pytester, redis_server: Any) -> None:
+    client = _redis(redis_server)
+    prefix = "t-modes:"
+    opts = ("--llm-eval-cache-url", redis_server.url, "--llm-eval-cache-prefix", prefix)
+    a, b, c = _machine(pytester, "a"), _machine(pytester, "b"), _machine(pytester, "c")
+    res, calls = _run(pytester, a, *opts, "--llm-eval-cache=off")
+    res.assert_outcomes(passed=3)
+    assert calls == 3 and client.keys(prefix + "*") == []  # off: nothing stored
+    res, calls = _run(pytester, a, *opts, "--llm-eval-cache=use")
+    assert calls == 3 and len(client.keys(prefix + "*")) == 3
+    res, calls = _run(pytester, a, *opts, "--llm-eval-cache=refresh")
+    res.assert_outcomes(passed=3)
+    assert calls == 3  # refresh reads neither local nor Redis
+    # Replay on a fresh machine reads Redis, computes nothing and writes nothing.
+    client.set(prefix + "sentinel", "x")
+    before = sorted(client.keys(prefix + "*"))
+    res, calls = _run(pytester, b, *opts, "--llm-eval-cache=replay")
+    res.assert_outcomes(passed=3)
+    assert calls == 0 and sorted(client.keys(prefix + "*")) == before
+    # use on another machine with a damaged Redis entry: a miss, recomputed and rewritten.
+    victim = next(k for k in before if not k.endswith(b"sentinel"))
+    client.set(victim, b"{not json")
+    res, calls = _run(pytester, c, *opts)
+    res.assert_outcomes(passed=3)
+    assert calls == 1 and json.loads(client.get(victim))["value"]["value"] == 0.75
+    client.close()
+
+
+def test_replay_over_redis_misses_are_errors_and_hits_stand_in_for_the_judge(
+    pytester: pytest.Pytester, redis_server: Any
+) -> None:
+    opts = ("--llm-eval-cache-url", redis_server.url, "--llm-eval-cache-prefix", "t-replay:")
+    a, b = _machine(pytester, "a", JUDGE_TESTS), _machine(pytester, "b", JUDGE_TESTS)
+    res, calls = _run(pytester, b, *opts, "--llm-eval-cache=replay")
+    res.assert_outcomes(errors=2)  # nothing recorded yet: each case says it missed
+    out = res.stdout.str()
+    assert calls == 0
+    for i in (0, 1):
+        assert (
+            f"no cached result (case test_judged[{i}]): not in the shared Redis store "
+            f"{redis_server.url} (prefix 't-replay:')"
+        ) in out
+    res, calls = _run(pytester, a, *opts)
+    res.assert_outcomes(passed=2)
+    assert calls == 2
+    res, calls = _run(pytester, b, *opts, "--llm-eval-cache=replay")
+    res.assert_outcomes(passed=2)
+    assert calls == 0
+
+
+def test_unreachable_at_start_warns_once_under_xdist(pytester: pytest.Pytester) -> None:
+    pytest.importorskip("redis")
+    pytest.importorskip("xdist")
+    from redis_server import free_port
+
+    a = _machine(pytester, "a")
+    url = f"redis://127.0.0.1:{free_port()}/0"
+    res, calls = _run(pytester, a, "--llm-eval-cache-url", url, "-n", "2")
+    res.assert_outcomes(passed=3)
+    assert calls == 3 and res.stdout.str().count("is unavailable") == 1
+
+
+def test_wrong_password_warns_once_without_the_password(
+    pytester: pytest.Pytester, redis_server_auth: Any
+) -> None:
+    a = _machine(pytester, "a")
+    url = f"redis://:wrong-PASSWORD-123@127.0.0.1:{redis_server_auth.port}/0"
+    res, calls = _run(pytester, a, "--llm-eval-cache-url", url, "-W", "always")
+    res.assert_outcomes(passed=3)
+    out = res.stdout.str() + res.stderr.str()
+    assert "wrong-PASSWORD-123" not in out
+    assert out.count(f"Redis result store redis://127.0.0.1:{redis_server_auth.port}/0") == 1
+    assert "uses the local result cache only" in out
+    res, calls = _run(pytester, a, "--llm-eval-cache-url", url, "--llm-eval-cache-required")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    err = res.stdout.str() + res.stderr.str()
+    assert "unavailable" in err and "wrong-PASSWORD-123" not in err and calls == 0
+
+
+def test_password_from_the_environment(pytester: pytest.Pytester, redis_server_auth: Any) -> None:
+    a, b = _machine(pytester, "a"), _machine(pytester, "b")
+    env = {
+        "LLM_EVAL_CACHE_URL": redis_server_auth.url,
+        "LLM_EVAL_REDIS_PASSWORD": "s3cret-Pa55-xyz",
+    }
+    res, calls = _run(pytester, a, "--llm-eval-cache-required", env=env)
+    res.assert_outcomes(passed=3)
+    assert calls == 3
+    res, calls = _run(pytester, b, "--llm-eval-cache-required", env=env)
+    res.assert_outcomes(passed=3)
+    assert calls == 0
+    assert "s3cret-Pa55-xyz" not in res.stdout.str() + res.stderr.str()
+
+
+def test_unreachable_at_start_warns_once_and_runs_on_local(pytester: pytest.Pytester) -> None:
+    pytest.importorskip("redis")
+    from redis_server import free_port
+
+    a = _machine(pytester, "a")
+    url = f"redis://127.0.0.1:{free_port()}/0"
+    res, calls = _run(pytester, a, "--llm-eval-cache-url", url)
+    res.assert_outcomes(passed=3)
+    out = res.stdout.str()
+    assert calls == 3 and out.count("is unavailable") == 1
+    res, calls = _run(pytester, a, "--llm-eval-cache-url", url)
+    assert calls == 0  # the local store kept the results
+    res, _ = _run(pytester, a, "--llm-eval-cache-url", url, "--llm-eval-cache-required")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+
+
+def test_store_read_errors_are_misses_and_reprs_hide_the_password(redis_server_auth: Any) -> None:
+    from pytest_llmeval.redis_store import RedisStore, RedisUnavailable
+
+    url = f"redis://:s3cret-Pa55-xyz@127.0.0.1:{redis_server_auth.port}/0"
+    store = RedisStore(url, prefix="t-unit:", ttl=30)
+    store.connect()
+    assert "s3cret" not in repr(store) and "s3cret" not in store.url
+    store.put("k", "s", {"value": 1.0})
+    assert store.get("k") == {"value": 1.0}
+    _redis(redis_server_auth).set("t-unit:bad", b"[1, 2]")
+    assert store.get("bad") is None and store.get("absent") is None
+    store.close()
+    bad = RedisStore(url.replace("s3cret-Pa55-xyz", "nope-nope-42"), prefix="t-unit:")
+    with pytest.raises(RedisUnavailable) as info:
+        bad.connect()
+    assert "nope-nope-42" not in str(info.value)
+    dead = RedisStore(f"redis://127.0.0.1:{redis_server_auth.port + 0}/0", timeout=0.5)
+    assert dead.get("k") is None  # NOAUTH: a read error is a miss
+    with pytest.warns(UserWarning, match="could not write") as caught:
+        dead.put("a", "s", {"value": 1.0})
+        dead.put("b", "s", {"value": 1.0})
+    assert len(caught) == 1
+
+
+def test_ini_settings_prefix_and_ttl(pytester: pytest.Pytester, redis_server: Any) -> None:
+    a = _machine(pytester, "a")
+    (a / "pytest.ini").write_text(
+        f"[pytest]\nllm_eval_cache_url = {redis_server.url}\n"
+        "llm_eval_cache_prefix = t-ini/\nllm_eval_cache_ttl = 120\nllm_eval_cache_required = true\n"
+    )
+    res, calls = _run(pytester, a)
+    res.assert_outcomes(passed=3)
+    client = _redis(redis_server)
+    keys = client.keys("t-ini/*")
+    assert calls == 3 and len(keys) == 3 and all(0 < client.ttl(k) <= 120 for k in keys)
+    client.close()
+
+
+def test_url_checks_and_tls_scheme() -> None:
+    pytest.importorskip("redis")
+    import redis
+
+    from pytest_llmeval.errors import LLMEvalError
+    from pytest_llmeval.redis_store import RedisStore, redact_url
+
+    tls = RedisStore("rediss://:pw-Secret-9@example.invalid:6380/2")
+    assert tls._client.connection_pool.connection_class is redis.SSLConnection
+    assert tls.url == "rediss://example.invalid:6380/2" and "pw-Secret" not in repr(tls)
+    with pytest.raises(LLMEvalError, match="use redis://host:port/db") as info:
+        RedisStore("http://user:pw-Secret-9@example.invalid/0")
+    assert "pw-Secret" not in str(info.value)
+    with pytest.raises(LLMEvalError, match="--llm-eval-cache-ttl must be a positive"):
+        RedisStore("redis://localhost/0", ttl=0)
+    assert redact_url("redis://u:p@h:1/0") == "redis://h:1/0"
