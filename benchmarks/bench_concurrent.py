@@ -304,7 +304,6 @@ def main() -> int:
             f"| {name} | {run.session:.2f} | {run.main:.2f} | {run.process:.2f} | {ratio} | "
             f"{target} | {'yes' if ok else 'NO'} |"
         )
-    print()
     print(
         f"| (c) floor: 2 cases, -n 2 (each worker's start-up, first judge call, exit) | "
         f"{floor.session:.2f} | {floor.main:.2f} | {floor.process:.2f} | | | |"
