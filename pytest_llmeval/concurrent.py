@@ -428,6 +428,10 @@ class ConcurrentCases:
         """Set up ``item`` now (main thread) and start its coroutine on the case loop."""
         from _pytest.runner import call_and_report
 
+        if hasattr(item, "_request") and not item._request:
+            # Run before and torn down (or abandoned): a fresh request, as pytest's own protocol
+            # gives an item that runs again (xdist's work stealing sends it back, reruns).
+            item._initrequest()  # type: ignore[attr-defined]
         recorder = self.make_recorder(item)
         case = _Case(item, recorder)
         self.cases[item] = case

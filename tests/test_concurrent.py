@@ -909,3 +909,37 @@ def test_a_phase_wakes_the_case_loop_only_when_a_step_waits_on_the_gate() -> Non
         assert waiter.done()
     finally:
         loop.close()
+
+
+def test_a_case_that_runs_again_in_the_same_process_gets_fresh_fixtures(
+    pytester: pytest.Pytester,
+) -> None:
+    """A case torn down (or abandoned when xdist's work stealing took it) and later run again
+    in the same process (stolen back, a rerun plugin) must be set up afresh, as pytest's own
+    protocol does; it used to crash the run (its fixture request was gone)."""
+    _cases(pytester, IDS20[:3])
+    pytester.makeconftest(
+        """
+def pytest_collection_modifyitems(items):
+    items.append(items[0])  # c00 runs a second time, after the others
+"""
+    )
+    pytester.makepyfile(
+        test_again=HEADER
+        + """
+@pytest.fixture
+def res(case):
+    return {"case": case.id}
+
+@pytest.mark.llm_eval
+@pytest.mark.llm_eval_dataset("cases.jsonl", concurrency=3)
+async def test_again(case, res):
+    await asyncio.sleep(0.05)
+    assert res == {"case": case.id}
+    event(case.id)
+"""
+    )
+    result = pytester.runpytest("--llm-eval", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=4)
+    assert result.ret == 0
+    assert sorted(_events(pytester)) == ["c00", "c00", "c01", "c02"]
