@@ -8,7 +8,8 @@ server in its own process with 100 ms added latency per reply, cache off. All in
     1.5x of the ideal N x 0.2 / C s (2.5 s for 400 cases at 32);
 (b) at least 10x faster than the same cases as a sync test with ``-n 0``, and at least 3x faster
     than the sync test with ``-n 4``;
-(c) the async test with ``-n 2`` (C per worker): at least as fast as (a).
+(c) the async test with ``-n 2`` (C per worker): at least as fast as (a). Also printed, without
+    a target: the same with ``--dist worksteal`` (each worker gets its whole share at once).
 
 The judge engine caps judge calls in flight per process (``--llm-eval-concurrency``, default
 8): with 32 cases in flight and the default, 24 of them would queue for the judge and (a) could
@@ -228,13 +229,15 @@ def main() -> int:
                     cases=2,
                     extra=two,
                 )
-            plan = [
-                ("a", "async, -n 0", "test_async.py", 0),
-                ("c", "async, -n 2", "test_async.py", 2),
-                ("s4", "sync, -n 4", "test_sync.py", 4),
-                ("s0", "sync, -n 0", "test_sync.py", 0),
+            worksteal = ("--dist", "worksteal")
+            plan: list[tuple[str, str, str, int, tuple[str, ...]]] = [
+                ("a", "async, -n 0", "test_async.py", 0, ()),
+                ("c", "async, -n 2", "test_async.py", 2, ()),
+                ("cw", "async, -n 2 --dist worksteal", "test_async.py", 2, worksteal),
+                ("s4", "sync, -n 4", "test_sync.py", 4, ()),
+                ("s0", "sync, -n 0", "test_sync.py", 0, ()),
             ]
-            for key, label, test_file, workers in plan:
+            for key, label, test_file, workers, extra in plan:
                 best: Run | None = None
                 for _ in range(args.repeats if key != "s0" else 1):
                     r = run_pytest(
@@ -246,6 +249,7 @@ def main() -> int:
                         workers=workers,
                         judge_concurrency=conc,
                         cases=cases,
+                        extra=extra,
                     )
                     if best is None or r.session < best.session:
                         best = r
@@ -304,6 +308,11 @@ def main() -> int:
             f"| {name} | {run.session:.2f} | {run.main:.2f} | {run.process:.2f} | {ratio} | "
             f"{target} | {'yes' if ok else 'NO'} |"
         )
+    cw = runs["cw"]
+    print(
+        f"| (c) the same, --dist worksteal (no target) | {cw.session:.2f} | {cw.main:.2f} | "
+        f"{cw.process:.2f} | {cw.session / a.session:.2f}x (a) | | |"
+    )
     print(
         f"| (c) floor: 2 cases, -n 2 (each worker's start-up, first judge call, exit) | "
         f"{floor.session:.2f} | {floor.main:.2f} | {floor.process:.2f} | | | |"
@@ -311,7 +320,7 @@ def main() -> int:
     print()
     print(
         f"judge calls in flight at most: (a) {a.max_in_flight}, (c) {c.max_in_flight}, "
-        f"sync -n 4 {s4.max_in_flight}"
+        f"(c) worksteal {cw.max_in_flight}, sync -n 4 {s4.max_in_flight}"
     )
     return 0 if all(ok for *_, ok in rows) else 1
 
