@@ -131,6 +131,7 @@ def run_pytest(
     judge_concurrency: int,
     cases: int,
     extra: tuple[str, ...] = (),
+    extra_calls_ok: bool = False,
 ) -> Run:
     stats(stats_url, clear=True)
     cmd = [
@@ -161,7 +162,9 @@ def run_pytest(
     requests = st["requests"]
     assert isinstance(requests, dict)
     calls = int(requests.get("chat", 0))
-    if calls != cases:
+    # With work stealing a case started ahead on one worker may be taken by another and run
+    # there again: its first judge call is wasted (counted and printed, not an error).
+    if calls < cases or (calls > cases and not extra_calls_ok):
         raise SystemExit(f"{label}: the server saw {calls} judge calls for {cases} cases\n{tail}")
     max_in_flight = st["max_in_flight"]
     assert isinstance(max_in_flight, int)
@@ -250,6 +253,7 @@ def main() -> int:
                         judge_concurrency=conc,
                         cases=cases,
                         extra=extra,
+                        extra_calls_ok=key == "cw",
                     )
                     if best is None or r.session < best.session:
                         best = r
@@ -321,6 +325,10 @@ def main() -> int:
     print(
         f"judge calls in flight at most: (a) {a.max_in_flight}, (c) {c.max_in_flight}, "
         f"(c) worksteal {cw.max_in_flight}, sync -n 4 {s4.max_in_flight}"
+    )
+    print(
+        f"judge calls for {cases} cases with --dist worksteal: {cw.calls} (cases started ahead "
+        "on one worker, then stolen by the other, ran twice)"
     )
     return 0 if all(ok for *_, ok in rows) else 1
 
