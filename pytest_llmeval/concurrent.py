@@ -160,8 +160,12 @@ class _Gate:
             yield
         finally:
             self._lock.release()
+            # Wake the case loop only for steps waiting on the gate: a step that fails to enter
+            # after this check registers its waiter and, finding the gate open, wakes itself.
+            with self._waiters_lock:
+                waiting = bool(self._waiters)
             loop = self.loop
-            if loop is not None and not loop.is_closed():
+            if waiting and loop is not None and not loop.is_closed():
                 try:
                     loop.call_soon_threadsafe(self._wake)
                 except RuntimeError:  # the loop is closing
@@ -267,6 +271,7 @@ class ConcurrentCases:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._index: dict[pytest.Item, int] | None = None
+        self._owned: dict[pytest.Item, bool] = {}
         self._interactor: Any = None
         self._log_handler: _CaseLogs | None = None
 
@@ -274,7 +279,16 @@ class ConcurrentCases:
 
     def owns(self, item: pytest.Item) -> bool:
         """An async dataset test that no other async plugin claims. (Without ``--llm-eval`` an
-        ``llm_eval`` one is a single skipped item: its setup skips it, as usual.)"""
+        ``llm_eval`` one is a single skipped item: its setup skips it, as usual.)
+
+        Asked for every look-ahead item each time a case finishes, so the answer (fixed once
+        collection is over) is kept per item."""
+        known = self._owned.get(item)
+        if known is None:
+            known = self._owned[item] = self._owns(item)
+        return known
+
+    def _owns(self, item: pytest.Item) -> bool:
         if not isinstance(item, pytest.Function):
             return False
         if item.get_closest_marker("llm_eval_dataset") is None:
@@ -427,6 +441,10 @@ class ConcurrentCases:
         """Set up ``item`` now (main thread) and start its coroutine on the case loop."""
         from _pytest.runner import call_and_report
 
+        if hasattr(item, "_request") and not item._request:
+            # Run before and torn down (or abandoned): a fresh request, as pytest's own protocol
+            # gives an item that runs again (xdist's work stealing sends it back, reruns).
+            item._initrequest()  # type: ignore[attr-defined]
         recorder = self.make_recorder(item)
         case = _Case(item, recorder)
         self.cases[item] = case
@@ -490,16 +508,18 @@ class ConcurrentCases:
         """Start the next cases of ``item``'s test, in order, while there is room."""
         limit = self.concurrency(item)
         upcoming = self._upcoming(item, nextitem, 2 * limit)
-        gone = [c for c in self.cases.values() if c.item is not item and c.item not in upcoming]
+        keep = set(upcoming)
+        gone = [c for c in self.cases.values() if c.item is not item and c.item not in keep]
         if gone:  # e.g. taken back by xdist's work stealing: it runs elsewhere
             self.abandon(gone)
+        running = sum(1 for c in self.cases.values() if c.running)
         for nxt in upcoming:
             if nxt in self.cases:
                 continue
-            running = sum(1 for c in self.cases.values() if c.running)
             if running >= limit or len(self.cases) >= 2 * limit or self._stopping(item):
                 return
-            self._start(nxt)
+            if self._start(nxt).running:
+                running += 1
 
     def _stopping(self, item: pytest.Item) -> bool:
         """No new case once the session is stopping (``-x``, ``--maxfail``), counting the

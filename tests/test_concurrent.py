@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import xml.etree.ElementTree as ET
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -838,3 +839,107 @@ def test_a_dataset_test_not_marked_llm_eval_runs_concurrently_in_plain_pytest(
     )
     pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=4)
     assert _max_overlap(_times(pytester)) == 4
+
+
+# -- per-case overhead (benchmarks/bench_concurrent.py) ------------------------------------
+
+
+def test_each_item_is_classified_once_not_per_look_ahead_pass(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whether an item is a concurrent case is fixed once collection is over: it is decided once
+    per item, not again for all the look-ahead items each time a case finishes (which made the
+    main thread's bookkeeping grow with cases x look-ahead)."""
+    import pytest_llmeval.concurrent as concurrent_mod
+
+    asked: list[str] = []
+    real = concurrent_mod._other_async_plugin
+
+    def counting(node: pytest.Item, fixturenames: list[str]) -> tuple[str, str] | None:
+        asked.append(node.nodeid)
+        return real(node, fixturenames)
+
+    monkeypatch.setattr(concurrent_mod, "_other_async_plugin", counting)
+    ids = [f"c{i:02d}" for i in range(40)]
+    _cases(pytester, ids)
+    pytester.makepyfile(test_sleep=SLEEPER.replace("{kw}", ", concurrency=8"))
+    result = pytester.runpytest("--llm-eval", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=40)
+    assert _max_overlap(_times(pytester)) == 8
+    per_case = Counter(n for n in asked if "[" in n)
+    assert sorted(per_case) == sorted(f"test_sleep.py::test_sleep[{i}]" for i in ids)
+    # once at collection (concurrency= checked per item), once when the runner first meets it
+    assert set(per_case.values()) == {2}
+
+
+def test_a_phase_wakes_the_case_loop_only_when_a_step_waits_on_the_gate() -> None:
+    """The end of every setup/call/teardown phase used to post a wake-up to the case loop (a
+    cross-thread write and a loop iteration per phase) even when no case step was waiting."""
+    import asyncio
+
+    from pytest_llmeval.concurrent import _Gate
+
+    class RecordingLoop:
+        def __init__(self) -> None:
+            self.posted: list[object] = []
+
+        def is_closed(self) -> bool:
+            return False
+
+        def call_soon_threadsafe(self, callback: object) -> None:
+            self.posted.append(callback)
+
+    gate = _Gate()
+    recording = RecordingLoop()
+    gate.loop = recording  # type: ignore[assignment]
+    with gate.phase():
+        assert not gate.try_enter()  # a step cannot enter during a phase
+    assert recording.posted == []
+    assert gate.try_enter()
+    gate.leave()
+
+    loop = asyncio.new_event_loop()
+    try:
+        waiter: asyncio.Future[None] = loop.create_future()
+        gate._waiters.append(waiter)  # a step that found the gate closed
+        with gate.phase():
+            pass
+        assert recording.posted == [gate._wake]
+        gate._wake()
+        assert waiter.done()
+    finally:
+        loop.close()
+
+
+def test_a_case_that_runs_again_in_the_same_process_gets_fresh_fixtures(
+    pytester: pytest.Pytester,
+) -> None:
+    """A case torn down (or abandoned when xdist's work stealing took it) and later run again
+    in the same process (stolen back, a rerun plugin) must be set up afresh, as pytest's own
+    protocol does; it used to crash the run (its fixture request was gone)."""
+    _cases(pytester, IDS20[:3])
+    pytester.makeconftest(
+        """
+def pytest_collection_modifyitems(items):
+    items.append(items[0])  # c00 runs a second time, after the others
+"""
+    )
+    pytester.makepyfile(
+        test_again=HEADER
+        + """
+@pytest.fixture
+def res(case):
+    return {"case": case.id}
+
+@pytest.mark.llm_eval
+@pytest.mark.llm_eval_dataset("cases.jsonl", concurrency=3)
+async def test_again(case, res):
+    await asyncio.sleep(0.05)
+    assert res == {"case": case.id}
+    event(case.id)
+"""
+    )
+    result = pytester.runpytest("--llm-eval", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=4)
+    assert result.ret == 0
+    assert sorted(_events(pytester)) == ["c00", "c00", "c01", "c02"]
