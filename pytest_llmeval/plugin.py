@@ -560,7 +560,8 @@ def _shared_store(config: pytest.Config, settings: Settings) -> Any | None:
         )
     except ImportError:
         raise pytest.UsageError(
-            "--llm-eval-cache-url needs redis-py: pip install 'pytest-llmeval[redis]'"
+            '--llm-eval-cache-url needs redis-py: pip install redis (or pip install ".[redis]" in '
+            "the pytest-llmeval-suite checkout)"
         ) from None
     except LLMEvalError as exc:
         raise pytest.UsageError(str(exc)) from None

@@ -48,7 +48,7 @@ def start(password: str | None = None) -> Iterator[RedisServer]:
     try:
         import redis
     except ImportError:
-        _missing("redis-py is not installed (pip install 'pytest-llmeval[redis]')")
+        _missing('redis-py is not installed (pip install ".[redis]" in the checkout)')
     port = free_port()
     argv = [
         str(binary),
