@@ -634,12 +634,15 @@ def test_argument_correctness_shows_the_tools_given(
     assert json.loads(_block(_judge_prompt(judge_server), "available_tools")) == tools
 
 
-def test_argument_correctness_without_calls_is_one_and_asks_nothing(
+def test_argument_correctness_without_calls_is_an_input_error_not_a_pass(
     judge_server: OpenAITestServer, judge_ctx: ScoringContext
 ) -> None:
-    result = score("argument_correctness", input="hi", output=trajectory())
-    assert result.value == 1.0
-    assert result.rationale == "no tool calls: no arguments to check"
+    # DeepEval scores "no calls" 1.0: a perfect score for an agent that did nothing
+    with pytest.raises(ScorerInputError) as info:
+        score("argument_correctness", input="hi", output=trajectory())
+    message = str(info.value)
+    assert "argument_correctness" in message and "'output'" in message
+    assert "holds no tool call" in message and "tool_correctness" in message
     assert judge_server.requests_to("chat") == []
 
 

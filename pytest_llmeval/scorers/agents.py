@@ -633,9 +633,9 @@ class ArgumentCorrectness(ClassifierScorer):
     list of calls, as for ``tool_correctness``); optionally ``tools``, the tool definitions the
     agent had (OpenAI ``tools`` list or any description), shown to the judge. Each call is
     judged on its own (one judge call per tool call, concurrently): Yes 1, No 0; the score is
-    the mean. No tool call at all scores 1.0 without asking the judge (there is no argument to
-    get wrong; DeepEval's ``ArgumentCorrectnessMetric`` does the same): pair it with
-    ``tool_correctness`` to check that the right tools were called.
+    the mean. A trajectory with no tool call at all is an input error, not a score (DeepEval's
+    ``ArgumentCorrectnessMetric`` scores it 1.0, a pass for an agent that did nothing): pair it
+    with ``tool_correctness`` to check that the right tools were called.
 
     ``metadata["verdicts"]`` lists each call's index, name, choice and reasons.
     """
@@ -644,7 +644,7 @@ class ArgumentCorrectness(ClassifierScorer):
     aliases = ("ArgumentCorrectness", "ArgumentCorrectnessMetric")
     required_inputs = ("input", "output")
     optional_inputs = ("tools",)
-    version = "1"
+    version = "2"
     description = "Whether each tool call's arguments fit the request (LLM judge)."
     template = """\
 An AI agent answered a user's request by calling a tool. Judge whether the arguments it passed \
@@ -673,11 +673,14 @@ tool to call is not the question. Choose Yes or No."""
         self.check_inputs(inputs)
         calls = extract_tool_calls(self.name, "output", inputs["output"])
         if not calls:
-            return Score(
-                value=1.0,
-                scorer=self.name,
-                rationale="no tool calls: no arguments to check",
-                metadata={"verdicts": []},
+            # Nothing to judge is not a pass: a trajectory that called no tool would otherwise
+            # score a perfect 1.0 for its arguments.
+            raise ScorerInputError(
+                self.name,
+                "output",
+                "holds no tool call, so there are no arguments to judge",
+                hint="check that the agent called its tools with tool_correctness, and score "
+                "argument_correctness only on trajectories that made calls",
             )
         tools = inputs.get("tools")
         values = {
