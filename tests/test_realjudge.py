@@ -104,3 +104,63 @@ def test_factuality_injection_does_not_flip_a_clear_verdict(
     # The same verdict with and without the injected instructions: a contradiction.
     assert result.metadata["choice"] == "D", result.rationale
     assert result.value == 0.0
+
+
+# Judges you define (issue 12), on the same clear-cut footing: a user's classifier and a G-Eval
+# rubric, each through the real server (forced tool call; logprobs for G-Eval's weighting).
+POLITE_PROMPT = (
+    "A customer wrote to support:\n{{input}}\n\nThe support agent answered:\n{{output}}\n\n"
+    "Is the agent's answer polite and respectful to the customer?\n"
+    "(Y) Yes, it is polite.\n(N) No, it is rude or insulting."
+)
+
+
+@pytest.mark.parametrize(
+    ("output", "polite"),
+    [
+        (
+            "Thank you for your patience! Your order ships today and should arrive within "
+            "three days. Have a lovely day!",
+            True,
+        ),
+        ("Stop bothering us, idiot. Your order arrives when it arrives.", False),
+    ],
+    ids=["polite", "rude"],
+)
+def test_a_custom_classifier_separates_clear_cases(
+    local_judge_ctx: ScoringContext, output: str, polite: bool
+) -> None:
+    import pytest_llmeval
+
+    pytest_llmeval.llm_classifier(
+        "rj_polite_reply", prompt=POLITE_PROMPT, choice_scores={"Y": 1, "N": 0}, use_cot=False
+    )
+    result = score("rj_polite_reply", input="When will my order arrive?", output=output)
+    assert result.metadata["choice"] == ("Y" if polite else "N"), result.metadata
+    assert result.value == (1.0 if polite else 0.0)
+
+
+def test_g_eval_ranks_a_correct_answer_above_an_irrelevant_one(
+    local_judge_ctx: ScoringContext,
+) -> None:
+    import pytest_llmeval
+
+    pytest_llmeval.g_eval(
+        "rj_helpful_answer",
+        criteria="The answer responds to the question with correct, useful information.",
+        evaluation_steps=[
+            "Read the question.",
+            "Check whether the answer addresses that question.",
+            "Check whether the information given is correct.",
+            "Give 5 for a correct, direct answer and 1 for an answer that ignores the question.",
+        ],
+    )
+    question = "What is the capital of France?"
+    good = score("rj_helpful_answer", input=question, output="The capital of France is Paris.")
+    bad = score(
+        "rj_helpful_answer", input=question, output="Bananas are a good source of potassium."
+    )
+    assert 0.0 <= bad.value < good.value <= 1.0, (good.metadata, bad.metadata)
+    assert good.value >= 0.5 and bad.value <= 0.5, (good.metadata, bad.metadata)
+    # llama.cpp returns top logprobs: the score is the probability-weighted mean
+    assert good.metadata["method"] == "logprobs", good.metadata
