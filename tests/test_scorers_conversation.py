@@ -314,13 +314,12 @@ def test_conversation_completeness_rejects_an_intention_not_tied_to_a_user_messa
         score("conversation_completeness", messages=CHAT)
 
 
-def test_conversation_completeness_without_intentions_is_one(
+def test_conversation_completeness_without_intentions_is_an_error_not_a_pass(
     judge_server: OpenAITestServer, judge_ctx: ScoringContext
 ) -> None:
     judge_server.enqueue(judge_reply({"intentions": []}, name="report_intentions"))
-    result = score("conversation_completeness", messages=CHAT[:3])
-    assert result.value == 1.0
-    assert "no intention" in str(result.rationale)
+    with pytest.raises(JudgeError, match="found no intention in the user messages"):
+        score("conversation_completeness", messages=CHAT[:3])
     assert len(judge_server.requests_to("chat")) == 1
 
 

@@ -462,14 +462,15 @@ class ConversationCompleteness(_TurnJudge):
     A first judge call extracts the user's intentions from the user messages up to the turn
     under test (each tied to the user message that states it); then each intention is judged
     against the conversation up to the turn under test (one call each, concurrently): Yes 1,
-    No 0. Score = met intentions / intentions extracted. No intention found scores 1.0 (there
-    was nothing to meet; the rationale says so). ``metadata["intentions"]`` lists each one's
-    user message ``index``, ``intention``, ``ok``, ``choice`` and ``reasons``; the rationale
+    No 0. Score = met intentions / intentions extracted. No intention found is a
+    :class:`JudgeError` (nothing was judged: never a 1.0). ``metadata["intentions"]`` lists
+    each one's user message ``index``, ``intention``, ``ok``, ``choice`` and ``reasons``; the rationale
     names the user turn of the first unmet intention.
     """
 
     name = "conversation_completeness"
     aliases = ("ConversationCompleteness", "ConversationCompletenessMetric")
+    version = "2"  # 2: no intention found is an error, not a 1.0
     description = "Whether the user's intentions in a conversation were met (judge)."
     template = """\
 A user talked with an assistant. Judge whether one of the user's intentions was met by the \
@@ -541,12 +542,13 @@ part? Choose Yes or No."""
         conv = self.conversation(inputs)
         intentions, usage = await self._intentions(conv, ctx)
         if not intentions:
-            return Score(
-                value=1.0,
+            # Nothing judged is not a pass: a judge that extracts nothing must not make any
+            # conversation "complete".
+            raise JudgeError(
+                "the judge found no intention in the user messages, so nothing was judged; "
+                "a conversation is not scored complete without one (check the conversation's "
+                "user turns, or the judge model)",
                 scorer=self.name,
-                rationale="the judge found no intention in the user messages: nothing to meet",
-                metadata={"turn": conv.turn, "intentions": []},
-                usage=usage,
             )
         conversation = conv.transcript(0, conv.turn + 1)
         prompts = [
