@@ -464,8 +464,8 @@ class ConversationCompleteness(_TurnJudge):
     against the conversation up to the turn under test (one call each, concurrently): Yes 1,
     No 0. Score = met intentions / intentions extracted. No intention found is a
     :class:`JudgeError` (nothing was judged: never a 1.0). ``metadata["intentions"]`` lists
-    each one's user message ``index``, ``intention``, ``ok``, ``choice`` and ``reasons``; the rationale
-    names the user turn of the first unmet intention.
+    each one's user message ``index``, ``intention``, ``ok``, ``choice`` and ``reasons``; the
+    rationale names the user turn of the first unmet intention.
     """
 
     name = "conversation_completeness"
