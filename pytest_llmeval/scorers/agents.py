@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, final
 from pytest_llmeval.errors import ScorerConfigError, ScorerInputError, describe_value
 from pytest_llmeval.scorers.lexical import make_score
 from pytest_llmeval.scorers.llm import ClassifierScorer, render_value
+from pytest_llmeval.scorers.structured import _json_safe  # the same JSON-safe metadata
 from pytest_llmeval.scoring import Score, Scorer, Usage
 
 if TYPE_CHECKING:
@@ -322,18 +323,6 @@ def _json_equal(a: Any, b: Any) -> bool:
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
         return len(a) == len(b) and all(_json_equal(x, y) for x, y in zip(a, b, strict=True))
     return type(a) is type(b) and bool(a == b)
-
-
-def _json_safe(value: Any) -> Any:
-    if value is None or isinstance(value, (str, int, bool)):
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else repr(value)
-    if isinstance(value, Mapping):
-        return {str(k): _json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
-    return repr(value)
 
 
 class ToolCallAccuracy(Scorer):
