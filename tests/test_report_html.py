@@ -515,29 +515,43 @@ def test_missing_chromium_skips_locally_and_fails_under_ci(
 _INTERACT = """<script>
 (function () {
   function mark(k, v) { document.body.setAttribute("data-t-" + k, String(v)); }
-  var st = document.getElementById("f-status");
-  st.value = "failed"; st.dispatchEvent(new Event("change"));
-  mark("count-failed", document.getElementById("count").textContent);
-  mark("hash-failed", location.hash);
-  st.value = "all"; st.dispatchEvent(new Event("change"));
-  var vp = document.getElementById("viewport");
-  vp.scrollTop = 300 * 30; vp.dispatchEvent(new Event("scroll"));
-  setTimeout(function () {
-    var rows = document.querySelectorAll("#spacer .row");
-    mark("scroll-first", rows[0].getAttribute("data-ix"));
-    mark("scroll-n", rows.length);
-    rows[15].click();
-    mark("open", document.getElementById("detail").getAttribute("data-ix"));
-    mark("hash-open", location.hash);
-    var q = document.getElementById("f-q");
-    q.value = "question 12"; q.dispatchEvent(new Event("input"));
-    setTimeout(function () {
-      mark("count-q", document.getElementById("count").textContent);
-      document.querySelector('#thead span[data-col="score"]').click();
-      mark("hash-sort", location.hash);
-      mark("done", 1);
-    }, 400);
-  }, 300);
+  function start() {
+    var st = document.getElementById("f-status");
+    st.value = "failed"; st.dispatchEvent(new Event("change"));
+    mark("count-failed", document.getElementById("count").textContent);
+    mark("hash-failed", location.hash);
+    st.value = "all"; st.dispatchEvent(new Event("change"));
+    var vp = document.getElementById("viewport");
+    var tries = 0;
+    function scrollThere() { vp.scrollTop = 300 * 30; vp.dispatchEvent(new Event("scroll")); }
+    function scrolled() {
+      // The browser clamps scrollTop while the list is not laid out yet, and the page renders
+      // on the next animation frame, which headless virtual time may hold back: scroll again
+      // until both happened (a list that never renders from row 290 still fails below).
+      var rows = document.querySelectorAll("#spacer .row");
+      var pending = vp.scrollTop < 300 * 30 - 1 || !rows.length
+        || rows[0].getAttribute("data-ix") === "0";
+      if (pending && tries++ < 30) { scrollThere(); setTimeout(scrolled, 100); return; }
+      mark("scroll-first", rows[0].getAttribute("data-ix"));
+      mark("scroll-n", rows.length);
+      rows[15].click();
+      mark("open", document.getElementById("detail").getAttribute("data-ix"));
+      mark("hash-open", location.hash);
+      var q = document.getElementById("f-q");
+      q.value = "question 12"; q.dispatchEvent(new Event("input"));
+      setTimeout(function () {
+        mark("count-q", document.getElementById("count").textContent);
+        document.querySelector('#thead span[data-col="score"]').click();
+        mark("hash-sort", location.hash);
+        mark("done", 1);
+      }, 400);
+    }
+    scrollThere();
+    setTimeout(scrolled, 300);
+  }
+  // after the page's own start-up (layout included), not while it is still loading
+  if (document.readyState === "complete") setTimeout(start, 100);
+  else window.addEventListener("load", function () { setTimeout(start, 100); });
 })();
 </script>
 """

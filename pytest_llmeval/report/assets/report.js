@@ -313,7 +313,16 @@
     row.appendChild(el("span", "num", isNum(r.cost_usd) ? usd(r.cost_usd) : ""));
     return row;
   }
-  viewport.addEventListener("scroll", function () { window.requestAnimationFrame(function () { renderRows(false); }); });
+  // Render on the next animation frame, or after 50 ms where frames are held back (a throttled
+  // or headless page): whichever comes first, once per scroll burst.
+  var scrollPending = false;
+  function renderScrolled() { if (!scrollPending) return; scrollPending = false; renderRows(false); }
+  viewport.addEventListener("scroll", function () {
+    if (scrollPending) return;
+    scrollPending = true;
+    window.requestAnimationFrame(renderScrolled);
+    setTimeout(renderScrolled, 50);
+  });
   spacer.addEventListener("click", function (ev) {
     var row = ev.target.closest(".row");
     if (row) setState({open: Number(row.getAttribute("data-ix"))});
