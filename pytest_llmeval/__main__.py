@@ -18,6 +18,12 @@ def _compare(argv: Sequence[str]) -> int:
     return compare_main(argv)
 
 
+def _merge(argv: Sequence[str]) -> int:
+    from pytest_llmeval.merge import main as merge_main
+
+    return merge_main(argv)
+
+
 def _report(argv: Sequence[str]) -> int:
     from pytest_llmeval.report.html import main_report
 
@@ -28,6 +34,7 @@ def _report(argv: Sequence[str]) -> int:
 COMMANDS: dict[str, tuple[Callable[[Sequence[str]], int], str]] = {
     "compare": (_compare, "compare two runs (saved runs or JSON reports): BASELINE CURRENT"),
     "report": (_report, "render a saved run or JSON report (RUN.json) as one HTML file: -o OUT"),
+    "merge": (_merge, "merge the JSON reports of a run's shards and judge its gates: -o OUT"),
 }
 
 

@@ -48,6 +48,7 @@ __all__ = [
     "TestGates",
     "TestStatistics",
     "case_samples",
+    "dataset_ranges",
     "dataset_statistics",
     "evaluate_gates",
     "failing_outcomes",
@@ -187,6 +188,13 @@ class GateRule:
     def matches(self, file: str, test: str) -> bool:
         return fnmatch.fnmatchcase(f"{file}::{test}", self.pattern)
 
+    def to_json(self) -> dict[str, Any]:
+        return {"pattern": self.pattern, "spec": _json_safe(self.spec.to_json())}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> GateRule:
+        return cls(str(data["pattern"]), _spec_from_json(data["spec"]))
+
 
 def _option_value(source: str, key: str, text: str) -> Any:
     if key == "reducer":
@@ -301,6 +309,10 @@ def _spec_from_json(data: Mapping[str, Any]) -> GateSpec:
     return GateSpec(**values)
 
 
+def _item_order(item: tuple[str | None, int]) -> tuple[bool, str, int]:
+    return (item[0] is not None, item[0] or "", item[1])
+
+
 @final
 class GateBook:
     """Controller side: the gated tests and which of their items were run, from the item infos
@@ -321,6 +333,44 @@ class GateBook:
         run.selected.add(item)
         if data["ran"]:
             run.ran.add(item)
+
+    def to_json(self) -> list[dict[str, Any]]:
+        """The book as JSON (a shard's report carries it, so that ``merge`` can judge the gates
+        of the whole run): per gated test its gates, dataset size, repeat and the items
+        ``[case, sample]`` selected and run."""
+        return [
+            {
+                "file": file,
+                "test": test,
+                "gates": [_json_safe(s.to_json()) for s in run.specs],
+                "total": run.total,
+                "repeat": run.repeat,
+                "selected": [[c, s] for c, s in sorted(run.selected, key=_item_order)],
+                "ran": [[c, s] for c, s in sorted(run.ran, key=_item_order)],
+            }
+            for (file, test), run in sorted(self.tests.items())
+        ]
+
+    def add_json(self, entries: Sequence[Mapping[str, Any]]) -> None:
+        """Add the items of another book's :meth:`to_json` (another shard of the same run).
+        Raises ValueError when a test's gates, dataset size or repeat differ from the ones
+        already in the book (the books are not of one run)."""
+        for e in entries:
+            key = (str(e["file"]), str(e["test"]))
+            specs = [_spec_from_json(s) for s in e["gates"]]
+            total = None if e["total"] is None else int(e["total"])
+            repeat = int(e["repeat"])
+            run = self.tests.get(key)
+            if run is None:
+                run = self.tests[key] = _TestRun(specs, total, repeat)
+            elif (run.specs, run.total, run.repeat) != (specs, total, repeat):
+                raise ValueError(
+                    f"{key[0]}::{key[1]} has other gates, dataset size or repeat here "
+                    f"({len(specs)} gates, {total} cases, repeat {repeat}) than before "
+                    f"({len(run.specs)} gates, {run.total} cases, repeat {run.repeat})"
+                )
+            run.selected.update((c, int(s)) for c, s in e["selected"])
+            run.ran.update((c, int(s)) for c, s in e["ran"])
 
 
 @final
@@ -513,20 +563,35 @@ class TestStatistics:
 
 
 def dataset_statistics(
-    records: Sequence[ScoreRecord], confidence: float = 0.95
+    records: Sequence[ScoreRecord],
+    confidence: float = 0.95,
+    ranges: Mapping[str, tuple[float, float] | None] | None = None,
 ) -> list[TestStatistics]:
-    """Statistics for every scorer of every dataset test (records with a case location)."""
+    """Statistics for every scorer of every dataset test (records with a case location).
+    ``ranges``: the declared range of each scorer as the run knew it (``merge`` passes the
+    shards' :func:`dataset_ranges`); a scorer not in it is looked up in this process."""
     groups: dict[tuple[str, str, str], list[ScoreRecord]] = {}
     for r in records:
         if r.where is not None:
             groups.setdefault((r.file, r.test, r.scorer), []).append(r)
+
+    def declared(scorer: str) -> tuple[float, float] | None:
+        if ranges is not None and scorer in ranges:
+            return ranges[scorer]
+        return _declared_range(scorer)
+
     return [
         TestStatistics(
             f"{file}::{test}",
-            scorer_stats(scorer, case_samples(recs), confidence, _declared_range(scorer)),
+            scorer_stats(scorer, case_samples(recs), confidence, declared(scorer)),
         )
         for (file, test, scorer), recs in sorted(groups.items())
     ]
+
+
+def dataset_ranges(records: Sequence[ScoreRecord]) -> dict[str, tuple[float, float] | None]:
+    """The declared range :func:`dataset_statistics` uses for each scorer of these records."""
+    return {s: _declared_range(s) for s in sorted({r.scorer for r in records if r.where})}
 
 
 def _declared_range(scorer: str) -> tuple[float, float] | None:

@@ -376,7 +376,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         except OSError as exc:
             state["save_error"] = f"{directory}: {exc}"
     regressions = state.get("regressions")
-    if regressions and state["alpha"] is not None and session.exitstatus == 0:
+    from pytest_llmeval.shard import shard_of
+
+    # a shard compared only its cases: partial, not the verdict (merge decides)
+    fails = regressions and state["alpha"] is not None and shard_of(config) is None
+    if fails and session.exitstatus == 0:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
@@ -487,6 +491,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     cmp = state.get("comparison")
     if cmp is not None:
         from pytest_llmeval.compare import format_comparison
+        from pytest_llmeval.shard import shard_of
 
         tr.write_sep("=", "llm-eval comparison")
         for line in format_comparison(cmp):
@@ -495,7 +500,13 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             tr.write_line(
                 f"regression: {s.name} mean {s.baseline_mean:.3f} -> {s.current_mean:.3f} "
                 f"(p={s.p_value:.3g} < {cmp.alpha:g})"
-                + ("; failing the run (--llm-eval-fail-on-regression)" if state["alpha"] else ""),
+                + (
+                    "; failing the run (--llm-eval-fail-on-regression)"
+                    if state["alpha"] and shard_of(config) is None
+                    else "; partial (a shard): merge the shard reports for the verdict"
+                    if state["alpha"]
+                    else ""
+                ),
                 red=True,
                 bold=True,
             )

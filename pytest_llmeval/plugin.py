@@ -220,6 +220,11 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 
     if not pluginmanager.has_plugin("llm-eval-history"):
         pluginmanager.register(history, "llm-eval-history")
+    # Sharded runs (--llm-eval-shard i/n, issue 11) too.
+    from pytest_llmeval import shard
+
+    if not pluginmanager.has_plugin("llm-eval-shard"):
+        pluginmanager.register(shard, "llm-eval-shard")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -1384,6 +1389,7 @@ class GateSession:
         self.outcomes: list[Any] = []
         self.unmatched: list[str] = []
         self.statistics: list[Any] = []
+        self.stopped = False
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -1401,10 +1407,14 @@ class GateSession:
         llm = self.config.stash.get(session_key, None)
         records = llm.sorted_records() if llm is not None else []
         rules = self.config.stash[gate_rules_key]
-        stopped = bool(session.shouldstop or session.shouldfail)
+        from pytest_llmeval.shard import shard_of
+
+        self.stopped = stopped = bool(session.shouldstop or session.shouldfail)
         self.outcomes, self.unmatched = evaluate_gates(records, self.book, rules, stopped=stopped)
         self.statistics = dataset_statistics(records)
-        if failing_outcomes(self.outcomes, self.inconclusive) and session.exitstatus == 0:
+        # A shard's gates saw only its cases: partial, not the verdict (merge decides).
+        failing = failing_outcomes(self.outcomes, self.inconclusive)
+        if failing and session.exitstatus == 0 and shard_of(self.config) is None:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     @pytest.hookimpl(trylast=True)
@@ -1413,13 +1423,19 @@ class GateSession:
     ) -> None:
         """Controller side: the statistics and gates sections, after the llm-eval summary."""
         from pytest_llmeval.report.gates import write_gates, write_statistics
+        from pytest_llmeval.shard import shard_of
 
         verbosity = config.get_verbosity()
         if self.statistics and verbosity >= 0:
             write_statistics(terminalreporter, self.statistics)
         if self.outcomes or self.unmatched:
             write_gates(
-                terminalreporter, self.outcomes, self.unmatched, self.inconclusive, verbosity
+                terminalreporter,
+                self.outcomes,
+                self.unmatched,
+                self.inconclusive,
+                verbosity,
+                shard=shard_of(config),
             )
 
     @pytest.hookimpl(tryfirst=True)

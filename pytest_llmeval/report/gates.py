@@ -78,13 +78,21 @@ def write_gates(
     unmatched: Sequence[str],
     inconclusive: str,
     verbosity: int,
+    shard: tuple[int, int] | None = None,
 ) -> None:
     """Write the gates section: one block per gate (one line with ``-q``), the run gates that
-    matched no test that ran, and a totals line saying what fails the run."""
-    tr.write_sep("=", "llm-eval gates")
+    matched no test that ran, and a totals line saying what fails the run. ``shard``: (i, n) of
+    a shard run, whose gates saw only its cases: each is PARTIAL, and none is the verdict."""
+    tr.write_sep(
+        "=", "llm-eval gates" + (f" (PARTIAL: shard {shard[0]}/{shard[1]})" if shard else "")
+    )
     for o in outcomes:
         lines = format_gate(o)
-        tr.write_line(lines[0], **_MARKUP.get(o.verdict, {}))
+        if shard is not None:
+            lines[0] = f"PARTIAL ({o.verdict} over this shard's cases) " + lines[0].split(" ", 1)[1]
+            tr.write_line(lines[0], yellow=True)
+        else:
+            tr.write_line(lines[0], **_MARKUP.get(o.verdict, {}))
         if verbosity >= 0:
             for line in lines[1:]:
                 tr.write_line(line)
@@ -97,6 +105,15 @@ def write_gates(
         counts[o.verdict] = counts.get(o.verdict, 0) + 1
     failing = failing_outcomes(outcomes, inconclusive)
     summary = ", ".join(f"{n} {v}" for v, n in sorted(counts.items())) or "no gate ran"
+    if shard is not None:
+        tr.write_line(
+            f"gates: PARTIAL, shard {shard[0]} of {shard[1]} ({summary} over this shard's cases); "
+            "not the verdict: merge the shard reports for it "
+            "(python -m pytest_llmeval merge SHARD.json... -o report.json)",
+            yellow=True,
+            bold=True,
+        )
+        return
     if failing:
         tr.write_line(f"gates: {summary}: the run fails", red=True, bold=True)
     else:
