@@ -436,7 +436,11 @@ def case_samples(records: Iterable[ScoreRecord]) -> list[CaseSamples]:
 
 
 def _subset_note(
-    run: _TestRun, scorer: str, recs: Sequence[ScoreRecord], stopped: bool
+    run: _TestRun,
+    scorer: str,
+    recs: Sequence[ScoreRecord],
+    stopped: bool,
+    shard: tuple[int, int] | None = None,
 ) -> str | None:
     """Say when a gate saw fewer cases or samples than the test has (``-k``, ``--deselect``,
     skips, items that ended before scoring): a gate over a subset must say so."""
@@ -448,6 +452,8 @@ def _subset_note(
     parts = []
     if total is not None and len(selected_cases) < total:
         why = "not run: the run stopped early" if stopped else "not selected: -k/deselect subset"
+        if shard is not None and not stopped:
+            why = f"in the other shards (this is shard {shard[0]}/{shard[1]}) or not selected"
         parts.append(f"{total - len(selected_cases)} {why}")
     if len(selected_cases) > len(ran_cases):
         parts.append(f"{len(selected_cases) - len(ran_cases)} skipped")
@@ -471,6 +477,7 @@ def evaluate_gates(
     rules: Sequence[GateRule],
     *,
     stopped: bool = False,
+    shard: tuple[int, int] | None = None,
 ) -> tuple[list[GateOutcome], list[str]]:
     """Judge every gate of every gated test that ran (skipped tests have no verdict), in a
     stable order. Returns the outcomes and the run gates (``rules``) that matched no test that
@@ -479,7 +486,8 @@ def evaluate_gates(
     A gate on a test without any record of its scorer is an ``error`` outcome ("no records of
     scorer X in test Y"); for a wildcard run gate that is judged over all its tests: it is an
     error only when none of them recorded the scorer. ``stopped``: the session stopped early
-    (-x, --maxfail), so missing items were not run rather than deselected.
+    (-x, --maxfail), so missing items were not run rather than deselected. ``shard``: (i, n) of
+    a shard run (``--llm-eval-shard``), whose missing cases are mostly in the other shards.
     """
     by_test: dict[tuple[str, str, str], list[ScoreRecord]] = {}
     for r in records:
@@ -511,7 +519,7 @@ def evaluate_gates(
                     spec,
                     result.verdict,
                     result,
-                    note=_subset_note(run, spec.scorer, recs, stopped),
+                    note=_subset_note(run, spec.scorer, recs, stopped, shard),
                 )
             )
     unmatched = []

@@ -1410,7 +1410,9 @@ class GateSession:
         from pytest_llmeval.shard import shard_of
 
         self.stopped = stopped = bool(session.shouldstop or session.shouldfail)
-        self.outcomes, self.unmatched = evaluate_gates(records, self.book, rules, stopped=stopped)
+        self.outcomes, self.unmatched = evaluate_gates(
+            records, self.book, rules, stopped=stopped, shard=shard_of(self.config)
+        )
         self.statistics = dataset_statistics(records)
         # A shard's gates saw only its cases: partial, not the verdict (merge decides).
         failing = failing_outcomes(self.outcomes, self.inconclusive)
