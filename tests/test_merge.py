@@ -602,3 +602,19 @@ def test_judged_shards_merge_to_the_unsharded_report(
     assert b["aggregates"]["l3score"]["judge_calls"] == 16
     assert len({r["score"] for r in b["records"]}) == 2  # two different judgements
     assert "SECRET" not in (root / "m.json").read_text() + out
+
+
+def test_a_shard_under_xdist_reports_what_it_does_alone(runs: dict[str, Any]) -> None:
+    """The xdist controller does not collect: the shard's collection facts reach it on the
+    workers' reports, and its shard section and gates are those of the -n 0 shard."""
+    pytest.importorskip("xdist")
+    root: Path = runs["root"]
+    proc = _pytest(root, "-n", "2", "--llm-eval-shard=1/3", "--llm-eval-report=x1.json", *RUN_GATE)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    alone, xdist = _load(root / "shard-1.json"), _load(root / "x1.json")
+    assert xdist["run"]["workers"] == 2
+    assert xdist["shard"] == alone["shard"]
+    assert xdist["shard"]["collection_digest"] is not None
+    assert (xdist["shard"]["cases"], xdist["shard"]["cases_in_shard"]) == (20, 7)
+    assert xdist["gates"] == alone["gates"]
+    assert _comparable(xdist)["records"] == _comparable(alone)["records"]
