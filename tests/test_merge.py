@@ -226,8 +226,11 @@ def test_a_passing_whole_run_exits_0(runs: dict[str, Any], tmp_path: Path, capsy
                     spec["confidence"] = None
         paths.append(tmp_path / f"s{i}.json")
         paths[-1].write_text(json.dumps(data))
-    status, out, _ = _merge(capsys, *paths, "-o", tmp_path / "m.json")
+    status, out, _ = _merge(
+        capsys, *paths, "-o", tmp_path / "m.json", "--html", tmp_path / "m.html"
+    )
     assert status == 0
+    assert "test_qa.py::test_qa" in (tmp_path / "m.html").read_text()
     assert out.rstrip().splitlines()[-1] == "verdict: PASS (3 gate(s) over the whole run)"
     assert {g["verdict"] for g in _load(tmp_path / "m.json")["gates"]} == {"pass"}
     assert _load(tmp_path / "m.json")["run"]["exitstatus"] == 0
