@@ -30,7 +30,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,8 +39,8 @@ __all__ = ["SPLIT", "ShardState", "case_key", "parse_shard", "shard_of", "split_
 
 #: How cases are dealt to shards (recorded in each shard's report).
 SPLIT = "round-robin over the sorted case keys"
-#: teardown report attribute: the shard's collection facts, for the xdist controller
-SHARD_INFO_ATTR = "llm_eval_shard_info"
+#: ``workeroutput`` key: an xdist worker's collection facts, for the controller
+SHARD_INFO_KEY = "llm_eval_shard_info"
 _OPTION = "--llm-eval-shard / ini llm_eval_shard / env LLM_EVAL_SHARD"
 
 
@@ -164,30 +163,29 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = kept
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(
-    item: pytest.Item, call: pytest.CallInfo[None]
-) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-    """Any process: the shard's collection facts on each teardown report (the xdist controller
-    does not collect)."""
-    report = yield
-    state = item.config.stash.get(_state_key, None)
-    if call.when == "teardown" and state is not None and state.digest is not None:
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """xdist worker: the shard's collection facts for the controller (which does not collect),
+    in ``workeroutput``: it reaches the controller even when no item fell in this shard."""
+    config = session.config
+    state = config.stash.get(_state_key, None)
+    output = getattr(config, "workeroutput", None)
+    if state is not None and state.digest is not None and output is not None:
         info = {"cases": state.cases, "in_shard": state.in_shard, "digest": state.digest}
-        setattr(report, SHARD_INFO_ATTR, json.dumps(info))
-    return report
+        output[SHARD_INFO_KEY] = json.dumps(info)
 
 
 class _Controller:
-    """Controller side (or the only process): the collection facts off the teardown reports,
-    the exit status of an empty shard, the report's ``shard`` section, the terminal line."""
+    """Controller side (or the only process): the collection facts of the xdist workers, the
+    exit status of an empty shard, the report's ``shard`` section, the terminal line."""
 
     def __init__(self, config: pytest.Config, state: ShardState) -> None:
         self.config = config
         self.state = state
 
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        payload = getattr(report, SHARD_INFO_ATTR, None)
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        """xdist controller: the collection facts a worker sent (every worker collects alike)."""
+        payload = getattr(node, "workeroutput", {}).get(SHARD_INFO_KEY)
         if not payload or self.state.digest is not None:
             return
         info = json.loads(payload)

@@ -380,6 +380,11 @@ def test_more_shards_than_cases_leaves_an_empty_shard_that_passes(tmp_path: Path
     assert proc.returncode == 0, proc.stdout
     assert "llm-eval shard 2/2: no case of the run fell in it" in proc.stdout
     assert _load(root / "shard-2.json")["shard"]["cases_in_shard"] == 0
+    if pytest.importorskip("xdist"):  # the same with workers (the controller does not collect)
+        proc = _shard(root, 2, 2, "-n", "2")
+        assert proc.returncode == 0, proc.stdout
+        assert "llm-eval shard 2/2: no case of the run fell in it" in proc.stdout
+        assert _load(root / "shard-2.json")["shard"]["cases"] == 1
 
 
 # -- shards that cannot be merged -------------------------------------------------------------
