@@ -749,7 +749,7 @@ def _redis_bucket(config: pytest.Config, limits: RateLimits) -> Any | None:
     url = _opt(config, "llm_eval_cache_url") or os.environ.get("LLM_EVAL_CACHE_URL") or None
     if url is None:
         return None
-    from pytest_llmeval.ratelimit import RateLimitWarning, RedisBucket
+    from pytest_llmeval.ratelimit import RateLimitWarning, RedisBucket, fail_fast
     from pytest_llmeval.redis_store import RedisStore, RedisUnavailable
 
     prefix = _opt(config, "llm_eval_cache_prefix")
@@ -758,6 +758,7 @@ def _redis_bucket(config: pytest.Config, limits: RateLimits) -> Any | None:
             url,
             prefix="llmeval:" if prefix is None else prefix,
             password=os.environ.get("LLM_EVAL_REDIS_PASSWORD") or None,
+            timeout=2.0,
         )
     except ImportError:
         raise pytest.UsageError(
@@ -766,6 +767,7 @@ def _redis_bucket(config: pytest.Config, limits: RateLimits) -> Any | None:
         ) from None
     except LLMEvalError as exc:
         raise pytest.UsageError(str(exc)) from None
+    fail_fast(store.client)
     try:
         store.connect()
     except RedisUnavailable as exc:

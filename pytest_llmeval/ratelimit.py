@@ -408,6 +408,16 @@ return string.format('%.6f', wait)
 """
 
 
+def fail_fast(client: Any) -> None:
+    """No retries on ``client``: a Redis that is gone means the file bucket at once, not seconds
+    of redis-py's default backing off and trying again before a judge request."""
+    if hasattr(client, "set_retry"):
+        from redis.backoff import NoBackoff
+        from redis.retry import Retry
+
+        client.set_retry(Retry(NoBackoff(), 0))
+
+
 @final
 class RedisBucket:
     """The fleet's bucket: a Redis hash under ``key``, changed only by :data:`_LUA`."""
@@ -422,6 +432,7 @@ class RedisBucket:
         self.limits = limits
         self.url = url  # without its password (redact_url)
         self.errors: tuple[type[BaseException], ...] = (redis.RedisError, OSError)
+        fail_fast(client)
         self._script = client.register_script(_LUA)
 
     def _run(self, op: str, tokens: float, requests: float) -> float:
@@ -506,7 +517,7 @@ class RateLimiter:
                 f"judge requests are now limited to {self.limits.describe()} for {where} only "
                 "(file lock), not for the fleet"
             ),
-            stacklevel=4,
+            stacklevel=1,  # called from a thread: no caller of interest
         )
         return fallback
 

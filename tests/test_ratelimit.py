@@ -160,7 +160,9 @@ def test_four_xdist_workers_share_one_rpm(
     span = max(times) - min(times)
     print(f"4 workers, --llm-eval-rpm 120: max {most} requests in a 1 s window, span {span:.2f} s")
     assert most <= 2 + 2, times
-    assert span >= 4.0 * 0.95, times
+    # the bucket allows no less than 4 s between the first and the last start; arrivals may
+    # come a little closer (the first request of a fresh process takes longer to arrive)
+    assert span >= 4.0 * 0.8, times
     assert workers == {"gw0", "gw1", "gw2", "gw3"}, workers
     out = result.stdout.str()
     assert "rate limit 120 rpm (burst 2) for this machine's run (file lock): " in out
@@ -275,7 +277,7 @@ def test_two_machines_share_one_rpm_through_redis(
     span = max(times) - min(times)
     print(f"2 machines via Redis, --llm-eval-rpm 120: max {most} in a 1 s window, {span:.2f} s")
     assert most <= 2 + 2, times
-    assert span >= 5.0 * 0.95, times
+    assert span >= 5.0 * 0.8, times  # each machine alone: about 2 s
     import redis
 
     client = redis.Redis(port=redis_server.port)
@@ -298,6 +300,8 @@ def own_redis() -> Iterator[Any]:
 @posix_only
 def test_redis_down_mid_run_falls_back_to_the_file_with_one_warning(own_redis: Any) -> None:
     import redis
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
 
     from pytest_llmeval.ratelimit import RedisBucket
 
@@ -316,7 +320,8 @@ def test_redis_down_mid_run_falls_back_to_the_file_with_one_warning(own_redis: A
         assert client.hexists("t-down:ratelimit", "t")
         assert file.levels()[0] == 2.0  # the file bucket untouched: still full
         with pytest.warns(RateLimitWarning) as caught:
-            redis.Redis(port=own_redis.port).shutdown(nosave=True)
+            no_retry = Retry(NoBackoff(), 0)  # redis-py would retry the vanished connection
+            redis.Redis(port=own_redis.port, retry=no_retry).shutdown(nosave=True)
             time.sleep(0.2)
             asyncio.run(take(3))  # two from the full file bucket, then a wait
         messages = [str(w.message) for w in caught if w.category is RateLimitWarning]
