@@ -2,7 +2,8 @@
 
 A judge-bound run can sit for minutes behind one dot. :class:`Progress` keeps one line under
 pytest's output: cases done of total, cases in flight, judge calls made and answered from the
-cache, spend against the budget, and an ETA from the recent rate.
+cache, spend against the budget, an ETA from the recent rate and, with ``--llm-eval-rpm`` or
+``--llm-eval-tpm``, the run's time waited for the rate limit (every process's, from its file).
 
 How it never mixes with pytest's own output, and why:
 
