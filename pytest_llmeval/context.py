@@ -45,8 +45,9 @@ class JudgeClock:
     """The judge time of one scoring: the wall-clock time during which at least one of its
     judge calls was waiting on the endpoint (a request in flight, or a wait between tries).
 
-    Time spent queueing for a free concurrency slot does not count: a batch of a thousand
-    scorings must not time out behind its own queue. Parallel calls of one scoring (several
+    Time spent queueing for a free concurrency slot or for the run's rate limit
+    (``--llm-eval-rpm``/``--llm-eval-tpm``) does not count: a batch of a thousand scorings must
+    not time out behind its own queue. Parallel calls of one scoring (several
     questions at once) count once, not once each. So a per-scoring deadline checked against
     :meth:`elapsed` before each request, with the request bounded by what is left, holds
     whatever the server does.

@@ -164,7 +164,7 @@ _OPTIONS: list[tuple[str, str, str, str, Any]] = [
         "scoring-timeout",
         "llm_eval_scoring_timeout",
         "seconds of judge time one scoring may take in all: every call, retry and wait between "
-        "tries (default 120)",
+        "tries, not the wait for a concurrency slot or the rate limit (default 120)",
         "float",
         None,
     ),

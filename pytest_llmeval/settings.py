@@ -66,7 +66,7 @@ class JudgeSettings:
     max_tries: int = 4
     overall_timeout: float = 120.0
     """Seconds of judge time one scoring may take in all (every call, retry and wait between
-    tries; not the wait for a free concurrency slot), whatever the server does
+    tries; not the wait for a free concurrency slot or for the rate limit), whatever the server does
     (``--llm-eval-scoring-timeout``). Outside a scoring it bounds one call with its retries."""
     concurrency: int = 8
     retry_backoff: float = 0.5

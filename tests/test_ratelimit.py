@@ -222,6 +222,49 @@ def test_a_limit_on_tokens_settles_with_the_reported_usage(
         bucket.remove()
 
 
+def test_the_wait_is_not_judge_time_and_every_try_waits(
+    judge_server: OpenAITestServer, tmp_path: Path
+) -> None:
+    """60 rpm, burst 1: one request a second. Three calls of one scoring wait about 2 s in all
+    for the limit, four times its 0.5 s of judge time, and still succeed: the wait is queueing,
+    like the wait for a concurrency slot. A 429 retried goes through the limit again."""
+    from conftest import judge_test_settings
+    from pytest_llmeval.context import ScoringContext, UsageCollector, current_usage
+    from pytest_llmeval.testing import error
+
+    limits = RateLimits(rpm=60)
+    bucket = FileBucket.create(limits)
+    try:
+        limiter = RateLimiter(limits, bucket, stats=bucket)
+        settings = judge_test_settings(judge_server.base_url, tmp_path, overall_timeout=0.5)
+        ctx = ScoringContext(settings, limiter=limiter)
+        client = ctx.judge()
+        judge_server.set_default(YES)
+        messages = [{"role": "user", "content": "Is it so?"}]
+        collector = UsageCollector()
+
+        async def one_scoring() -> None:
+            current_usage.set(collector)
+            for _ in range(3):
+                await client.chat(messages, max_tokens=1)
+
+        ctx.run(one_scoring())
+        assert collector.total.calls == 3
+        assert collector.clock.elapsed() < 0.5  # the judge time: the requests alone
+        assert limiter.waited_s >= 1.8 and limiter.waits == 2
+        times = _arrivals(judge_server)
+        assert times[2] - times[0] >= 1.8 * 0.95
+
+        judge_server.clear()
+        judge_server.enqueue(error(429, "slow down", retry_after=0.0))
+        ctx.run(client.chat(messages, max_tokens=1))
+        assert [r.status for r in judge_server.requests_to("chat")] == [429, 200]
+        assert limiter.waits == 4  # the first try and the retry each waited for a request
+        ctx.close()
+    finally:
+        bucket.remove()
+
+
 # -- the fleet: two machines, one redis-server ----------------------------------------------
 
 

@@ -618,6 +618,8 @@ class JudgeClient:
                 sent = False
                 used: int | None = None
                 try:
+                    if reservation is not None and attempt == 1:
+                        self._check_budget(scorer, model)  # others spent while this one waited
                     with clock.running():
                         remaining = limit - clock.elapsed()
                         if remaining <= 0:  # parallel calls of this scoring used up its time
