@@ -268,10 +268,31 @@ def test_the_wait_is_not_judge_time_and_every_try_waits(
 # -- the fleet: two machines, one redis-server ----------------------------------------------
 
 
+#: Both "machines" start judging together (so that they overlap, and two separate limits would
+#: show): each says it is ready, then waits for the other.
+BARRIER = """
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(autouse=True, scope="session")
+def both_machines_ready():
+    ready = Path(os.environ["BARRIER_DIR"])
+    (ready / os.environ["MACHINE"]).touch()
+    deadline = time.monotonic() + 60
+    while len(list(ready.iterdir())) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+"""
+
+
 def _machine(root: Path, name: str, n: int) -> Path:
     path = root / name
     (path / "tmp").mkdir(parents=True)
     (path / "test_fleet.py").write_text(TESTS.format(n=n))
+    (path / "conftest.py").write_text(BARRIER)
     (path / "pytest.ini").write_text(INI)
     return path
 
@@ -285,6 +306,7 @@ def _start(path: Path, server: OpenAITestServer, *args: str) -> subprocess.Popen
         OPENAI_API_KEY="sk-rate-SECRET",
         TMPDIR=str(path / "tmp"),
         MACHINE=path.name,
+        BARRIER_DIR=str(path.parent / "ready"),
     )
     argv = [sys.executable, "-m", "pytest", str(path), "--rootdir", str(path)]
     argv += ["-p", "no:cacheprovider", "-p", "no:randomly", "--llm-eval", *args]
@@ -304,6 +326,7 @@ def test_two_machines_share_one_rpm_through_redis(
     opts = ("--llm-eval-rpm", "120", "--llm-eval-cache-url", redis_server.url)
     opts += ("--llm-eval-cache-prefix", prefix)
     machines = [_machine(tmp_path, name, 6) for name in ("a", "b")]
+    (tmp_path / "ready").mkdir()
     procs = [_start(m, judge_server, *opts) for m in machines]
     outs = [p.communicate(timeout=120)[0] for p in procs]
     for p, out in zip(procs, outs, strict=True):
@@ -314,8 +337,15 @@ def test_two_machines_share_one_rpm_through_redis(
         )
     times = _arrivals(judge_server)
     assert len(times) == 12
-    sources = {m.group(2) for r in judge_server.requests for m in [WHO.search(json.dumps(r.body))]}
-    assert sources == {"a", "b"}
+    by_machine: dict[str, list[float]] = {"a": [], "b": []}
+    for r in judge_server.requests:
+        match = WHO.search(json.dumps(r.body))
+        assert match is not None
+        by_machine[match.group(2)].append(r.received_at)
+    assert [len(v) for v in by_machine.values()] == [6, 6]
+    # they judged at the same time (for at least 2 s), so two separate limits would have shown
+    overlap = min(max(v) for v in by_machine.values()) - max(min(v) for v in by_machine.values())
+    assert overlap >= 2.0, by_machine
     most = max_in_window(times)
     span = max(times) - min(times)
     print(f"2 machines via Redis, --llm-eval-rpm 120: max {most} in a 1 s window, {span:.2f} s")
@@ -326,6 +356,32 @@ def test_two_machines_share_one_rpm_through_redis(
     client = redis.Redis(port=redis_server.port)
     assert client.exists(prefix + "ratelimit") == 1
     assert 0 < client.pttl(prefix + "ratelimit") <= 62_000  # expires once idle and full
+    client.close()
+
+
+def test_the_lua_bucket_does_the_same_arithmetic(redis_server: Any) -> None:
+    import redis
+
+    from pytest_llmeval.ratelimit import RedisBucket
+
+    limits = RateLimits(rpm=120, tpm=600)  # holds 2 requests and 10 tokens
+    client = redis.Redis(port=redis_server.port)
+    key = "t-lua:ratelimit"
+    client.delete(key)
+    bucket = RedisBucket(client, key, limits, redis_server.url)
+    assert bucket.take(4) == 0.0 and bucket.take(4) == 0.0
+    wait = bucket.take(4)  # no request left (0.5 s), 2 tokens short (0.2 s)
+    assert 0.45 <= wait <= 0.5
+    level = client.hgetall(key)
+    assert float(level[b"r"]) == pytest.approx(0.0, abs=0.05)
+    assert float(level[b"k"]) == pytest.approx(2.0, abs=0.5)
+    bucket.give(0, -20)  # a reply that used 20 tokens more than reserved: a debt
+    assert float(client.hget(key, "k")) == pytest.approx(-18.0, abs=0.5)
+    assert bucket.take(4) == pytest.approx(2.2, abs=0.1)  # (4 + 18) / 10 tokens a second
+    bucket.give(1, 100)  # never above the capacities
+    level = client.hgetall(key)
+    assert float(level[b"r"]) <= 2.0 and float(level[b"k"]) <= 10.0
+    client.delete(key)
     client.close()
 
 
