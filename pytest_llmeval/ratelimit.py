@@ -255,6 +255,7 @@ class FileBucket:
     machine); also where the run's total wait is added up."""
 
     remote = False
+    errors: tuple[type[BaseException], ...] = (OSError,)
 
     def __init__(self, path: str | os.PathLike[str], limits: RateLimits) -> None:
         self.path = Path(path)
@@ -488,7 +489,12 @@ class RateLimiter:
         scope: str = "this process",
     ) -> None:
         self.limits = limits
+        #: the bucket in use: ``bucket`` until it fails, then ``fallback``, then this process's
+        #: own (a failing bucket never fails a judge request, nor leaves it unlimited)
         self.bucket = bucket
+        self._next: list[Bucket] = [b for b in (fallback,) if b is not None]
+        if not isinstance(bucket, MemoryBucket):
+            self._next.append(MemoryBucket(limits))
         self.fallback = fallback
         self.stats = stats
         self.scope = scope
@@ -496,41 +502,53 @@ class RateLimiter:
         #: this process's waits: seconds in all, and how many requests waited
         self.waited_s = 0.0
         self.waits = 0
+        #: why the shared bucket was given up (the error's type), or None
         self.fell_back: str | None = None
 
-    # -- bucket calls, with the fall-back from Redis -----------------------------------------
+    # -- bucket calls, with the fall-backs -----------------------------------------------------
 
-    def _fail_over(self, exc: BaseException) -> Bucket:
-        bucket = self.bucket
-        fallback = self.fallback if self.fallback is not None else MemoryBucket(self.limits)
+    def _fail_over(self, failed: Bucket, exc: BaseException) -> Bucket:
+        """Give up ``failed`` for the next bucket, with one warning (unless another thread
+        already did)."""
         with self._lock:
-            if self.bucket is not bucket or self.fell_back is not None:
+            if self.bucket is not failed or not self._next:
                 return self.bucket
-            self.bucket = fallback
-            self.fell_back = f"{type(exc).__name__}"
-        url = getattr(bucket, "url", "Redis")
-        where = "this machine's run" if isinstance(fallback, FileBucket) else "this process"
-        self.scope = where
+            self.bucket = self._next.pop(0)
+            self.fell_back = self.fell_back or type(exc).__name__
+            replacement = self.bucket
+        if isinstance(replacement, FileBucket):
+            self.scope = "this machine's run (file lock)"
+        else:
+            self.scope = "this process"
+        if isinstance(failed, FileBucket):
+            what = f"the run's rate-limit file {failed.path} could not be used ({exc})"
+        else:
+            what = (
+                f"the shared rate limit in Redis {getattr(failed, 'url', '')} failed "
+                f"({type(exc).__name__})"
+            )
         warnings.warn(
             RateLimitWarning(
-                f"llm-eval: the shared rate limit in Redis {url} failed ({self.fell_back}); "
-                f"judge requests are now limited to {self.limits.describe()} for {where} only "
-                "(file lock), not for the fleet"
+                f"llm-eval: {what}; judge requests are now limited to "
+                f"{self.limits.describe()} for {self.scope} only"
+                + (", not for the fleet" if isinstance(failed, RedisBucket) else "")
             ),
-            stacklevel=1,  # called from a thread: no caller of interest
+            stacklevel=1,  # maybe called from a thread: no caller of interest
         )
-        return fallback
+        return replacement
 
     def _call(self, op: str, *args: float) -> float:
         bucket = self.bucket
-        try:
-            result = getattr(bucket, op)(*args)
-        except Exception as exc:
-            errors = getattr(bucket, "errors", ())
-            if not bucket.remote or not isinstance(exc, errors):
-                raise
-            result = getattr(self._fail_over(exc), op)(*args)
-        return float(result or 0.0)
+        while True:
+            try:
+                return float(getattr(bucket, op)(*args) or 0.0)
+            except Exception as exc:
+                if not isinstance(exc, getattr(bucket, "errors", ())):
+                    raise
+                replacement = self._fail_over(bucket, exc)
+                if replacement is bucket:
+                    raise
+                bucket = replacement
 
     async def _async_call(self, op: str, *args: float) -> float:
         if self.bucket.remote:

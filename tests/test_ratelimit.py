@@ -426,13 +426,37 @@ def test_redis_down_mid_run_falls_back_to_the_file_with_one_warning(own_redis: A
         assert len(messages) == 1, messages
         assert messages[0] == (
             f"llm-eval: the shared rate limit in Redis {own_redis.url} failed (ConnectionError); "
-            "judge requests are now limited to 120 rpm (burst 2) for this machine's run only "
-            "(file lock), not for the fleet"
+            "judge requests are now limited to 120 rpm (burst 2) for this machine's run "
+            "(file lock) only, not for the fleet"
         )
         assert limiter.bucket is file and limiter.fell_back == "ConnectionError"
         assert limiter.waits == 1 and limiter.waited_s >= 0.4  # still limited, never unlimited
     finally:
         file.remove()
+
+
+@posix_only
+def test_a_file_that_goes_away_leaves_this_process_limited_with_one_warning() -> None:
+    limits = RateLimits(rpm=120)
+    file = FileBucket.create(limits)
+    limiter = RateLimiter(limits, file, stats=file)
+
+    async def take(n: int) -> None:
+        for _ in range(n):
+            await limiter.acquire(0)
+
+    asyncio.run(take(1))
+    file.remove()  # e.g. a temporary directory cleaned under a running worker
+    with pytest.warns(RateLimitWarning) as caught:
+        asyncio.run(take(3))  # a full bucket of its own: two at once, then a wait
+    messages = [str(w.message) for w in caught if w.category is RateLimitWarning]
+    assert messages == [
+        f"llm-eval: the run's rate-limit file {file.path} could not be used ([Errno 2] No such "
+        f"file or directory: '{file.path}'); judge requests are now limited to 120 rpm "
+        "(burst 2) for this process only"
+    ]
+    assert limiter.waits == 1 and limiter.waited_s >= 0.4
+    assert limiter.run_waited() == (limiter.waited_s, 1)  # the file's total is gone
 
 
 def test_redis_unreachable_at_start_limits_the_machine_and_says_so(
