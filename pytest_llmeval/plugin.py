@@ -1166,12 +1166,17 @@ class LLMEvalSession:
             )
         ctx = config.stash.get(context_key, None)
         limiter = ctx.limiter if ctx is not None else None
-        waited, waits = limiter.run_waited() if limiter is not None else (0.0, 0)
+        waited, waits, fallbacks = limiter.run_totals() if limiter is not None else (0.0, 0, 0)
         if limiter is not None and (self.records or waits) and config.get_verbosity() >= 0:
             terminalreporter.write_line(
                 f"rate limit {limiter.limits.describe()} for {limiter.scope}: "
                 f"{waits} judge request{'' if waits == 1 else 's'} waited {waited:.1f} s in all"
-                + (" (Redis failed: fell back to the local limit)" if limiter.fell_back else "")
+                + (
+                    f" (Redis failed in {fallbacks} process{'' if fallbacks == 1 else 'es'}: "
+                    "limited locally from then on)"
+                    if fallbacks
+                    else ""
+                )
             )
         if self.report_path is not None:
             write_report_outcome(terminalreporter, self.report_path, self.report_error)

@@ -65,7 +65,9 @@ CHARS_PER_TOKEN = 4
 #: given tokens back meanwhile).
 MAX_POLL_S = 1.0
 
-_FORMAT = "<5d"  # time of the last update, requests, tokens, seconds waited, waits
+#: time of the last update, requests, tokens; then the run's seconds waited, requests that
+#: waited, and processes that gave up the Redis bucket
+_FORMAT = "<6d"
 _SIZE = struct.calcsize(_FORMAT)
 _PREFIX = "llmeval-rate-"
 
@@ -270,7 +272,7 @@ class FileBucket:
         remove_stale_files(Path(tempfile.gettempdir()), _PREFIX)
         fd, name = tempfile.mkstemp(prefix=f"{_PREFIX}{os.getpid()}-", suffix=".bin")
         try:
-            os.write(fd, struct.pack(_FORMAT, -1.0, 0.0, 0.0, 0.0, 0.0))
+            os.write(fd, struct.pack(_FORMAT, -1.0, 0.0, 0.0, 0.0, 0.0, 0.0))
         finally:
             os.close(fd)
         return cls(name, limits)
@@ -329,15 +331,23 @@ class FileBucket:
 
         self._update(change)
 
-    def waited(self) -> tuple[float, int]:
-        """(seconds waited, requests that waited) by the whole run so far; (0, 0) when the file
-        is gone."""
+    def add_fallback(self) -> None:
+        """Count a process that gave up the Redis bucket for this file."""
+
+        def change(values: list[float]) -> None:
+            values[5] += 1
+
+        self._update(change)
+
+    def totals(self) -> tuple[float, int, int]:
+        """(seconds waited, requests that waited, processes that gave up Redis) in the whole run
+        so far; zeros when the file is gone."""
         import fcntl
 
         try:
             fh = self.path.open("rb")
         except FileNotFoundError:
-            return 0.0, 0
+            return 0.0, 0, 0
         with fh:
             fcntl.flock(fh.fileno(), fcntl.LOCK_SH)
             try:
@@ -345,9 +355,9 @@ class FileBucket:
             finally:
                 fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
         if len(data) != _SIZE:
-            return 0.0, 0
+            return 0.0, 0, 0
         values = struct.unpack(_FORMAT, data)
-        return float(values[3]), int(values[4])
+        return float(values[3]), int(values[4]), int(values[5])
 
     def remove(self) -> None:
         self.path.unlink(missing_ok=True)
@@ -516,6 +526,11 @@ class RateLimiter:
             self.bucket = self._next.pop(0)
             self.fell_back = self.fell_back or type(exc).__name__
             replacement = self.bucket
+        if isinstance(failed, RedisBucket) and self.stats is not None:
+            try:
+                self.stats.add_fallback()
+            except OSError:
+                pass  # only the summary's count is lost
         if isinstance(replacement, FileBucket):
             self.scope = "this machine's run (file lock)"
         else:
@@ -600,13 +615,23 @@ class RateLimiter:
     def run_waited(self) -> tuple[float, int]:
         """(seconds, requests) waited by the whole run (every process sharing the file), or by
         this process without a file."""
+        total, count, _fallbacks = self.run_totals()
+        return total, count
+
+    def run_totals(self) -> tuple[float, int, int]:
+        """:meth:`run_waited` and the processes of the run that gave up the Redis bucket."""
+        own_fallback = int(self.fell_back is not None)
         if self.stats is not None:
             try:
-                total, count = self.stats.waited()
-                return max(total, self.waited_s), max(count, self.waits)
+                total, count, fallbacks = self.stats.totals()
+                return (
+                    max(total, self.waited_s),
+                    max(count, self.waits),
+                    max(fallbacks, own_fallback),
+                )
             except OSError:
                 pass
-        return self.waited_s, self.waits
+        return self.waited_s, self.waits, own_fallback
 
     def close(self) -> None:
         for bucket in (self.bucket, self.fallback):

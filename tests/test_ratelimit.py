@@ -430,9 +430,51 @@ def test_redis_down_mid_run_falls_back_to_the_file_with_one_warning(own_redis: A
             "(file lock) only, not for the fleet"
         )
         assert limiter.bucket is file and limiter.fell_back == "ConnectionError"
+        assert file.totals()[2] == 1  # the summary says that a process fell back
         assert limiter.waits == 1 and limiter.waited_s >= 0.4  # still limited, never unlimited
     finally:
         file.remove()
+
+
+STOPS_REDIS = """
+import os
+
+import pytest
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from pytest_llmeval import assert_score
+
+
+def test_a_first():
+    assert_score("l3score", input="main@- q first?", expected="a", output="a", min=0.5)
+    port = int(os.environ["REDIS_PORT"])
+    redis.Redis(port=port, retry=Retry(NoBackoff(), 0)).shutdown(nosave=True)
+
+
+@pytest.mark.parametrize("i", range(4))
+def test_after(i):
+    assert_score("l3score", input=f"main@- q{i}?", expected="a", output="a", min=0.5)
+"""
+
+
+@posix_only
+def test_redis_stopped_mid_run_the_run_goes_on_limited_and_says_so(
+    project: pytest.Pytester, judge_server: OpenAITestServer, own_redis: Any
+) -> None:
+    project.makepyfile(test_stops=STOPS_REDIS)
+    project._monkeypatch.setenv("REDIS_PORT", str(own_redis.port))
+    result = project.runpytest_subprocess(
+        "--llm-eval-rpm", "120", "--llm-eval-cache-url", own_redis.url, "-p", "no:randomly"
+    )
+    result.assert_outcomes(passed=5)  # never an error
+    out = result.stdout.str()
+    failed = f"the shared rate limit in Redis {own_redis.url} failed (ConnectionError)"
+    assert out.count(failed) == 1
+    assert "(Redis failed in 1 process: limited locally from then on)" in out
+    after = _arrivals(judge_server)[1:]  # the file bucket, full: 2 at once, then 2 a second
+    assert len(after) == 4 and max(after) - min(after) >= 1.0 * 0.8, after
 
 
 @posix_only
