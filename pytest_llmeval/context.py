@@ -23,6 +23,7 @@ from pytest_llmeval.store_modes import NULL_STORE, for_mode
 if TYPE_CHECKING:
     from pytest_llmeval.embeddings import Embedder
     from pytest_llmeval.judge.client import JudgeClient
+    from pytest_llmeval.ratelimit import RateLimiter
     from pytest_llmeval.spend import SharedSpend
 
 __all__ = [
@@ -44,8 +45,9 @@ class JudgeClock:
     """The judge time of one scoring: the wall-clock time during which at least one of its
     judge calls was waiting on the endpoint (a request in flight, or a wait between tries).
 
-    Time spent queueing for a free concurrency slot does not count: a batch of a thousand
-    scorings must not time out behind its own queue. Parallel calls of one scoring (several
+    Time spent queueing for a free concurrency slot or for the run's rate limit
+    (``--llm-eval-rpm``/``--llm-eval-tpm``) does not count: a batch of a thousand scorings must
+    not time out behind its own queue. Parallel calls of one scoring (several
     questions at once) count once, not once each. So a per-scoring deadline checked against
     :meth:`elapsed` before each request, with the request bounded by what is left, holds
     whatever the server does.
@@ -175,9 +177,18 @@ class ScoringContext:
         *,
         cache: ResultStore | None = None,
         spend: SharedSpend | None = None,
+        limiter: RateLimiter | None = None,
     ) -> None:
         self.settings = settings if settings is not None else Settings.from_env()
         self.ledger = UsageLedger(spend)
+        if limiter is None and self.settings.rate_limits.active:
+            # Outside pytest (score(), configure()): this process's own bucket.
+            from pytest_llmeval.ratelimit import MemoryBucket, RateLimiter
+
+            limits = self.settings.rate_limits
+            limiter = RateLimiter(limits, MemoryBucket(limits))
+        #: the run's judge rate limit (``--llm-eval-rpm``/``--llm-eval-tpm``), or None
+        self.limiter = limiter
         self._lock = threading.Lock()
         self._judges: dict[Any, JudgeClient] = {}
         self._embedders: dict[Any, Embedder] = {}
@@ -216,6 +227,8 @@ class ScoringContext:
             self._judges.clear()
         if cache is not None:
             cache.close()
+        if self.limiter is not None:
+            self.limiter.close()
         for client in judges:
             closer = getattr(client, "close", None)
             if closer is not None:
@@ -241,6 +254,7 @@ class ScoringContext:
                     ledger=self.ledger,
                     budget_usd=self.settings.budget_usd,
                     prices=self.settings.prices,
+                    limiter=self.limiter,
                 )
                 self._judges[js] = client
             return client

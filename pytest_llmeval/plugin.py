@@ -27,6 +27,7 @@ from pytest_llmeval.concurrent import ConcurrentCases, check_marker, prepared_re
 from pytest_llmeval.context import ScoringContext, get_context, set_context
 from pytest_llmeval.dataset import Case, load_dataset
 from pytest_llmeval.errors import DatasetError, LLMEvalError
+from pytest_llmeval.ratelimit import RateLimits
 from pytest_llmeval.records import ScoreRecord, TestRecorder, current_recorder
 from pytest_llmeval.registry import default_registry
 from pytest_llmeval.settings import (
@@ -41,6 +42,7 @@ from pytest_llmeval.settings import (
 if TYPE_CHECKING:
     from pytest_llmeval.gates import GateRule, TestGates
     from pytest_llmeval.progress import Progress
+    from pytest_llmeval.ratelimit import FileBucket, RateLimiter
     from pytest_llmeval.spend import SharedSpend
 
 RECORDS_ATTR = "llm_eval_records"
@@ -53,6 +55,9 @@ session_key = pytest.StashKey["LLMEvalSession"]()
 spend_key = pytest.StashKey["SharedSpend"]()
 #: ``workerinput`` key: the path of the run's shared spend file (see :mod:`pytest_llmeval.spend`)
 SPEND_FILE_KEY = "llm_eval_spend_file"
+rate_file_key = pytest.StashKey["FileBucket"]()
+#: ``workerinput`` key: the path of the run's rate-limit file (see :mod:`pytest_llmeval.ratelimit`)
+RATE_FILE_KEY = "llm_eval_rate_file"
 
 _SKIP_REASON = (
     "llm_eval test: LLM evaluations run only with `pytest --llm-eval` "
@@ -159,7 +164,7 @@ _OPTIONS: list[tuple[str, str, str, str, Any]] = [
         "scoring-timeout",
         "llm_eval_scoring_timeout",
         "seconds of judge time one scoring may take in all: every call, retry and wait between "
-        "tries (default 120)",
+        "tries, not the wait for a concurrency slot or the rate limit (default 120)",
         "float",
         None,
     ),
@@ -177,6 +182,31 @@ _OPTIONS: list[tuple[str, str, str, str, Any]] = [
         "USD: stop starting judge calls once the whole run (xdist workers included; on "
         "non-POSIX systems each process) has spent this much",
         "float",
+        None,
+    ),
+    (
+        "rpm",
+        "llm_eval_rpm",
+        "judge requests per minute for the whole run: xdist workers share it (file lock) and, "
+        "with --llm-eval-cache-url, every machine using the same Redis prefix (env LLM_EVAL_RPM; "
+        "default no limit)",
+        "str",
+        None,
+    ),
+    (
+        "tpm",
+        "llm_eval_tpm",
+        "judge tokens per minute for the whole run, shared like --llm-eval-rpm; each request "
+        "reserves an estimate and settles with the usage its reply reports (env LLM_EVAL_TPM)",
+        "str",
+        None,
+    ),
+    (
+        "rate-burst",
+        "llm_eval_rate_burst",
+        "seconds of the --llm-eval-rpm/--llm-eval-tpm rate that may start at once (default 1; "
+        "at least one request; env LLM_EVAL_RATE_BURST)",
+        "str",
         None,
     ),
     (
@@ -451,8 +481,33 @@ def build_settings(config: pytest.Config, environ: dict[str, str] | None = None)
         embedding_model=_opt(config, "llm_eval_embedding_model"),
         sandbox_enabled=bool(allow_code),
         sandbox_allow_weak=bool(allow_weak),
+        rate_limits=_rate_limits(config, env),
         **({} if record_chars is None else {"record_chars": record_chars}),
     )
+
+
+def _rate_limits(config: pytest.Config, env: dict[str, str]) -> RateLimits:
+    """``--llm-eval-rpm``, ``--llm-eval-tpm``, ``--llm-eval-rate-burst`` (then ini, then env);
+    a bad value is a usage error naming the option."""
+    from pytest_llmeval.ratelimit import parse_burst, parse_rate
+
+    values: dict[str, Any] = {}
+    for ini, env_name, field, parse in (
+        ("llm_eval_rpm", "LLM_EVAL_RPM", "rpm", parse_rate),
+        ("llm_eval_tpm", "LLM_EVAL_TPM", "tpm", parse_rate),
+        ("llm_eval_rate_burst", "LLM_EVAL_RATE_BURST", "burst_s", parse_burst),
+    ):
+        text = _opt(config, ini)
+        where = f"--{ini.replace('_', '-')} / ini {ini}"
+        if text is None and env.get(env_name, "").strip():
+            text, where = env[env_name], f"env {env_name}"
+        if text is None:
+            continue
+        try:
+            values[field] = parse(text, where)
+        except ValueError as exc:
+            raise pytest.UsageError(str(exc)) from None
+    return RateLimits(**values)
 
 
 def _enabled(config: pytest.Config) -> bool:
@@ -490,7 +545,12 @@ def pytest_configure(config: pytest.Config) -> None:
         )
         if cache is None:
             cache = _shared_store(config, settings)
-    ctx = ScoringContext(settings, cache=cache, spend=_run_spend(config, settings))
+    ctx = ScoringContext(
+        settings,
+        cache=cache,
+        spend=_run_spend(config, settings),
+        limiter=_rate_limiter(config, settings),
+    )
     config.stash[context_key] = ctx
     config.stash[previous_context_key] = set_context(ctx)
     config.hook.pytest_llmeval_register_scorers.call_historic(
@@ -537,6 +597,9 @@ def _start_progress(config: pytest.Config, ctx: ScoringContext) -> Progress | No
         progress.local_running = cases.in_flight
     if ctx.ledger.shared is not None or not xdist:
         progress.live_spend = lambda: ctx.ledger.spent_usd
+    limiter = ctx.limiter
+    if limiter is not None:
+        progress.live_rate_wait = lambda: limiter.run_waited()[0]
     config.stash[progress_key] = progress
     config.pluginmanager.register(progress, "llm-eval-progress")
     return progress
@@ -641,6 +704,91 @@ def _run_spend(config: pytest.Config, settings: Settings) -> SharedSpend | None:
     return spend
 
 
+def _rate_limiter(config: pytest.Config, settings: Settings) -> RateLimiter | None:
+    """With ``--llm-eval-rpm``/``--llm-eval-tpm``: the run's limiter. Its bucket is the run's
+    file (created by the controller, whose path reaches each xdist worker in ``workerinput``)
+    or, with a Redis cache URL, the fleet's bucket in Redis with the file behind it. Redis
+    unreachable at start: one warning (from the controller) and the file alone."""
+    from pytest_llmeval.ratelimit import FileBucket, MemoryBucket, RateLimiter, RateLimitWarning
+    from pytest_llmeval.spend import shared_spend_supported
+
+    limits = settings.rate_limits
+    if not limits.active:
+        return None
+    local: FileBucket | MemoryBucket
+    file: FileBucket | None = None
+    scope = "this machine's run (file lock)"
+    if not shared_spend_supported():
+        local, scope = MemoryBucket(limits), "each process (no fcntl on this platform)"
+    elif _is_worker(config):
+        path = config.workerinput.get(RATE_FILE_KEY)  # type: ignore[attr-defined]
+        if path and os.path.exists(path):
+            local = file = FileBucket(path, limits)
+        else:  # e.g. a remote worker (--tx ssh=...)
+            local, scope = MemoryBucket(limits), "this xdist worker only"
+            config.issue_config_time_warning(
+                RateLimitWarning(
+                    f"llm-eval: this xdist worker cannot reach the run's rate-limit file {path}; "
+                    "--llm-eval-rpm/--llm-eval-tpm apply to this worker's own requests only"
+                ),
+                stacklevel=2,
+            )
+    else:
+        local = file = FileBucket.create(limits)
+        config.stash[rate_file_key] = file
+    remote = _redis_bucket(config, limits)
+    if remote is None:
+        return RateLimiter(limits, local, stats=file, scope=scope)
+    return RateLimiter(
+        limits,
+        remote,
+        fallback=local,
+        stats=file,
+        scope=f"every machine sharing Redis {remote.url} (key {remote.key!r})",
+    )
+
+
+def _redis_bucket(config: pytest.Config, limits: RateLimits) -> Any | None:
+    """The fleet's bucket in the Redis of ``--llm-eval-cache-url`` (key ``<prefix>ratelimit``),
+    or None: no URL, or Redis unreachable (said once, by the controller)."""
+    url = _opt(config, "llm_eval_cache_url") or os.environ.get("LLM_EVAL_CACHE_URL") or None
+    if url is None:
+        return None
+    from pytest_llmeval.ratelimit import RateLimitWarning, RedisBucket, fail_fast
+    from pytest_llmeval.redis_store import RedisStore, RedisUnavailable
+
+    prefix = _opt(config, "llm_eval_cache_prefix")
+    try:
+        store = RedisStore(
+            url,
+            prefix="llmeval:" if prefix is None else prefix,
+            password=os.environ.get("LLM_EVAL_REDIS_PASSWORD") or None,
+            timeout=2.0,
+        )
+    except ImportError:
+        raise pytest.UsageError(
+            '--llm-eval-cache-url needs redis-py: pip install redis (or pip install ".[redis]" in '
+            "the pytest-llmeval-suite checkout)"
+        ) from None
+    except LLMEvalError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    fail_fast(store.client)
+    try:
+        store.connect()
+    except RedisUnavailable as exc:
+        store.close()
+        if not _is_worker(config):
+            config.issue_config_time_warning(
+                RateLimitWarning(
+                    f"{exc}; --llm-eval-rpm/--llm-eval-tpm hold for this machine's run only "
+                    f"({limits.describe()}, file lock), not for the fleet"
+                ),
+                stacklevel=2,
+            )
+        return None
+    return RedisBucket(store.client, store.prefix + "ratelimit", limits, store.url)
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     progress = config.stash.get(progress_key, None)
     if progress is not None:
@@ -657,6 +805,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         if spend is not None:
             spend.remove()
             del config.stash[spend_key]
+        rate_file = config.stash.get(rate_file_key, None)
+        if rate_file is not None:
+            rate_file.remove()
+            del config.stash[rate_file_key]
     set_context(config.stash.get(previous_context_key, None))
     del config.stash[context_key]
     cases = config.pluginmanager.get_plugin("llm-eval-concurrent-cases")
@@ -991,6 +1143,9 @@ class LLMEvalSession:
         spend = self.config.stash.get(spend_key, None)
         if spend is not None:
             node.workerinput[SPEND_FILE_KEY] = str(spend.path)
+        rate_file = self.config.stash.get(rate_file_key, None)
+        if rate_file is not None:
+            node.workerinput[RATE_FILE_KEY] = str(rate_file.path)
 
     def sorted_records(self) -> list[ScoreRecord]:
         # Reports arrive in completion order under xdist; sort for a stable output.
@@ -1013,6 +1168,20 @@ class LLMEvalSession:
                 self.sorted_records(),
                 config.get_verbosity(),
                 report_written=report_written,
+            )
+        ctx = config.stash.get(context_key, None)
+        limiter = ctx.limiter if ctx is not None else None
+        waited, waits, fallbacks = limiter.run_totals() if limiter is not None else (0.0, 0, 0)
+        if limiter is not None and (self.records or waits) and config.get_verbosity() >= 0:
+            terminalreporter.write_line(
+                f"rate limit {limiter.limits.describe()} for {limiter.scope}: "
+                f"{waits} judge request{'' if waits == 1 else 's'} waited {waited:.1f} s in all"
+                + (
+                    f" (Redis failed in {fallbacks} process{'' if fallbacks == 1 else 'es'}: "
+                    "limited locally from then on)"
+                    if fallbacks
+                    else ""
+                )
             )
         if self.report_path is not None:
             write_report_outcome(terminalreporter, self.report_path, self.report_error)

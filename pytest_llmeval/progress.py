@@ -2,7 +2,8 @@
 
 A judge-bound run can sit for minutes behind one dot. :class:`Progress` keeps one line under
 pytest's output: cases done of total, cases in flight, judge calls made and answered from the
-cache, spend against the budget, and an ETA from the recent rate.
+cache, spend against the budget, an ETA from the recent rate and, with ``--llm-eval-rpm`` or
+``--llm-eval-tpm``, the run's time waited for the rate limit (every process's, from its file).
 
 How it never mixes with pytest's own output, and why:
 
@@ -80,6 +81,7 @@ def format_status(
     spent: float,
     budget: float | None,
     eta: float | None,
+    rate_wait: float | None = None,
 ) -> str:
     """The status line's text (pure, for tests and the README). What a person needs first
     comes first, as a narrow terminal cuts the end."""
@@ -90,7 +92,10 @@ def format_status(
     spend = f"${spent:.4f}" if spent < 1 else f"${spent:.2f}"
     if budget is not None:
         spend += f"/${budget:.2f}"
-    return " | ".join((head, f"{in_flight} in flight", calls, spend))
+    fields = [head, f"{in_flight} in flight", calls, spend]
+    if rate_wait is not None:  # --llm-eval-rpm/--llm-eval-tpm: the run's wait for the limit
+        fields.append(f"rate-limited {_duration(rate_wait)}")
+    return " | ".join(fields)
 
 
 class _StatusFile:
@@ -192,6 +197,8 @@ class Progress:
         #: live counts of this process (single-process runs): running cases, the run's spend
         self.local_running: Callable[[], int] | None = None
         self.live_spend: Callable[[], float] | None = None
+        #: the run's seconds waited for --llm-eval-rpm/--llm-eval-tpm (None: no rate limit)
+        self.live_rate_wait: Callable[[], float] | None = None
 
     # -- state -------------------------------------------------------------------------------
 
@@ -232,6 +239,7 @@ class Progress:
             spent=spent,
             budget=self.budget,
             eta=self.eta(now),
+            rate_wait=None if self.live_rate_wait is None else self.live_rate_wait(),
         )
 
     def draw(self) -> None:

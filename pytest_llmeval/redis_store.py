@@ -117,6 +117,11 @@ class RedisStore:
                 f"{self._scrub(f'{type(exc).__name__}: {exc}')}"
             ) from None
 
+    @property
+    def client(self) -> Any:
+        """The redis-py client (the run's rate limit shares the connection settings)."""
+        return self._client
+
     def get(self, key: str) -> dict[str, Any] | None:
         """The stored value, or None: a miss, a read error, or a damaged entry."""
         try:

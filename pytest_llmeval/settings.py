@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, final
 
+from pytest_llmeval.ratelimit import RateLimits, parse_burst, parse_rate
+
 __all__ = ["CACHE_MODES", "JUDGE_MODES", "JUDGE_PROVIDERS", "JudgeSettings", "Secret", "Settings"]
 
 CACHE_MODES = ("use", "replay", "refresh", "off")
@@ -64,7 +66,7 @@ class JudgeSettings:
     max_tries: int = 4
     overall_timeout: float = 120.0
     """Seconds of judge time one scoring may take in all (every call, retry and wait between
-    tries; not the wait for a free concurrency slot), whatever the server does
+    tries; not the wait for a free concurrency slot or for the rate limit), whatever the server does
     (``--llm-eval-scoring-timeout``). Outside a scoring it bounds one call with its retries."""
     concurrency: int = 8
     retry_backoff: float = 0.5
@@ -137,6 +139,9 @@ class Settings:
     sandbox_allow_weak: bool = False
     """Second opt-in: let ``python_unit_testing`` run code in the weak audit-hook fallback where
     namespaces are unavailable (it refuses otherwise; see docs/sandbox.md)."""
+    rate_limits: RateLimits = field(default_factory=RateLimits)
+    """Judge requests and tokens per minute for the whole run (``--llm-eval-rpm``,
+    ``--llm-eval-tpm``, ``--llm-eval-rate-burst``; see :mod:`pytest_llmeval.ratelimit`)."""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -160,5 +165,18 @@ class Settings:
             cache_dir=Path(env.get("LLM_EVAL_CACHE_DIR", ".llmeval")),
             sandbox_enabled=env.get("LLM_EVAL_SANDBOX", "") in {"1", "true", "yes"},
             sandbox_allow_weak=env.get("LLM_EVAL_ALLOW_WEAK_SANDBOX", "") in {"1", "true", "yes"},
+            rate_limits=rate_limits_from_env(env),
         )
         return dataclasses.replace(base, **overrides) if overrides else base
+
+
+def rate_limits_from_env(env: Mapping[str, str]) -> RateLimits:
+    """``LLM_EVAL_RPM``, ``LLM_EVAL_TPM`` and ``LLM_EVAL_RATE_BURST``; a bad value is a
+    ValueError naming the variable."""
+    names = ("LLM_EVAL_RPM", "LLM_EVAL_TPM", "LLM_EVAL_RATE_BURST")
+    rpm, tpm, burst = (env.get(n, "").strip() for n in names)
+    return RateLimits(
+        rpm=parse_rate(rpm, "env LLM_EVAL_RPM") if rpm else None,
+        tpm=parse_rate(tpm, "env LLM_EVAL_TPM") if tpm else None,
+        burst_s=parse_burst(burst, "env LLM_EVAL_RATE_BURST") if burst else 1.0,
+    )

@@ -47,7 +47,7 @@ class SharedSpend:
         Its name carries the creating process's pid: files left by runs that died (killed by a
         CI timeout, say) are removed here once their process is gone.
         """
-        _remove_stale(Path(tempfile.gettempdir()))
+        remove_stale_files(Path(tempfile.gettempdir()), _PREFIX)
         fd, name = tempfile.mkstemp(prefix=f"{_PREFIX}{os.getpid()}-", suffix=".bin")
         try:
             os.write(fd, struct.pack(_FORMAT, 0.0))
@@ -100,14 +100,15 @@ def _unpack(data: bytes) -> float:
     return float(value)
 
 
-def _remove_stale(directory: Path) -> None:
-    """Delete spend files whose creating process no longer exists."""
+def remove_stale_files(directory: Path, prefix: str) -> None:
+    """Delete ``<prefix><pid>-*.bin`` files (spend, rate limit) whose creating process no longer
+    exists."""
     try:
-        candidates = list(directory.glob(f"{_PREFIX}*.bin"))
+        candidates = list(directory.glob(f"{prefix}*.bin"))
     except OSError:
         return
     for path in candidates:
-        pid_text = path.name[len(_PREFIX) :].split("-", 1)[0]
+        pid_text = path.name[len(prefix) :].split("-", 1)[0]
         if not pid_text.isdigit() or _alive(int(pid_text)):
             continue
         try:

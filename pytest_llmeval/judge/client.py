@@ -39,6 +39,7 @@ from pytest_llmeval.context import JudgeClock, current_usage
 from pytest_llmeval.errors import BudgetExceededError, JudgeError, ScorerConfigError
 from pytest_llmeval.judge import params
 from pytest_llmeval.judge.prices import Price, cost_usd
+from pytest_llmeval.ratelimit import estimate_tokens
 from pytest_llmeval.scoring import Usage
 from pytest_llmeval.settings import JUDGE_MODES, JudgeSettings
 
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
     from openai import AsyncOpenAI
 
     from pytest_llmeval.context import UsageLedger
+    from pytest_llmeval.ratelimit import RateLimiter
 
 __all__ = [
     "DEFAULT_ENDPOINT",
@@ -160,6 +162,7 @@ class JudgeClient:
         ledger: UsageLedger | None = None,
         budget_usd: float | None = None,
         prices: Mapping[str, Price] | None = None,
+        limiter: RateLimiter | None = None,
     ) -> None:
         if ledger is None:
             from pytest_llmeval.context import UsageLedger
@@ -169,6 +172,8 @@ class JudgeClient:
         self.ledger = ledger
         self.budget_usd = budget_usd
         self.prices: Mapping[str, Price] = dict(prices or {})
+        #: the run's rate limit (--llm-eval-rpm/--llm-eval-tpm): every request waits for it
+        self.limiter = limiter
         self._lock = threading.Lock()
         self._states: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState] = (
             weakref.WeakKeyDictionary()
@@ -596,29 +601,52 @@ class JudgeClient:
         while attempt < tries:
             attempt += 1
             async with state.semaphore:
-                with clock.running():
-                    remaining = limit - clock.elapsed()
-                    if remaining <= 0:  # earlier calls of this scoring used up its time
-                        attempt -= 1
-                        break
-                    if attempt == 1:
-                        # Checked again once a slot is free: many callers (concurrent cases, a
-                        # batch) wait here at once, and the calls that finished meanwhile spent.
-                        self._check_budget(scorer, model)
-                    timeout = min(float(s.timeout), remaining)
-                    try:
-                        raw = await asyncio.wait_for(
-                            self._post(state, path, body, timeout, cap_bytes), timeout
-                        )
-                    except (asyncio.TimeoutError, TimeoutError):
-                        failure = self._timed_out(timeout)
-                    except _ReplyTooLarge as exc:
-                        raise self._too_large(scorer, str(exc)) from None
-                    except Exception as exc:
-                        failure = self._classify(exc, timeout)
-                    else:
-                        self.ledger.stalls.pop(self.endpoint, None)
-                        return self._decode(what, raw, scorer, model)
+                if clock.elapsed() >= limit:  # earlier calls of this scoring used up its time
+                    attempt -= 1
+                    break
+                if attempt == 1:
+                    # Checked again once a slot is free: many callers (concurrent cases, a
+                    # batch) wait here at once, and the calls that finished meanwhile spent.
+                    self._check_budget(scorer, model)
+                # The run's rate limit: waited for outside the scoring's judge time, like the
+                # slot (a queue is not the endpoint being slow), right before sending.
+                reservation = (
+                    None
+                    if self.limiter is None
+                    else await self.limiter.acquire(estimate_tokens(body, what))
+                )
+                sent = False
+                used: int | None = None
+                try:
+                    if reservation is not None and attempt == 1:
+                        self._check_budget(scorer, model)  # others spent while this one waited
+                    with clock.running():
+                        remaining = limit - clock.elapsed()
+                        if remaining <= 0:  # parallel calls of this scoring used up its time
+                            attempt -= 1
+                            break
+                        timeout = min(float(s.timeout), remaining)
+                        sent = True
+                        try:
+                            raw = await asyncio.wait_for(
+                                self._post(state, path, body, timeout, cap_bytes), timeout
+                            )
+                        except (asyncio.TimeoutError, TimeoutError):
+                            failure = self._timed_out(timeout)
+                        except _ReplyTooLarge as exc:
+                            raise self._too_large(scorer, str(exc)) from None
+                        except Exception as exc:
+                            failure = self._classify(exc, timeout)
+                            if failure.status is not None and 400 <= failure.status < 500:
+                                used = 0  # refused: the endpoint generated nothing
+                        else:
+                            self.ledger.stalls.pop(self.endpoint, None)
+                            data = self._decode(what, raw, scorer, model)
+                            used = _used_tokens(data)
+                            return data
+                finally:
+                    if reservation is not None and self.limiter is not None:
+                        await self.limiter.settle(reservation, sent=sent, used_tokens=used)
             param = failure.unsupported_param
             if param is not None and param in body and model is not None:
                 if param in required:
@@ -984,6 +1012,19 @@ def _token_count(value: Any) -> int | None:
     if count < 0 or count > MAX_PLAUSIBLE_TOKENS:
         return None
     return count
+
+
+def _used_tokens(resp: Mapping[str, Any]) -> int | None:
+    """The tokens a reply says it used (prompt + completion), or None when it does not say or
+    says what cannot be true (the rate limit then keeps its estimate)."""
+    raw = resp.get("usage")
+    if not isinstance(raw, dict):
+        return None
+    prompt = _token_count(raw.get("prompt_tokens"))
+    completion = _token_count(raw.get("completion_tokens"))
+    if prompt is None or completion is None:
+        return None
+    return prompt + completion
 
 
 def _body_cap(max_chars: int) -> int:

@@ -1,0 +1,565 @@
+"""One rate limit for the run and the fleet (--llm-eval-rpm, --llm-eval-tpm): the bucket's
+arithmetic, four xdist workers against the test server, two "machines" sharing a real
+redis-server, tokens reserved and settled, Redis failing mid-run, and bad values."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_llmeval.progress import format_status
+from pytest_llmeval.ratelimit import (
+    FileBucket,
+    RateLimiter,
+    RateLimits,
+    RateLimitWarning,
+    _give,
+    _take,
+    estimate_tokens,
+)
+from pytest_llmeval.spend import shared_spend_supported
+from pytest_llmeval.testing import OpenAITestServer, text
+
+posix_only = pytest.mark.skipif(not shared_spend_supported(), reason="needs fcntl (POSIX)")
+
+YES = text("Yes", top_logprobs=[("Yes", -0.1), ("No", -2.5)], usage=(100, 1))
+
+TESTS = """
+import os
+import pytest
+from pytest_llmeval import assert_score
+
+WHO = os.environ.get("PYTEST_XDIST_WORKER", "main") + "@" + os.environ.get("MACHINE", "-")
+
+@pytest.mark.parametrize("i", range({n}))
+def test_judged(i):
+    assert_score("l3score", input=f"{{WHO}} q{{i}}?", expected=f"a{{i}}", output=f"a{{i}}", min=0.5)
+"""
+
+INI = "[pytest]\nllm_eval_judge_model = test-judge\nllm_eval_max_tries = 1\nllm_eval_cache = off\n"
+
+
+#: who sent a request: "<xdist worker>@<machine>" in the judged input
+WHO = re.compile(r"(gw\d+|main)@(\w+|-) q")
+
+
+def max_in_window(times: list[float], window: float = 1.0) -> int:
+    """The most arrivals in any half-open window [t, t + window)."""
+    times = sorted(times)
+    best = 0
+    j = 0
+    for i, start in enumerate(times):
+        j = max(j, i)
+        while j < len(times) and times[j] < start + window:
+            j += 1
+        best = max(best, j - i)
+    return best
+
+
+def _arrivals(server: OpenAITestServer) -> list[float]:
+    return [r.received_at for r in server.requests_to("chat")]
+
+
+# -- the arithmetic --------------------------------------------------------------------------
+
+
+def test_bucket_arithmetic() -> None:
+    limits = RateLimits(rpm=120, tpm=600, burst_s=1.0)  # 2 requests/s, 10 tokens/s; holds 2, 10
+    assert (limits.request_capacity, limits.token_capacity) == (2.0, 10.0)
+    state = (-1.0, 0.0, 0.0)  # fresh: full
+    state, wait = _take(state, 100.0, limits, 4)
+    assert (state, wait) == ((100.0, 1.0, 6.0), 0.0)
+    state, wait = _take(state, 100.0, limits, 4)
+    assert (state, wait) == ((100.0, 0.0, 2.0), 0.0)
+    state, wait = _take(state, 100.0, limits, 4)  # no request left, and 2 tokens short
+    assert state == (100.0, 0.0, 2.0) and wait == pytest.approx(0.5)
+    state, wait = _take(state, 100.5, limits, 4)  # half a second: one request, 7 tokens back
+    assert state == (100.5, 0.0, 3.0) and wait == 0.0
+    # a reply used 1 token, not 4: 3 given back; one that used 9: 5 charged (a debt)
+    assert _give(state, 100.5, limits, 0, 3) == (100.5, 0.0, 6.0)
+    assert _give(state, 100.5, limits, 0, -5) == (100.5, 0.0, -2.0)
+    # never above the capacity, whatever is given back
+    assert _give(state, 200.0, limits, 1, 50) == (200.0, 2.0, 10.0)
+    # a request larger than the whole bucket goes when it is full, leaving a debt
+    state, wait = _take((200.0, 2.0, 9.0), 200.0, limits, 25)
+    assert wait == pytest.approx(0.1)
+    state, wait = _take((200.0, 2.0, 10.0), 200.0, limits, 25)
+    assert (state, wait) == ((200.0, 1.0, -15.0), 0.0)
+    # a limit on tokens alone never counts requests, and the reverse
+    only_tokens = RateLimits(tpm=600)
+    assert _take((0.0, 0.0, 10.0), 0.0, only_tokens, 10)[1] == 0.0
+    assert _take((0.0, 0.0, 0.0), 0.0, RateLimits(rpm=60), 10**9) == ((0.0, 0.0, 0.0), 1.0)
+    assert limits.describe() == "120 rpm (burst 2), 600 tpm (burst 10)"
+    assert RateLimits(rpm=30).describe() == "30 rpm (burst 1)"  # at least one request
+
+
+def test_token_estimate() -> None:
+    body = {"model": "m", "messages": [{"role": "user", "content": "x" * 400}], "max_tokens": 5}
+    assert estimate_tokens(body, "chat") == -(-len(json.dumps(body)) // 4) + 5
+    del body["max_tokens"]
+    assert estimate_tokens(body, "chat") == estimate_tokens(body, "embeddings") + 256
+
+
+def test_status_line_shows_the_wait() -> None:
+    line = format_status(
+        done=3,
+        total=10,
+        in_flight=2,
+        judge_calls=3,
+        cached=0,
+        spent=0.0,
+        budget=None,
+        eta=None,
+        rate_wait=65.0,
+    )
+    assert line.endswith(" | $0.0000 | rate-limited 1m05s")
+
+
+# -- one machine: four xdist workers ---------------------------------------------------------
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester, judge_server: OpenAITestServer) -> pytest.Pytester:
+    pytester.makeini(INI)
+    pytester._monkeypatch.setenv("OPENAI_BASE_URL", judge_server.base_url)
+    pytester._monkeypatch.setenv("OPENAI_API_KEY", "sk-rate-SECRET")
+    for name in ("LLM_EVAL_RPM", "LLM_EVAL_TPM", "LLM_EVAL_RATE_BURST", "LLM_EVAL_CACHE_URL"):
+        pytester._monkeypatch.delenv(name, raising=False)
+    run_tmp = pytester.path / "run-tmp"  # this run's own temporary directory
+    run_tmp.mkdir()
+    pytester._monkeypatch.setenv("TMPDIR", str(run_tmp))
+    judge_server.set_default(YES)
+    return pytester
+
+
+@posix_only
+def test_four_xdist_workers_share_one_rpm(
+    project: pytest.Pytester, judge_server: OpenAITestServer
+) -> None:
+    """120 rpm = 2 requests a second, burst 2: in any second at most 2 + 2 requests start,
+    and 10 requests take at least (10 - 2) / 2 = 4 s. Four separate limits would let all 10 go
+    within a second."""
+    pytest.importorskip("xdist")
+    project.makepyfile(test_judged=TESTS.format(n=10))
+    result = project.runpytest_subprocess("-n", "4", "--llm-eval-rpm", "120", "-p", "no:randomly")
+    result.assert_outcomes(passed=10)
+    times = _arrivals(judge_server)
+    assert len(times) == 10
+    workers = {m.group(1) for r in judge_server.requests for m in [WHO.search(json.dumps(r.body))]}
+    most = max_in_window(times)
+    span = max(times) - min(times)
+    print(f"4 workers, --llm-eval-rpm 120: max {most} requests in a 1 s window, span {span:.2f} s")
+    assert most <= 2 + 2, times
+    # the bucket allows no less than 4 s between the first and the last start; arrivals may
+    # come a little closer (the first request of a fresh process takes longer to arrive)
+    assert span >= 4.0 * 0.8, times
+    assert workers == {"gw0", "gw1", "gw2", "gw3"}, workers
+    out = result.stdout.str()
+    assert "rate limit 120 rpm (burst 2) for this machine's run (file lock): " in out
+    assert not list((project.path / "run-tmp").glob("llmeval-rate-*"))  # the file is removed
+
+
+@posix_only
+def test_a_limit_on_tokens_settles_with_the_reported_usage(
+    judge_server: OpenAITestServer, tmp_path: Path
+) -> None:
+    """18000 tpm = 300 tokens a second, bucket of 300. Each reply reports 300 tokens used, so
+    after the first two requests one starts per second; by the estimate alone (about 60 tokens
+    each) all five would go at once."""
+    from conftest import judge_test_settings
+    from pytest_llmeval.context import ScoringContext
+
+    limits = RateLimits(tpm=18000)
+    bucket = FileBucket.create(limits)
+    try:
+        limiter = RateLimiter(limits, bucket, stats=bucket)
+        ctx = ScoringContext(judge_test_settings(judge_server.base_url, tmp_path), limiter=limiter)
+        client = ctx.judge()
+        messages = [{"role": "user", "content": "Is it so?"}]
+        judge_server.set_default(text("Yes", usage=(299, 1)))
+
+        async def five() -> None:
+            for _ in range(5):
+                await client.chat(messages, max_tokens=1)
+
+        ctx.run(five())
+        times = _arrivals(judge_server)
+        span = max(times) - min(times)
+        assert span >= 2.8, times  # about 0.1 s, then 1 s per request: 3.1 s
+        assert limiter.waits == 4 and limiter.run_waited()[1] == 4
+
+        # A reply that used fewer tokens than reserved gives the difference back: the bucket is
+        # full again at once, not after the estimate has trickled back.
+        limits10 = RateLimits(tpm=6000, burst_s=10)  # 100 tokens/s, holds 1000
+        big = FileBucket.create(limits10)
+        limiter10 = RateLimiter(limits10, big)
+        client.limiter = limiter10
+        judge_server.set_default(text("Yes", usage=(10, 0)))
+        long_messages = [{"role": "user", "content": "y" * 2000}]
+        estimate = estimate_tokens(
+            {**client._chat_kwargs(long_messages, None), "max_tokens": 1}, "chat"
+        )
+        assert estimate > 500
+        ctx.run(client.chat(long_messages, max_tokens=1))
+        assert big.levels()[1] >= 990.0  # 1000 - 10 used (refilled up to the cap)
+        # ... and one that used more is a debt the next requests wait out
+        judge_server.set_default(text("Yes", usage=(3000, 0)))
+        ctx.run(client.chat(long_messages, max_tokens=1))
+        assert big.levels()[1] < -1500.0
+        big.remove()
+        ctx.close()
+    finally:
+        bucket.remove()
+
+
+def test_the_wait_is_not_judge_time_and_every_try_waits(
+    judge_server: OpenAITestServer, tmp_path: Path
+) -> None:
+    """60 rpm, burst 1: one request a second. Three calls of one scoring wait about 2 s in all
+    for the limit, four times its 0.5 s of judge time, and still succeed: the wait is queueing,
+    like the wait for a concurrency slot. A 429 retried goes through the limit again."""
+    from conftest import judge_test_settings
+    from pytest_llmeval.context import ScoringContext, UsageCollector, current_usage
+    from pytest_llmeval.testing import error
+
+    limits = RateLimits(rpm=60)
+    bucket = FileBucket.create(limits)
+    try:
+        limiter = RateLimiter(limits, bucket, stats=bucket)
+        settings = judge_test_settings(judge_server.base_url, tmp_path, overall_timeout=0.5)
+        ctx = ScoringContext(settings, limiter=limiter)
+        client = ctx.judge()
+        judge_server.set_default(YES)
+        messages = [{"role": "user", "content": "Is it so?"}]
+        collector = UsageCollector()
+
+        async def one_scoring() -> None:
+            current_usage.set(collector)
+            for _ in range(3):
+                await client.chat(messages, max_tokens=1)
+
+        ctx.run(one_scoring())
+        assert collector.total.calls == 3
+        assert collector.clock.elapsed() < 0.5  # the judge time: the requests alone
+        assert limiter.waited_s >= 1.8 and limiter.waits == 2
+        times = _arrivals(judge_server)
+        assert times[2] - times[0] >= 1.8 * 0.95
+
+        judge_server.clear()
+        judge_server.enqueue(error(429, "slow down", retry_after=0.0))
+        ctx.run(client.chat(messages, max_tokens=1))
+        assert [r.status for r in judge_server.requests_to("chat")] == [429, 200]
+        assert limiter.waits == 4  # the first try and the retry each waited for a request
+        ctx.close()
+    finally:
+        bucket.remove()
+
+
+# -- the fleet: two machines, one redis-server ----------------------------------------------
+
+
+#: Both "machines" start judging together (so that they overlap, and two separate limits would
+#: show): each says it is ready, then waits for the other.
+BARRIER = """
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(autouse=True, scope="session")
+def both_machines_ready():
+    ready = Path(os.environ["BARRIER_DIR"])
+    (ready / os.environ["MACHINE"]).touch()
+    deadline = time.monotonic() + 60
+    while len(list(ready.iterdir())) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+"""
+
+
+def _machine(root: Path, name: str, n: int) -> Path:
+    path = root / name
+    (path / "tmp").mkdir(parents=True)
+    (path / "test_fleet.py").write_text(TESTS.format(n=n))
+    (path / "conftest.py").write_text(BARRIER)
+    (path / "pytest.ini").write_text(INI)
+    return path
+
+
+def _start(path: Path, server: OpenAITestServer, *args: str) -> subprocess.Popen[str]:
+    env = dict(os.environ)
+    for name in ("LLM_EVAL_RPM", "LLM_EVAL_TPM", "LLM_EVAL_RATE_BURST", "LLM_EVAL_CACHE_URL"):
+        env.pop(name, None)
+    env.update(
+        OPENAI_BASE_URL=server.base_url,
+        OPENAI_API_KEY="sk-rate-SECRET",
+        TMPDIR=str(path / "tmp"),
+        MACHINE=path.name,
+        BARRIER_DIR=str(path.parent / "ready"),
+    )
+    argv = [sys.executable, "-m", "pytest", str(path), "--rootdir", str(path)]
+    argv += ["-p", "no:cacheprovider", "-p", "no:randomly", "--llm-eval", *args]
+    return subprocess.Popen(
+        argv, cwd=path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+
+
+def test_two_machines_share_one_rpm_through_redis(
+    tmp_path: Path, judge_server: OpenAITestServer, redis_server: Any
+) -> None:
+    """Two runs (standing for two machines, each with its own file limit) share the bucket in
+    Redis: 12 requests at 120 rpm in all, at most 2 + 2 in any second, at least 5 s. Each
+    limiting alone would let both go at 2 a second (done in about 2 s)."""
+    judge_server.set_default(YES)
+    prefix = "t-rate-fleet:"
+    opts = ("--llm-eval-rpm", "120", "--llm-eval-cache-url", redis_server.url)
+    opts += ("--llm-eval-cache-prefix", prefix)
+    machines = [_machine(tmp_path, name, 6) for name in ("a", "b")]
+    (tmp_path / "ready").mkdir()
+    procs = [_start(m, judge_server, *opts) for m in machines]
+    outs = [p.communicate(timeout=120)[0] for p in procs]
+    for p, out in zip(procs, outs, strict=True):
+        assert p.returncode == 0, out
+        assert "6 passed" in out
+    times = _arrivals(judge_server)
+    assert len(times) == 12
+    by_machine: dict[str, list[float]] = {"a": [], "b": []}
+    for r in judge_server.requests:
+        match = WHO.search(json.dumps(r.body))
+        assert match is not None
+        by_machine[match.group(2)].append(r.received_at)
+    assert [len(v) for v in by_machine.values()] == [6, 6]
+    # they judged at the same time (for at least 1 s), so two separate limits would have shown
+    overlap = min(max(v) for v in by_machine.values()) - max(min(v) for v in by_machine.values())
+    assert overlap >= 1.0, by_machine
+    most = max_in_window(times)
+    span = max(times) - min(times)
+    print(f"2 machines via Redis, --llm-eval-rpm 120: max {most} in a 1 s window, {span:.2f} s")
+    assert most <= 2 + 2, times
+    assert span >= 5.0 * 0.8, times  # each machine alone: about 2 s
+    shared = f"for every machine sharing Redis {redis_server.url} (key '{prefix}ratelimit')"
+    assert all(shared in out for out in outs)
+    import redis
+
+    client = redis.Redis(port=redis_server.port)
+    assert client.exists(prefix + "ratelimit") == 1
+    assert 0 < client.pttl(prefix + "ratelimit") <= 62_000  # expires once idle and full
+    client.close()
+
+
+def test_the_lua_bucket_does_the_same_arithmetic(redis_server: Any) -> None:
+    import redis
+
+    from pytest_llmeval.ratelimit import RedisBucket
+
+    limits = RateLimits(rpm=120, tpm=600)  # holds 2 requests and 10 tokens
+    client = redis.Redis(port=redis_server.port)
+    key = "t-lua:ratelimit"
+    client.delete(key)
+    bucket = RedisBucket(client, key, limits, redis_server.url)
+    assert bucket.take(4) == 0.0 and bucket.take(4) == 0.0
+    wait = bucket.take(4)  # no request left (0.5 s), 2 tokens short (0.2 s)
+    assert 0.45 <= wait <= 0.5
+    level = client.hgetall(key)
+    assert float(level[b"r"]) == pytest.approx(0.0, abs=0.05)
+    assert float(level[b"k"]) == pytest.approx(2.0, abs=0.5)
+    bucket.give(0, -20)  # a reply that used 20 tokens more than reserved: a debt
+    assert float(client.hget(key, "k")) == pytest.approx(-18.0, abs=0.5)
+    assert bucket.take(4) == pytest.approx(2.2, abs=0.1)  # (4 + 18) / 10 tokens a second
+    bucket.give(1, 100)  # never above the capacities
+    level = client.hgetall(key)
+    assert float(level[b"r"]) <= 2.0 and float(level[b"k"]) <= 10.0
+    client.delete(key)
+    client.close()
+
+
+# -- Redis failing --------------------------------------------------------------------------
+
+
+@pytest.fixture
+def own_redis() -> Iterator[Any]:
+    """A redis-server of this test alone (it is stopped in the middle)."""
+    from redis_server import start
+
+    yield from start()
+
+
+@posix_only
+def test_redis_down_mid_run_falls_back_to_the_file_with_one_warning(own_redis: Any) -> None:
+    import redis
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    from pytest_llmeval.ratelimit import RedisBucket
+
+    limits = RateLimits(rpm=120)
+    client = redis.Redis(port=own_redis.port, socket_connect_timeout=1, socket_timeout=1)
+    remote = RedisBucket(client, "t-down:ratelimit", limits, own_redis.url)
+    file = FileBucket.create(limits)
+    try:
+        limiter = RateLimiter(limits, remote, fallback=file, stats=file)
+
+        async def take(n: int) -> None:
+            for _ in range(n):
+                await limiter.acquire(0)
+
+        asyncio.run(take(2))  # the burst, from Redis
+        assert client.hexists("t-down:ratelimit", "t")
+        assert file.levels()[0] == 2.0  # the file bucket untouched: still full
+        with pytest.warns(RateLimitWarning) as caught:
+            no_retry = Retry(NoBackoff(), 0)  # redis-py would retry the vanished connection
+            redis.Redis(port=own_redis.port, retry=no_retry).shutdown(nosave=True)
+            time.sleep(0.2)
+            asyncio.run(take(3))  # two from the full file bucket, then a wait
+        messages = [str(w.message) for w in caught if w.category is RateLimitWarning]
+        assert len(messages) == 1, messages
+        assert messages[0] == (
+            f"llm-eval: the shared rate limit in Redis {own_redis.url} failed (ConnectionError); "
+            "judge requests are now limited to 120 rpm (burst 2) for this machine's run "
+            "(file lock) only, not for the fleet"
+        )
+        assert limiter.bucket is file and limiter.fell_back == "ConnectionError"
+        assert file.totals()[2] == 1  # the summary says that a process fell back
+        assert limiter.waits == 1 and limiter.waited_s >= 0.4  # still limited, never unlimited
+    finally:
+        file.remove()
+
+
+STOPS_REDIS = """
+import os
+
+import pytest
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from pytest_llmeval import assert_score
+
+
+def test_a_first():
+    assert_score("l3score", input="main@- q first?", expected="a", output="a", min=0.5)
+    port = int(os.environ["REDIS_PORT"])
+    redis.Redis(port=port, retry=Retry(NoBackoff(), 0)).shutdown(nosave=True)
+
+
+@pytest.mark.parametrize("i", range(4))
+def test_after(i):
+    assert_score("l3score", input=f"main@- q{i}?", expected="a", output="a", min=0.5)
+"""
+
+
+@posix_only
+def test_redis_stopped_mid_run_the_run_goes_on_limited_and_says_so(
+    project: pytest.Pytester, judge_server: OpenAITestServer, own_redis: Any
+) -> None:
+    project.makepyfile(test_stops=STOPS_REDIS)
+    project._monkeypatch.setenv("REDIS_PORT", str(own_redis.port))
+    result = project.runpytest_subprocess(
+        "--llm-eval-rpm", "120", "--llm-eval-cache-url", own_redis.url, "-p", "no:randomly"
+    )
+    result.assert_outcomes(passed=5)  # never an error
+    out = result.stdout.str()
+    failed = f"the shared rate limit in Redis {own_redis.url} failed (ConnectionError)"
+    assert out.count(failed) == 1
+    assert "(Redis failed in 1 process: limited locally from then on)" in out
+    after = _arrivals(judge_server)[1:]  # the file bucket, full: 2 at once, then 2 a second
+    assert len(after) == 4 and max(after) - min(after) >= 1.0 * 0.8, after
+
+
+@posix_only
+def test_a_file_that_goes_away_leaves_this_process_limited_with_one_warning() -> None:
+    limits = RateLimits(rpm=120)
+    file = FileBucket.create(limits)
+    limiter = RateLimiter(limits, file, stats=file)
+
+    async def take(n: int) -> None:
+        for _ in range(n):
+            await limiter.acquire(0)
+
+    asyncio.run(take(1))
+    file.remove()  # e.g. a temporary directory cleaned under a running worker
+    with pytest.warns(RateLimitWarning) as caught:
+        asyncio.run(take(3))  # a full bucket of its own: two at once, then a wait
+    messages = [str(w.message) for w in caught if w.category is RateLimitWarning]
+    assert messages == [
+        f"llm-eval: the run's rate-limit file {file.path} could not be used ([Errno 2] No such "
+        f"file or directory: '{file.path}'); judge requests are now limited to 120 rpm "
+        "(burst 2) for this process only"
+    ]
+    assert limiter.waits == 1 and limiter.waited_s >= 0.4
+    assert limiter.run_waited() == (limiter.waited_s, 1)  # the file's total is gone
+
+
+def test_redis_unreachable_at_start_limits_the_machine_and_says_so(
+    project: pytest.Pytester, judge_server: OpenAITestServer
+) -> None:
+    pytest.importorskip("redis")
+    from redis_server import free_port
+
+    project.makepyfile(test_judged=TESTS.format(n=4))
+    url = f"redis://127.0.0.1:{free_port()}/0"
+    result = project.runpytest_subprocess(
+        "--llm-eval-rpm", "120", "--llm-eval-cache-url", url, "-p", "no:randomly"
+    )
+    result.assert_outcomes(passed=4)
+    out = result.stdout.str()
+    assert out.count("hold for this machine's run only (120 rpm (burst 2), file lock)") == 1
+    assert "rate limit 120 rpm (burst 2) for this machine's run (file lock): " in out
+    times = _arrivals(judge_server)
+    assert max(times) - min(times) >= 1.0 * 0.95  # 4 requests: 2 at once, then 2 a second
+
+
+# -- bad values ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "ini", "env", "message"),
+    [
+        (["--llm-eval-rpm", "0"], "", {}, "--llm-eval-rpm / ini llm_eval_rpm: '0' is not a"),
+        (["--llm-eval-rpm", "-5"], "", {}, "--llm-eval-rpm / ini llm_eval_rpm: '-5' is not a"),
+        (["--llm-eval-rpm", "1.5"], "", {}, "--llm-eval-rpm / ini llm_eval_rpm: '1.5' is not a"),
+        (["--llm-eval-tpm", "lots"], "", {}, "--llm-eval-tpm / ini llm_eval_tpm: 'lots' is not"),
+        ([], "llm_eval_tpm = 0\n", {}, "--llm-eval-tpm / ini llm_eval_tpm: '0' is not a"),
+        ([], "", {"LLM_EVAL_RPM": "-1"}, "env LLM_EVAL_RPM: '-1' is not a positive whole"),
+        (
+            ["--llm-eval-rpm", "60", "--llm-eval-rate-burst", "0"],
+            "",
+            {},
+            "--llm-eval-rate-burst / ini llm_eval_rate_burst: '0' is not a positive number of",
+        ),
+    ],
+)
+def test_bad_values_are_clear_errors_naming_the_option(
+    pytester: pytest.Pytester, args: list[str], ini: str, env: dict[str, str], message: str
+) -> None:
+    pytester.makeini("[pytest]\n" + ini)
+    pytester.makepyfile("def test_nothing():\n    pass\n")
+    for name in ("LLM_EVAL_RPM", "LLM_EVAL_TPM", "LLM_EVAL_RATE_BURST"):
+        pytester._monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        pytester._monkeypatch.setenv(name, value)
+    result = pytester.runpytest(*args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert message in result.stderr.str()
+    assert "per minute" in result.stderr.str() or "seconds" in result.stderr.str()
+
+
+def test_settings_from_the_environment() -> None:
+    from pytest_llmeval.settings import Settings
+
+    env = {"LLM_EVAL_RPM": "600", "LLM_EVAL_TPM": "90000", "LLM_EVAL_RATE_BURST": "2.5"}
+    assert Settings.from_env(env).rate_limits == RateLimits(rpm=600, tpm=90000, burst_s=2.5)
+    assert not Settings.from_env({}).rate_limits.active
+    with pytest.raises(ValueError, match=r"env LLM_EVAL_TPM: '1e5' is not a positive whole"):
+        Settings.from_env({"LLM_EVAL_TPM": "1e5"})
