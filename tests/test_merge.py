@@ -625,4 +625,10 @@ def test_a_shard_under_xdist_reports_what_it_does_alone(runs: dict[str, Any]) ->
     assert xdist["shard"]["collection_digest"] is not None
     assert (xdist["shard"]["cases"], xdist["shard"]["cases_in_shard"]) == (20, 7)
     assert xdist["gates"] == alone["gates"]
-    assert _comparable(xdist)["records"] == _comparable(alone)["records"]
+
+    # test_styles[b-plain] and [b-upper] give records with the same key (the record identity
+    # has no place for a second parametrization), which arrive in either order under xdist
+    def records(report: dict[str, Any]) -> list[str]:
+        return sorted(json.dumps(r, sort_keys=True) for r in _comparable(report)["records"])
+
+    assert records(xdist) == records(alone)
