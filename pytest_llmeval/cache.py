@@ -37,6 +37,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, final
 
+from pytest_llmeval.cache_entries import Entry, EntryError, strict_loads
 from pytest_llmeval.cache_protocol import KeyAbout, describe_differences, input_key
 from pytest_llmeval.scoring import canonical_json
 
@@ -104,6 +105,71 @@ class CacheWarning(UserWarning):
 def cache_key(identity: Mapping[str, Any], inputs: Mapping[str, Any]) -> str:
     """The key of a result: sha256 over the canonical JSON of (scorer identity, inputs)."""
     return input_key(canonical_json(identity), inputs)
+
+
+def create_schema(conn: sqlite3.Connection) -> None:
+    """Create the store's tables in ``conn`` where missing (an older file gains the new ones)."""
+    conn.execute(_SCHEMA)
+    for statement in _PARTS_SCHEMA:
+        conn.execute(statement)
+
+
+def read_entry(conn: sqlite3.Connection, key: str) -> Entry | None:
+    """The entry under ``key`` with what is recorded about it, None when absent or damaged
+    (raises sqlite3.Error). An entry from before the key parts were kept has no parts."""
+    row = conn.execute(
+        "SELECT scorer, value, created FROM results WHERE key = ?", (key,)
+    ).fetchone()
+    if row is None:
+        return None
+    parts_row = None
+    if has_parts_table(conn):
+        parts_row = conn.execute(
+            "SELECT parts, locator FROM key_parts WHERE key = ?", (key,)
+        ).fetchone()
+    return entry_from_row(key, row[0], row[1], row[2], parts_row)
+
+
+def has_parts_table(conn: sqlite3.Connection) -> bool:
+    return (
+        conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'key_parts'"
+        ).fetchone()
+        is not None
+    )
+
+
+def entry_from_row(
+    key: str, scorer: Any, value: Any, created: Any, parts_row: Any = None
+) -> Entry | None:
+    """An :class:`Entry` from stored columns; None when the value is damaged. Damaged parts
+    only lose the parts."""
+    try:
+        data = strict_loads(value)
+    except ValueError:
+        return None
+    parts: Any = None
+    locator: Any = None
+    if parts_row is not None:
+        try:
+            parts = json.loads(parts_row[0])
+        except (TypeError, ValueError):
+            parts = None
+        locator = parts_row[1] if isinstance(parts_row[1], str) else None
+        if not isinstance(parts, dict):
+            parts, locator = None, None
+    try:
+        return Entry.checked(
+            key,
+            scorer,
+            data,
+            created if isinstance(created, (int, float)) else None,
+            parts,
+            locator,
+            any_key=True,
+        )
+    except EntryError:
+        return None
 
 
 def _primary_code(exc: sqlite3.Error) -> int | None:
@@ -301,9 +367,7 @@ class ResultCache:
             # workers start together on a new file: _connect retries that.
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute(_SCHEMA)
-            for statement in _PARTS_SCHEMA:
-                conn.execute(statement)
+            create_schema(conn)
             conn.execute("SELECT count(*) FROM results LIMIT 1").fetchone()
             conn.execute(f"PRAGMA busy_timeout={int(self.timeout * 1000)}")
         except BaseException:
@@ -512,6 +576,19 @@ class ResultCache:
             return
         with self._lock:
             self.writes += 1
+
+    def entry(self, key: str) -> Entry | None:
+        """The entry under ``key`` with its scorer, time and key parts (None: absent, damaged,
+        or a read error), for pushing it elsewhere."""
+        conn = self._connect()
+        if conn is None:
+            return None
+        try:
+            return read_entry(conn, key)
+        except sqlite3.Error as exc:
+            if is_corrupt_error(exc):
+                self._damaged(exc)
+            return None
 
     def explain_miss(self, key: str, about: KeyAbout) -> str | None:
         """Why ``key`` is not stored, for a replay miss: the parts in which the nearest entry

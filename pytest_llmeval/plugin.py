@@ -41,6 +41,7 @@ from pytest_llmeval.settings import (
 if TYPE_CHECKING:
     from pytest_llmeval.gates import GateRule, TestGates
     from pytest_llmeval.progress import Progress
+    from pytest_llmeval.redis_store import TieredStore
     from pytest_llmeval.spend import SharedSpend
 
 RECORDS_ATTR = "llm_eval_records"
@@ -485,6 +486,11 @@ def pytest_configure(config: pytest.Config) -> None:
         )
         if cache is None:
             cache = _shared_store(config, settings)
+            if cache is not None:
+                from pytest_llmeval.redis_outage import RedisOutage
+
+                # Results stored only locally while Redis is away are pushed at the end.
+                config.pluginmanager.register(RedisOutage(config, cache), _OUTAGE_PLUGIN)
     ctx = ScoringContext(settings, cache=cache, spend=_run_spend(config, settings))
     config.stash[context_key] = ctx
     config.stash[previous_context_key] = set_context(ctx)
@@ -501,6 +507,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 progress_key = pytest.StashKey["Progress"]()
+_OUTAGE_PLUGIN = "llm-eval-redis-outage"
 
 
 def _start_progress(config: pytest.Config, ctx: ScoringContext) -> Progress | None:
@@ -537,7 +544,7 @@ def _start_progress(config: pytest.Config, ctx: ScoringContext) -> Progress | No
     return progress
 
 
-def _shared_store(config: pytest.Config, settings: Settings) -> Any | None:
+def _shared_store(config: pytest.Config, settings: Settings) -> TieredStore | None:
     """The local SQLite store in front of Redis when a cache URL is set, else None (the
     context opens the local store alone). Redis unreachable at start: one warning and the local
     store alone, or a usage error with ``--llm-eval-cache-required``."""
@@ -573,7 +580,11 @@ def _shared_store(config: pytest.Config, settings: Settings) -> Any | None:
             raise pytest.UsageError(f"{exc} (--llm-eval-cache-required)") from None
         if not _is_worker(config):  # the run says it once, not once per xdist worker
             config.issue_config_time_warning(
-                CacheWarning(f"{exc}; this run uses the local result cache only"), stacklevel=2
+                CacheWarning(
+                    f"{exc}; this run uses the local result cache only (push its results "
+                    "later with: python -m pytest_llmeval cache push --url URL)"
+                ),
+                stacklevel=2,
             )
         return None
     local = ResultCache(settings.cache_dir, read_only=settings.cache_mode == "replay")
@@ -637,6 +648,9 @@ def _run_spend(config: pytest.Config, settings: Settings) -> SharedSpend | None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    outage = config.pluginmanager.get_plugin(_OUTAGE_PLUGIN)
+    if outage is not None:
+        config.pluginmanager.unregister(outage)
     progress = config.stash.get(progress_key, None)
     if progress is not None:
         progress.close()
