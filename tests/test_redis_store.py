@@ -554,3 +554,34 @@ def test_outage_until_the_end_leaves_results_local_and_cache_push_sends_them(
     res, calls = _run(pytester, b, *opts)
     res.assert_outcomes(passed=8)
     assert calls == 0
+
+
+def test_tiered_store_outage_notes_unpushed_keys_and_push_keys_sends_them(
+    tmp_path: Path, restartable_redis: Any
+) -> None:
+    from pytest_llmeval.cache import CacheWarning, ResultCache
+    from pytest_llmeval.redis_store import PushOutcome, RedisStore, TieredStore, push_keys
+
+    server = restartable_redis
+    keys = [f"{i:064x}" for i in range(5)]
+    local = ResultCache(tmp_path / "local")
+    remote = RedisStore(server.url, prefix="t-tier:", timeout=1.0)
+    store = TieredStore(local, remote, retry_after=600)
+    store.put(keys[0], "s", {"value": 1.0})
+    assert store.unpushed == set() and remote.get(keys[0]) == {"value": 1.0}
+    server.stop()
+    with pytest.warns(CacheWarning, match="stopped answering") as caught:
+        store.put(keys[1], "s", {"value": 0.5})
+        assert store.get(keys[2]) is None  # Redis left alone while down: a local miss
+        store.put(keys[3], "s", {"value": 0.25})
+    assert len(caught) == 1 and store.unpushed == {keys[1], keys[3]}
+    assert store.get(keys[1]) == {"value": 0.5}  # the local store has it
+    down = push_keys(local, remote, store.unpushed)
+    assert down.remaining == 2 and down.pushed == 0
+    assert down.error is not None and "is unavailable: ConnectionError" in down.error
+    server.start()
+    back = push_keys(local, remote, [*store.unpushed, keys[4]])
+    assert back == PushOutcome(pushed=2, present=0, missing=1)
+    assert remote.get(keys[1]) == {"value": 0.5} and remote.get(keys[3]) == {"value": 0.25}
+    assert push_keys(local, remote, store.unpushed) == PushOutcome(present=2)
+    store.close()
