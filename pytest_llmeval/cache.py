@@ -33,7 +33,7 @@ import sqlite3
 import threading
 import time
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, final
 
@@ -517,6 +517,13 @@ class ResultCache:
     ) -> None:
         """Store ``value`` under ``key`` (upsert), with the key's parts when ``about`` is given.
         Failures warn once and are otherwise ignored; a read-only handle stores nothing."""
+        self.put_many(((key, scorer, value, about),))
+
+    def put_many(
+        self, items: Iterable[tuple[str, str, Mapping[str, Any], KeyAbout | None]]
+    ) -> None:
+        """:meth:`put` for each (key, scorer, value, about) of ``items``, in one transaction
+        (a value that is not JSON, or a scorer name SQLite cannot store, is left out)."""
         if self.read_only:
             return
         conn = self._connect()
@@ -533,30 +540,40 @@ class ResultCache:
             conn = self._connect()
             if conn is None:
                 return
-        try:
-            # ASCII: a lone surrogate (valid in JSON input) cannot be stored as UTF-8 text.
-            text = json.dumps(value, sort_keys=True, ensure_ascii=True, allow_nan=False)
-        except (TypeError, ValueError):
-            return  # not JSON: the result is simply not cached
+        rows: list[tuple[str, str, str, KeyAbout | None]] = []
+        for key, scorer, value, about in items:
+            try:
+                # ASCII: a lone surrogate (valid in JSON input) cannot be stored as UTF-8 text.
+                text = json.dumps(value, sort_keys=True, ensure_ascii=True, allow_nan=False)
+            except (TypeError, ValueError):
+                continue  # not JSON: the result is simply not cached
+            rows.append((key, scorer, text, about))
+        if not rows:
+            return
         now = time.time()
+        written = 0
         try:
-            if about is None:
-                conn.execute(_UPSERT, (key, scorer, text, now))
-            else:
+            single = len(rows) == 1 and rows[0][3] is None
+            if not single:
                 conn.execute("BEGIN IMMEDIATE")
-                try:
-                    conn.execute(_UPSERT, (key, scorer, text, now))
-                    conn.execute(
-                        _UPSERT_PARTS,
-                        (key, scorer, about.locator, about.inputs, about.parts_json(), now),
-                    )
+            try:
+                for key, scorer, text, about in rows:
+                    try:
+                        conn.execute(_UPSERT, (key, scorer, text, now))
+                        if about is not None:
+                            conn.execute(
+                                _UPSERT_PARTS,
+                                (key, scorer, about.locator, about.inputs, about.parts_json(), now),
+                            )
+                    except UnicodeEncodeError:
+                        continue  # a lone surrogate in a scorer name: not cached
+                    written += 1
+                if not single:
                     conn.execute("COMMIT")
-                except BaseException:
-                    if conn.in_transaction:
-                        conn.execute("ROLLBACK")
-                    raise
-        except UnicodeEncodeError:
-            return  # a lone surrogate in a scorer name: not cached, never a failed test
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
         except sqlite3.Error as exc:
             if is_corrupt_error(exc):
                 self._damaged(exc)
@@ -571,11 +588,11 @@ class ResultCache:
                         f"could not write result cache {self.path}: {exc}; results that cannot "
                         "be written are not cached (further failures are not reported)"
                     ),
-                    stacklevel=2,
+                    stacklevel=3,
                 )
             return
         with self._lock:
-            self.writes += 1
+            self.writes += written
 
     def entry(self, key: str) -> Entry | None:
         """The entry under ``key`` with its scorer, time and key parts (None: absent, damaged,

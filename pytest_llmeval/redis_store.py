@@ -51,6 +51,8 @@ BATCH = 500
 # After Redis stopped answering, the tiered store leaves it alone this long before trying again
 # (so an outage costs one failed call per interval, not one per lookup).
 RETRY_AFTER = 5.0
+# Redis hits a tiered store writes to the local store in one transaction.
+FILL_BATCH = 256
 
 
 class RedisUnavailable(LLMEvalError):
@@ -426,6 +428,10 @@ class TieredStore:
         self.outage: str | None = None
         #: keys stored locally but not in Redis (written while it did not answer)
         self.unpushed: set[str] = set()
+        # Redis hits not yet written to the local store: written FILL_BATCH at a time in one
+        # transaction (and on close), which makes a cold read-through several times faster
+        # than a commit per hit. Until then they are served from here.
+        self._fills: dict[str, tuple[str, Mapping[str, Any], KeyAbout | None]] = {}
 
     def _usable(self) -> bool:
         with self._lock:
@@ -453,6 +459,11 @@ class TieredStore:
         hit = self.local.get(key)
         if hit is not None:
             return hit
+        if self._fills:
+            with self._lock:
+                filled = self._fills.get(key)
+            if filled is not None:
+                return dict(filled[1])
         if not self._usable():
             return None
         try:
@@ -464,8 +475,25 @@ class TieredStore:
         if entry is None:
             return None
         about = None if entry.parts is None else KeyAbout(entry.scorer, entry.parts, entry.locator)
-        _put_local(self.local, key, entry.scorer, entry.value, about)
+        with self._lock:
+            self._fills[key] = (entry.scorer, entry.value, about)
+            full = len(self._fills) >= FILL_BATCH
+        if full:
+            self.flush()
         return dict(entry.value)
+
+    def flush(self) -> None:
+        """Write the Redis hits read so far to the local store."""
+        with self._lock:
+            fills, self._fills = self._fills, {}
+        if not fills:
+            return
+        put_many = getattr(self.local, "put_many", None)
+        if put_many is not None:
+            put_many([(k, s, v, a) for k, (s, v, a) in fills.items()])
+        else:
+            for k, (s, v, a) in fills.items():
+                _put_local(self.local, k, s, v, a)
 
     def put(
         self, key: str, scorer: str, value: Mapping[str, Any], about: KeyAbout | None = None
@@ -501,6 +529,7 @@ class TieredStore:
 
     def close(self) -> None:
         try:
+            self.flush()
             self.remote.close()
         finally:
             self.local.close()
