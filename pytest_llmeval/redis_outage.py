@@ -95,6 +95,11 @@ class RedisOutage:
                 text += f" ({out.present} already there)"
             lines.append((text, False))
         if out.remaining:
+            how_many = (
+                ("the result" if total == 1 else f"the {total} results")
+                if out.remaining == total
+                else f"{out.remaining} of the {total} results"
+            )
             local = getattr(self.store.local, "directory", None)
             command = ["python", "-m", "pytest_llmeval", "cache", "push"]
             if local is not None:
@@ -103,9 +108,9 @@ class RedisOutage:
             lines.append(
                 (
                     f"llm-eval: Redis result store {remote.url} is still unavailable "
-                    f"({out.error}); {_results(out.remaining)} of {total} computed while it was "
-                    f"away remain in the local result cache only; push them when it is back: "
-                    f"{shlex.join(command)}",
+                    f"({out.error}); {how_many} computed while it was away "
+                    f"{'remains' if out.remaining == 1 else 'remain'} in the local result cache "
+                    f"only; push when it is back: {shlex.join(command)}",
                     True,
                 )
             )

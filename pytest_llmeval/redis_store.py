@@ -224,6 +224,15 @@ class RedisStore:
                 f"Redis result store {self.url} is unavailable: {self.describe(exc)}"
             ) from None
 
+    def ping_error(self) -> str | None:
+        """None when the server answers and accepts the credentials, else why not (safe to
+        show)."""
+        try:
+            self._client.ping()
+        except self._errors as exc:
+            return self.describe(exc)
+        return None
+
     # -- one key ---------------------------------------------------------------------------
 
     def read(self, key: str) -> Entry | None:
@@ -558,10 +567,9 @@ def push_keys(local: ResultCache, remote: RedisStore, keys: Iterable[str]) -> Pu
     wanted = sorted(set(keys))
     if not wanted:
         return PushOutcome()
-    try:
-        remote.connect()
-    except RedisUnavailable as exc:
-        return PushOutcome(remaining=len(wanted), error=str(exc))
+    problem = remote.ping_error()
+    if problem is not None:
+        return PushOutcome(remaining=len(wanted), error=problem)
     entries: list[Entry] = []
     missing = 0
     for key in wanted:

@@ -532,11 +532,10 @@ def test_outage_until_the_end_leaves_results_local_and_cache_push_sends_them(
         f"--prefix {prefix}"
     )
     assert (
-        f"llm-eval: Redis result store {server.url} is still unavailable (Redis result store "
-        f"{server.url} is unavailable: ConnectionError"
+        f"llm-eval: Redis result store {server.url} is still unavailable (ConnectionError: "
     ) in out
-    assert "4 results of 4 computed while it was away remain in the local result cache only" in out
-    assert f"push them when it is back: {command}" in out.replace("\n", "")
+    assert "the 4 results computed while it was away remain in the local result cache only" in out
+    assert f"push when it is back: {command}" in out.replace("\n", "")
     # Redis comes back (with the 3 results from before); the suggested command pushes the rest.
     server.start()
     client = _redis(server)
@@ -578,7 +577,7 @@ def test_tiered_store_outage_notes_unpushed_keys_and_push_keys_sends_them(
     assert store.get(keys[1]) == {"value": 0.5}  # the local store has it
     down = push_keys(local, remote, store.unpushed)
     assert down.remaining == 2 and down.pushed == 0
-    assert down.error is not None and "is unavailable: ConnectionError" in down.error
+    assert down.error is not None and down.error.startswith("ConnectionError: ")
     server.start()
     back = push_keys(local, remote, [*store.unpushed, keys[4]])
     assert back == PushOutcome(pushed=2, present=0, missing=1)
