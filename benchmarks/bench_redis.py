@@ -2,13 +2,14 @@
 
 (i) Warm Redis lookups through the local read-through: 10,000 keys stored in Redis, a cold local
     SQLite store in front (TieredStore, as a run on a second machine has it); each lookup misses
-    locally, reads Redis once and writes the local store. Target: under 2 s. The ceiling printed
-    beside it: the same 10,000 lookups on the local SQLite store alone, warm, same run.
+    locally, reads Redis once and writes the local store (in batches). Target: under 2 s, best of
+    --repeats passes (each with a fresh local store). The ceiling printed beside it: the same
+    10,000 lookups on the local SQLite store alone, warm, same run.
 (ii) A second machine's run: 1,000 cached judge cases (``l3score`` against the project's test
     judge server), ``pytest --llm-eval --llm-eval-cache-url ...`` in project dir B (cold local
     store, warm Redis) against the same run in project dir A (warm local cache). Target: B within
-    1.5x of A (best of --repeats; each B run starts from a fresh directory), and B makes zero
-    judge calls.
+    1.5x of A (best of --repeats, A and B runs alternated; each B run starts from a fresh
+    directory), and B makes zero judge calls.
 
 Exits 0 with a message when redis-server or redis-py is not installed; non-zero when a target is
 missed.
@@ -131,7 +132,7 @@ def _judge_calls(base_url: str, *, clear: bool = False) -> int:
 # -- (i) lookups -------------------------------------------------------------------------------
 
 
-def bench_lookups(port: int, n: int) -> tuple[float, float, float]:
+def bench_lookups(port: int, n: int, repeats: int) -> tuple[float, float, float]:
     """Seconds for n lookups: through the read-through with a cold local store (warm Redis),
     the same again (now locally warm), and on the local SQLite store alone (warm)."""
     from pytest_llmeval.cache import ResultCache
@@ -156,19 +157,23 @@ def bench_lookups(port: int, n: int) -> tuple[float, float, float]:
     seed.push(entries, replace=True)
     seed.close()
     with tempfile.TemporaryDirectory() as tmp:
-        local = ResultCache(Path(tmp) / "b")
-        tiered = TieredStore(local, RedisStore(url, prefix="bench:"))
-        t0 = time.perf_counter()
-        for k in keys:
-            if tiered.get(k) is None:
-                raise SystemExit(f"lookup of {k} missed: the benchmark is broken")
-        through = time.perf_counter() - t0
+        through = float("inf")
+        for r in range(repeats):  # each pass: a fresh (cold) local store, best pass kept
+            local = ResultCache(Path(tmp) / f"b{r}")
+            tiered = TieredStore(local, RedisStore(url, prefix="bench:"))
+            t0 = time.perf_counter()
+            for k in keys:
+                if tiered.get(k) is None:
+                    raise SystemExit(f"lookup of {k} missed: the benchmark is broken")
+            through = min(through, time.perf_counter() - t0)
+            if r < repeats - 1:
+                tiered.close()
         t0 = time.perf_counter()
         for k in keys:
             tiered.get(k)
         again = time.perf_counter() - t0
         tiered.close()
-        alone = ResultCache(Path(tmp) / "b")
+        alone = ResultCache(Path(tmp) / f"b{repeats - 1}")
         t0 = time.perf_counter()
         for k in keys:
             if alone.get(k) is None:
@@ -270,10 +275,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     missed = []
     with redis_server() as port:
-        through, again, ceiling = bench_lookups(port, args.lookups)
+        load = os.getloadavg()[0]
+        through, again, ceiling = bench_lookups(port, args.lookups, args.repeats)
         warm, second, cold_calls, b_calls = bench_machines(port, args.cases, args.repeats)
     n = args.lookups
-    print(f"(i) {n:,} lookups, keys in Redis")
+    print(f"load average at the start: {load:.1f} ({os.cpu_count()} CPUs)")
+    print(f"(i) {n:,} lookups, keys in Redis, best of {args.repeats} passes")
     print(f"  {'path':<58} {'seconds':>8} {'us/lookup':>10}")
     rows = [
         ("read-through, cold local store (Redis GET + local write)", through),
