@@ -132,9 +132,10 @@ def _judge_calls(base_url: str, *, clear: bool = False) -> int:
 # -- (i) lookups -------------------------------------------------------------------------------
 
 
-def bench_lookups(port: int, n: int, repeats: int) -> tuple[float, float, float]:
-    """Seconds for n lookups: through the read-through with a cold local store (warm Redis),
-    the same again (now locally warm), and on the local SQLite store alone (warm)."""
+def bench_lookups(port: int, n: int, repeats: int) -> tuple[float, float, float, float]:
+    """Seconds for n lookups: through the read-through with a cold local store (warm Redis;
+    wall and this process's CPU), the same again (now locally warm), and on the local SQLite
+    store alone (warm)."""
     from pytest_llmeval.cache import ResultCache
     from pytest_llmeval.cache_entries import Entry
     from pytest_llmeval.redis_store import RedisStore, TieredStore
@@ -157,15 +158,17 @@ def bench_lookups(port: int, n: int, repeats: int) -> tuple[float, float, float]
     seed.push(entries, replace=True)
     seed.close()
     with tempfile.TemporaryDirectory() as tmp:
-        through = float("inf")
+        through = through_cpu = float("inf")
         for r in range(repeats):  # each pass: a fresh (cold) local store, best pass kept
             local = ResultCache(Path(tmp) / f"b{r}")
             tiered = TieredStore(local, RedisStore(url, prefix="bench:"))
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             for k in keys:
                 if tiered.get(k) is None:
                     raise SystemExit(f"lookup of {k} missed: the benchmark is broken")
-            through = min(through, time.perf_counter() - t0)
+            wall = time.perf_counter() - t0
+            if wall < through:
+                through, through_cpu = wall, time.process_time() - c0
             if r < repeats - 1:
                 tiered.close()
         t0 = time.perf_counter()
@@ -180,7 +183,7 @@ def bench_lookups(port: int, n: int, repeats: int) -> tuple[float, float, float]
                 raise SystemExit("local miss after the read-through: the benchmark is broken")
         ceiling = time.perf_counter() - t0
         alone.close()
-    return through, again, ceiling
+    return through, through_cpu, again, ceiling
 
 
 # -- (ii) second machine -----------------------------------------------------------------------
@@ -276,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
     missed = []
     with redis_server() as port:
         load = os.getloadavg()[0]
-        through, again, ceiling = bench_lookups(port, args.lookups, args.repeats)
+        through, through_cpu, again, ceiling = bench_lookups(port, args.lookups, args.repeats)
         warm, second, cold_calls, b_calls = bench_machines(port, args.cases, args.repeats)
     n = args.lookups
     print(f"load average at the start: {load:.1f} ({os.cpu_count()} CPUs)")
@@ -289,6 +292,10 @@ def main(argv: list[str] | None = None) -> int:
     ]
     for label, t in rows:
         print(f"  {label:<58} {t:8.3f} {t / n * 1e6:10.1f}")
+    print(
+        f"  (the cold read-through used {through_cpu:.3f} s of this process's CPU: the rest is "
+        "waiting for redis-server's replies and the CPU)"
+    )
     ok = through < LOOKUP_TARGET_S
     print(f"  target: cold read-through under {LOOKUP_TARGET_S:g} s -> {'ok' if ok else 'MISSED'}")
     if not ok:

@@ -331,6 +331,8 @@ def test_redis_stats_export_import_prune(
 
     store = RedisStore(redis_server.url, prefix=prefix)
     assert store.get(ENTRIES[3].key) == {"value": 0.5, "rationale": "because a4"}
+    assert store.get(_key("old")) == {"value": 0.1}  # an entry in the old format still reads
+    assert store.get(_key("bad")) is None
     store.close()
     status, out = _cli("prune", *url, "--older-than", "30d")
     assert out == (
