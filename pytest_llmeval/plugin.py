@@ -572,22 +572,24 @@ def _shared_store(config: pytest.Config, settings: Settings) -> TieredStore | No
         ) from None
     except LLMEvalError as exc:
         raise pytest.UsageError(str(exc)) from None
+    local = ResultCache(settings.cache_dir, read_only=settings.cache_mode == "replay")
     try:
         remote.connect()
     except RedisUnavailable as exc:
-        remote.close()
         if required:
+            remote.close()
             raise pytest.UsageError(f"{exc} (--llm-eval-cache-required)") from None
         if not _is_worker(config):  # the run says it once, not once per xdist worker
             config.issue_config_time_warning(
                 CacheWarning(
-                    f"{exc}; this run uses the local result cache only (push its results "
-                    "later with: python -m pytest_llmeval cache push --url URL)"
+                    f"{exc}; this run uses the local result cache only until Redis answers "
+                    "(tried again every few seconds); results computed meanwhile are pushed to "
+                    "it at the end of the run if it is back, else later with: python -m "
+                    "pytest_llmeval cache push --url URL"
                 ),
                 stacklevel=2,
             )
-        return None
-    local = ResultCache(settings.cache_dir, read_only=settings.cache_mode == "replay")
+        return TieredStore(local, remote, down=str(exc))
     return TieredStore(local, remote)
 
 

@@ -20,6 +20,7 @@ without it, and any text from the client is scrubbed of it.
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 import warnings
@@ -51,6 +52,8 @@ BATCH = 500
 # After Redis stopped answering, the tiered store leaves it alone this long before trying again
 # (so an outage costs one failed call per interval, not one per lookup).
 RETRY_AFTER = 5.0
+# Seconds a TCP connection to a server that was away may take before it counts as still away.
+PROBE_TIMEOUT = 1.0
 # Redis hits a tiered store writes to the local store in one transaction.
 FILL_BATCH = 256
 
@@ -175,6 +178,12 @@ class RedisStore:
                 f"--llm-eval-cache-ttl must be a positive number of seconds, not {ttl}"
             )
         self.url = redact_url(url)  # the only form of the URL this object keeps in the open
+        try:
+            self._address = (parts.hostname, parts.port or 6379)
+        except ValueError:
+            raise LLMEvalError(
+                f"--llm-eval-cache-url {redact_url(url)!r}: the port is not a number"
+            ) from None
         self.prefix = prefix
         self.ttl = ttl
         self._secret = url_password or password or None
@@ -224,9 +233,26 @@ class RedisStore:
                 f"Redis result store {self.url} is unavailable: {self.describe(exc)}"
             ) from None
 
+    def reachable(self, timeout: float = PROBE_TIMEOUT) -> bool:
+        """Whether the server's port accepts a TCP connection within ``timeout`` seconds: a
+        cheap probe before talking to a server that was away (a host that drops packets would
+        otherwise hold a lookup for the whole socket timeout, retries included)."""
+        return self._probe(timeout) is None
+
+    def _probe(self, timeout: float = PROBE_TIMEOUT) -> str | None:
+        try:
+            with socket.create_connection(self._address, timeout=timeout):
+                return None
+        except OSError as exc:
+            host, port = self._address
+            return f"{type(exc).__name__} connecting to {host}:{port}: {exc}"
+
     def ping_error(self) -> str | None:
         """None when the server answers and accepts the credentials, else why not (safe to
         show)."""
+        problem = self._probe()
+        if problem is not None:
+            return problem
         try:
             self._client.ping()
         except self._errors as exc:
@@ -426,15 +452,21 @@ class TieredStore:
     meanwhile are kept in :attr:`unpushed`, for :func:`push_keys` at the end of the run."""
 
     def __init__(
-        self, local: ResultStore, remote: RedisStore, *, retry_after: float = RETRY_AFTER
+        self,
+        local: ResultStore,
+        remote: RedisStore,
+        *,
+        retry_after: float = RETRY_AFTER,
+        down: str | None = None,
     ) -> None:
         self.local = local
         self.remote = remote
         self.retry_after = retry_after
         self._lock = threading.Lock()
-        self._down_until: float | None = None
-        #: why Redis stopped answering (the first time), or None
-        self.outage: str | None = None
+        #: why Redis stopped answering (the first time), or None; ``down``: it did not answer
+        #: at start (already reported), so the run starts on the local store
+        self.outage: str | None = down
+        self._down_until: float | None = None if down is None else time.monotonic() + retry_after
         #: keys stored locally but not in Redis (written while it did not answer)
         self.unpushed: set[str] = set()
         # Redis hits not yet written to the local store: written FILL_BATCH at a time in one
@@ -444,7 +476,14 @@ class TieredStore:
 
     def _usable(self) -> bool:
         with self._lock:
-            return self._down_until is None or time.monotonic() >= self._down_until
+            until = self._down_until
+            if until is None:
+                return True
+            if time.monotonic() < until:
+                return False
+            # Time to try again: the next caller probes, the others wait for its verdict.
+            self._down_until = time.monotonic() + self.retry_after
+        return self.remote.reachable()
 
     def _down(self, exc: RedisDown) -> None:
         with self._lock:

@@ -249,8 +249,12 @@ def test_wrong_password_warns_once_without_the_password(
     res.assert_outcomes(passed=3)
     out = res.stdout.str() + res.stderr.str()
     assert "wrong-PASSWORD-123" not in out
-    assert out.count(f"Redis result store redis://127.0.0.1:{redis_server_auth.port}/0") == 1
-    assert "uses the local result cache only" in out
+    where = f"Redis result store redis://127.0.0.1:{redis_server_auth.port}/0"
+    assert out.count(f"{where} is unavailable: AuthenticationError") == 1  # said once at start
+    assert "uses the local result cache only until Redis answers" in out
+    # ... and at the end: the results stay local, with the command that pushes them later.
+    assert f"llm-eval: {where} is still unavailable (AuthenticationError" in out
+    assert "the 3 results computed while it was away remain in the local result cache" in out
     res, calls = _run(pytester, a, "--llm-eval-cache-url", url, "--llm-eval-cache-required")
     assert res.ret == pytest.ExitCode.USAGE_ERROR
     err = res.stdout.str() + res.stderr.str()
@@ -532,7 +536,8 @@ def test_outage_until_the_end_leaves_results_local_and_cache_push_sends_them(
         f"--prefix {prefix}"
     )
     assert (
-        f"llm-eval: Redis result store {server.url} is still unavailable (ConnectionError: "
+        f"llm-eval: Redis result store {server.url} is still unavailable (ConnectionRefusedError "
+        f"connecting to 127.0.0.1:{server.port}: [Errno 111] Connection refused); "
     ) in out
     assert "the 4 results computed while it was away remain in the local result cache only" in out
     assert f"push when it is back: {command}" in out.replace("\n", "")
@@ -577,10 +582,44 @@ def test_tiered_store_outage_notes_unpushed_keys_and_push_keys_sends_them(
     assert store.get(keys[1]) == {"value": 0.5}  # the local store has it
     down = push_keys(local, remote, store.unpushed)
     assert down.remaining == 2 and down.pushed == 0
-    assert down.error is not None and down.error.startswith("ConnectionError: ")
+    assert down.error == (
+        f"ConnectionRefusedError connecting to 127.0.0.1:{server.port}: "
+        "[Errno 111] Connection refused"
+    )
     server.start()
     back = push_keys(local, remote, [*store.unpushed, keys[4]])
     assert back == PushOutcome(pushed=2, present=0, missing=1)
     assert remote.get(keys[1]) == {"value": 0.5} and remote.get(keys[3]) == {"value": 0.25}
     assert push_keys(local, remote, store.unpushed) == PushOutcome(present=2)
     store.close()
+
+
+def test_down_at_start_the_results_are_pushed_when_it_is_back_at_the_end(
+    pytester: pytest.Pytester, restartable_redis: Any
+) -> None:
+    server = restartable_redis
+    prefix = "t-down-start:"
+    opts = ("--llm-eval-cache-url", server.url, "--llm-eval-cache-prefix", prefix)
+    a = _quiet_machine(pytester, "a")
+    server.stop()
+    env = {
+        "REDIS_PORT": str(server.port),
+        "REDIS_ARGV": json.dumps(server.argv),
+        "REDIS_DIR": server.directory,
+        "REDIS_RESTARTED_PID": str(Path(server.directory) / "restarted.pid"),
+        "RESTART_REDIS": "1",
+    }
+    res, calls = _run(pytester, a, *opts, "-n", "2", env=env)
+    res.assert_outcomes(passed=8)
+    out = res.stdout.str()
+    assert calls == 7 and out.count("uses the local result cache only until Redis answers") == 1
+    assert (
+        f"llm-eval: Redis result store {server.url} did not answer during part of the run; "
+        "7 results computed meanwhile pushed to it now"
+    ) in out
+    client = _redis(server)
+    assert len(_result_keys(client, prefix)) == 7
+    client.close()
+    res, calls = _run(pytester, _quiet_machine(pytester, "b"), *opts)
+    res.assert_outcomes(passed=8)
+    assert calls == 0
