@@ -30,9 +30,19 @@ def _report(argv: Sequence[str]) -> int:
     return main_report(argv)
 
 
+def _cache(argv: Sequence[str]) -> int:
+    from pytest_llmeval.cache_cli import main as cache_main
+
+    return cache_main(argv)
+
+
 #: command name -> (function taking the remaining arguments and returning the exit status, help)
 COMMANDS: dict[str, tuple[Callable[[Sequence[str]], int], str]] = {
     "compare": (_compare, "compare two runs (saved runs or JSON reports): BASELINE CURRENT"),
+    "cache": (
+        _cache,
+        "result cache tools (local or Redis): stats | prune | export | import | push",
+    ),
     "report": (_report, "render a saved run or JSON report (RUN.json) as one HTML file: -o OUT"),
     "merge": (_merge, "merge the JSON reports of a run's shards and judge its gates: -o OUT"),
 }

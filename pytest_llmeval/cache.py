@@ -33,10 +33,11 @@ import sqlite3
 import threading
 import time
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, final
 
+from pytest_llmeval.cache_entries import Entry, EntryError, strict_loads
 from pytest_llmeval.cache_protocol import KeyAbout, describe_differences, input_key
 from pytest_llmeval.scoring import canonical_json
 
@@ -104,6 +105,71 @@ class CacheWarning(UserWarning):
 def cache_key(identity: Mapping[str, Any], inputs: Mapping[str, Any]) -> str:
     """The key of a result: sha256 over the canonical JSON of (scorer identity, inputs)."""
     return input_key(canonical_json(identity), inputs)
+
+
+def create_schema(conn: sqlite3.Connection) -> None:
+    """Create the store's tables in ``conn`` where missing (an older file gains the new ones)."""
+    conn.execute(_SCHEMA)
+    for statement in _PARTS_SCHEMA:
+        conn.execute(statement)
+
+
+def read_entry(conn: sqlite3.Connection, key: str) -> Entry | None:
+    """The entry under ``key`` with what is recorded about it, None when absent or damaged
+    (raises sqlite3.Error). An entry from before the key parts were kept has no parts."""
+    row = conn.execute(
+        "SELECT scorer, value, created FROM results WHERE key = ?", (key,)
+    ).fetchone()
+    if row is None:
+        return None
+    parts_row = None
+    if has_parts_table(conn):
+        parts_row = conn.execute(
+            "SELECT parts, locator FROM key_parts WHERE key = ?", (key,)
+        ).fetchone()
+    return entry_from_row(key, row[0], row[1], row[2], parts_row)
+
+
+def has_parts_table(conn: sqlite3.Connection) -> bool:
+    return (
+        conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'key_parts'"
+        ).fetchone()
+        is not None
+    )
+
+
+def entry_from_row(
+    key: str, scorer: Any, value: Any, created: Any, parts_row: Any = None
+) -> Entry | None:
+    """An :class:`Entry` from stored columns; None when the value is damaged. Damaged parts
+    only lose the parts."""
+    try:
+        data = strict_loads(value)
+    except ValueError:
+        return None
+    parts: Any = None
+    locator: Any = None
+    if parts_row is not None:
+        try:
+            parts = json.loads(parts_row[0])
+        except (TypeError, ValueError):
+            parts = None
+        locator = parts_row[1] if isinstance(parts_row[1], str) else None
+        if not isinstance(parts, dict):
+            parts, locator = None, None
+    try:
+        return Entry.checked(
+            key,
+            scorer,
+            data,
+            created if isinstance(created, (int, float)) else None,
+            parts,
+            locator,
+            any_key=True,
+        )
+    except EntryError:
+        return None
 
 
 def _primary_code(exc: sqlite3.Error) -> int | None:
@@ -301,9 +367,7 @@ class ResultCache:
             # workers start together on a new file: _connect retries that.
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute(_SCHEMA)
-            for statement in _PARTS_SCHEMA:
-                conn.execute(statement)
+            create_schema(conn)
             conn.execute("SELECT count(*) FROM results LIMIT 1").fetchone()
             conn.execute(f"PRAGMA busy_timeout={int(self.timeout * 1000)}")
         except BaseException:
@@ -453,6 +517,13 @@ class ResultCache:
     ) -> None:
         """Store ``value`` under ``key`` (upsert), with the key's parts when ``about`` is given.
         Failures warn once and are otherwise ignored; a read-only handle stores nothing."""
+        self.put_many(((key, scorer, value, about),))
+
+    def put_many(
+        self, items: Iterable[tuple[str, str, Mapping[str, Any], KeyAbout | None]]
+    ) -> None:
+        """:meth:`put` for each (key, scorer, value, about) of ``items``, in one transaction
+        (a value that is not JSON, or a scorer name SQLite cannot store, is left out)."""
         if self.read_only:
             return
         conn = self._connect()
@@ -469,30 +540,40 @@ class ResultCache:
             conn = self._connect()
             if conn is None:
                 return
-        try:
-            # ASCII: a lone surrogate (valid in JSON input) cannot be stored as UTF-8 text.
-            text = json.dumps(value, sort_keys=True, ensure_ascii=True, allow_nan=False)
-        except (TypeError, ValueError):
-            return  # not JSON: the result is simply not cached
+        rows: list[tuple[str, str, str, KeyAbout | None]] = []
+        for key, scorer, value, about in items:
+            try:
+                # ASCII: a lone surrogate (valid in JSON input) cannot be stored as UTF-8 text.
+                text = json.dumps(value, sort_keys=True, ensure_ascii=True, allow_nan=False)
+            except (TypeError, ValueError):
+                continue  # not JSON: the result is simply not cached
+            rows.append((key, scorer, text, about))
+        if not rows:
+            return
         now = time.time()
+        written = 0
         try:
-            if about is None:
-                conn.execute(_UPSERT, (key, scorer, text, now))
-            else:
+            single = len(rows) == 1 and rows[0][3] is None
+            if not single:
                 conn.execute("BEGIN IMMEDIATE")
-                try:
-                    conn.execute(_UPSERT, (key, scorer, text, now))
-                    conn.execute(
-                        _UPSERT_PARTS,
-                        (key, scorer, about.locator, about.inputs, about.parts_json(), now),
-                    )
+            try:
+                for key, scorer, text, about in rows:
+                    try:
+                        conn.execute(_UPSERT, (key, scorer, text, now))
+                        if about is not None:
+                            conn.execute(
+                                _UPSERT_PARTS,
+                                (key, scorer, about.locator, about.inputs, about.parts_json(), now),
+                            )
+                    except UnicodeEncodeError:
+                        continue  # a lone surrogate in a scorer name: not cached
+                    written += 1
+                if not single:
                     conn.execute("COMMIT")
-                except BaseException:
-                    if conn.in_transaction:
-                        conn.execute("ROLLBACK")
-                    raise
-        except UnicodeEncodeError:
-            return  # a lone surrogate in a scorer name: not cached, never a failed test
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
         except sqlite3.Error as exc:
             if is_corrupt_error(exc):
                 self._damaged(exc)
@@ -507,11 +588,24 @@ class ResultCache:
                         f"could not write result cache {self.path}: {exc}; results that cannot "
                         "be written are not cached (further failures are not reported)"
                     ),
-                    stacklevel=2,
+                    stacklevel=3,
                 )
             return
         with self._lock:
-            self.writes += 1
+            self.writes += written
+
+    def entry(self, key: str) -> Entry | None:
+        """The entry under ``key`` with its scorer, time and key parts (None: absent, damaged,
+        or a read error), for pushing it elsewhere."""
+        conn = self._connect()
+        if conn is None:
+            return None
+        try:
+            return read_entry(conn, key)
+        except sqlite3.Error as exc:
+            if is_corrupt_error(exc):
+                self._damaged(exc)
+            return None
 
     def explain_miss(self, key: str, about: KeyAbout) -> str | None:
         """Why ``key`` is not stored, for a replay miss: the parts in which the nearest entry

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from pytest_llmeval.gates import GateRule, TestGates
     from pytest_llmeval.progress import Progress
     from pytest_llmeval.ratelimit import FileBucket, RateLimiter
+    from pytest_llmeval.redis_store import TieredStore
     from pytest_llmeval.spend import SharedSpend
 
 RECORDS_ATTR = "llm_eval_records"
@@ -545,6 +546,11 @@ def pytest_configure(config: pytest.Config) -> None:
         )
         if cache is None:
             cache = _shared_store(config, settings)
+            if cache is not None:
+                from pytest_llmeval.redis_outage import RedisOutage
+
+                # Results stored only locally while Redis is away are pushed at the end.
+                config.pluginmanager.register(RedisOutage(config, cache), _OUTAGE_PLUGIN)
     ctx = ScoringContext(
         settings,
         cache=cache,
@@ -566,6 +572,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 progress_key = pytest.StashKey["Progress"]()
+_OUTAGE_PLUGIN = "llm-eval-redis-outage"
 
 
 def _start_progress(config: pytest.Config, ctx: ScoringContext) -> Progress | None:
@@ -605,7 +612,7 @@ def _start_progress(config: pytest.Config, ctx: ScoringContext) -> Progress | No
     return progress
 
 
-def _shared_store(config: pytest.Config, settings: Settings) -> Any | None:
+def _shared_store(config: pytest.Config, settings: Settings) -> TieredStore | None:
     """The local SQLite store in front of Redis when a cache URL is set, else None (the
     context opens the local store alone). Redis unreachable at start: one warning and the local
     store alone, or a usage error with ``--llm-eval-cache-required``."""
@@ -633,18 +640,24 @@ def _shared_store(config: pytest.Config, settings: Settings) -> Any | None:
         ) from None
     except LLMEvalError as exc:
         raise pytest.UsageError(str(exc)) from None
+    local = ResultCache(settings.cache_dir, read_only=settings.cache_mode == "replay")
     try:
         remote.connect()
     except RedisUnavailable as exc:
-        remote.close()
         if required:
+            remote.close()
             raise pytest.UsageError(f"{exc} (--llm-eval-cache-required)") from None
         if not _is_worker(config):  # the run says it once, not once per xdist worker
             config.issue_config_time_warning(
-                CacheWarning(f"{exc}; this run uses the local result cache only"), stacklevel=2
+                CacheWarning(
+                    f"{exc}; this run uses the local result cache only until Redis answers "
+                    "(tried again every few seconds); results computed meanwhile are pushed to "
+                    "it at the end of the run if it is back, else later with: python -m "
+                    "pytest_llmeval cache push --url URL"
+                ),
+                stacklevel=2,
             )
-        return None
-    local = ResultCache(settings.cache_dir, read_only=settings.cache_mode == "replay")
+        return TieredStore(local, remote, down=str(exc))
     return TieredStore(local, remote)
 
 
@@ -790,6 +803,9 @@ def _redis_bucket(config: pytest.Config, limits: RateLimits) -> Any | None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    outage = config.pluginmanager.get_plugin(_OUTAGE_PLUGIN)
+    if outage is not None:
+        config.pluginmanager.unregister(outage)
     progress = config.stash.get(progress_key, None)
     if progress is not None:
         progress.close()

@@ -86,3 +86,73 @@ def start(password: str | None = None) -> Iterator[RedisServer]:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+class RestartableRedis:
+    """A redis-server that a test can kill and start again on the same port, keeping its data
+    (append-only file, fsync on every write, in ``directory``), as a real server with
+    persistence does across an outage."""
+
+    def __init__(self, directory: str) -> None:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            _missing("redis-server is not installed (apt-get install redis-server)")
+        try:
+            import redis  # noqa: F401
+        except ImportError:
+            _missing('redis-py is not installed (pip install ".[redis]" in the checkout)')
+        self.directory = directory
+        self.password: str | None = None
+        self.port = free_port()
+        self.argv = [
+            str(binary),
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            "always",
+            "--dir",
+            directory,
+        ]
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            self.argv, cwd=self.directory, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
+        wait_ready(self.port, self.proc)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def wait_ready(port: int, proc: subprocess.Popen[bytes] | None = None) -> None:
+    """Wait until a redis-server answers on ``port`` (fails the test after 15 s)."""
+    import redis
+
+    client = redis.Redis(port=port, socket_connect_timeout=1)
+    deadline = time.monotonic() + 15
+    try:
+        while True:
+            try:
+                client.ping()
+                return
+            except redis.RedisError:
+                if (proc is not None and proc.poll() is not None) or time.monotonic() > deadline:
+                    stderr = proc.stderr if proc is not None else None
+                    err = stderr.read().decode(errors="replace") if stderr else ""
+                    pytest.fail(f"redis-server did not start on port {port}: {err[-500:]}")
+                time.sleep(0.05)
+    finally:
+        client.close()

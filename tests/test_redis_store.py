@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -81,8 +86,9 @@ from pytest_llmeval import Score, Scorer, register
 class Counted(Scorer):
     name = "counted"
     def compute(self, inputs, ctx):
-        counter = Path(os.environ["COUNTER_FILE"])
-        counter.write_text(str(int(counter.read_text() or 0) + 1) if counter.exists() else "1")
+        # One line per computation, appended: atomic across xdist workers.
+        with Path(os.environ["COUNTER_FILE"]).open("a") as fh:
+            fh.write("x\\n")
         return Score(scorer=self.name, value=0.75)
 
 @register
@@ -135,7 +141,7 @@ def _run(
         result = pytester.runpytest_subprocess(
             str(root), "--rootdir", str(root), "--llm-eval", "-p", "no:cacheprovider", *args
         )
-    return result, int(counter.read_text()) if counter.exists() else 0
+    return result, len(counter.read_text().splitlines()) if counter.exists() else 0
 
 
 def _redis(server: Any) -> Any:
@@ -243,8 +249,12 @@ def test_wrong_password_warns_once_without_the_password(
     res.assert_outcomes(passed=3)
     out = res.stdout.str() + res.stderr.str()
     assert "wrong-PASSWORD-123" not in out
-    assert out.count(f"Redis result store redis://127.0.0.1:{redis_server_auth.port}/0") == 1
-    assert "uses the local result cache only" in out
+    where = f"Redis result store redis://127.0.0.1:{redis_server_auth.port}/0"
+    assert out.count(f"{where} is unavailable: AuthenticationError") == 1  # said once at start
+    assert "uses the local result cache only until Redis answers" in out
+    # ... and at the end: the results stay local, with the command that pushes them later.
+    assert f"llm-eval: {where} is still unavailable (AuthenticationError" in out
+    assert "the 3 results computed while it was away remain in the local result cache" in out
     res, calls = _run(pytester, a, "--llm-eval-cache-url", url, "--llm-eval-cache-required")
     assert res.ret == pytest.ExitCode.USAGE_ERROR
     err = res.stdout.str() + res.stderr.str()
@@ -336,3 +346,280 @@ def test_url_checks_and_tls_scheme() -> None:
     with pytest.raises(LLMEvalError, match="--llm-eval-cache-ttl must be a positive"):
         RedisStore("redis://localhost/0", ttl=0)
     assert redact_url("redis://u:p@h:1/0") == "redis://h:1/0"
+
+
+# -- Redis going away mid-run (issue 11) -------------------------------------------------------
+
+OUTAGE_CONFTEST = """
+import json, os, signal, socket, subprocess, time
+from pathlib import Path
+
+import pytest
+
+def _answers(port):
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+@pytest.fixture
+def kill_redis():
+    def kill():
+        # Under xdist the cases before the outage may run on another worker: wait for them.
+        deadline = time.monotonic() + 60
+        while len(list(Path(os.environ["OUTAGE_MARK"]).parent.glob("before-*.mark"))) < 3:
+            assert time.monotonic() < deadline, "the cases before the outage never ran"
+            time.sleep(0.02)
+        os.kill(int(os.environ["REDIS_PID"]), signal.SIGKILL)
+        port = int(os.environ["REDIS_PORT"])
+        while _answers(port):
+            time.sleep(0.02)
+        Path(os.environ["OUTAGE_MARK"]).write_text("down")
+    return kill
+
+@pytest.fixture
+def wait_for_outage():
+    def wait():
+        deadline = time.monotonic() + 60
+        while not Path(os.environ["OUTAGE_MARK"]).exists():
+            assert time.monotonic() < deadline, "the outage never started"
+            time.sleep(0.02)
+    return wait
+
+RESTARTED = []
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session):
+    # The last step of the run, before the plugin pushes: Redis is back (same port, same data).
+    if hasattr(session.config, "workerinput") or not os.environ.get("RESTART_REDIS"):
+        return
+    proc = subprocess.Popen(
+        json.loads(os.environ["REDIS_ARGV"]), cwd=os.environ["REDIS_DIR"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )
+    RESTARTED.append(proc)  # the test's own cleanup stops it
+    Path(os.environ["REDIS_RESTARTED_PID"]).write_text(str(proc.pid))
+    port = int(os.environ["REDIS_PORT"])
+    while not _answers(port):
+        time.sleep(0.02)
+"""
+
+OUTAGE_TESTS = """
+import os
+from pathlib import Path
+
+import pytest
+from pytest_llmeval import assert_score
+
+@pytest.mark.llm_eval
+@pytest.mark.parametrize("i", range(3))
+def test_a_before(i):
+    assert_score("counted", output=f"before {i}", min=0.5)
+    if "OUTAGE_MARK" in os.environ:
+        (Path(os.environ["OUTAGE_MARK"]).parent / f"before-{i}.mark").write_text("done")
+
+def test_b_redis_goes_away(kill_redis):
+    kill_redis()
+
+@pytest.mark.llm_eval
+@pytest.mark.parametrize("i", range(4))
+def test_c_during(i, wait_for_outage):
+    wait_for_outage()
+    assert_score("counted", output=f"during {i}", min=0.5)
+"""
+
+
+@pytest.fixture
+def restartable_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    from redis_server import RestartableRedis
+
+    server = RestartableRedis(str(tmp_path_factory.mktemp("redis-data")))
+    server.start()
+    pidfile = Path(server.directory) / "restarted.pid"
+    try:
+        yield server
+    finally:
+        server.stop()
+        if pidfile.exists():  # the copy the run itself started again
+            try:
+                os.kill(int(pidfile.read_text()), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def _outage_run(
+    pytester: pytest.Pytester, server: Any, root: Path, restart: bool, *args: str
+) -> tuple[pytest.RunResult, int]:
+    env = {
+        "REDIS_PID": str(server.proc.pid),
+        "REDIS_PORT": str(server.port),
+        "REDIS_ARGV": json.dumps(server.argv),
+        "REDIS_DIR": server.directory,
+        "REDIS_RESTARTED_PID": str(Path(server.directory) / "restarted.pid"),
+        "OUTAGE_MARK": str(root / "outage.mark"),
+    }
+    if restart:
+        env["RESTART_REDIS"] = "1"
+    return _run(pytester, root, *args, "-W", "always", env=env)
+
+
+def _outage_machine(pytester: pytest.Pytester, name: str) -> Path:
+    root = _machine(pytester, name, OUTAGE_TESTS)
+    (root / "conftest.py").write_text(CONFTEST + OUTAGE_CONFTEST)
+    return root
+
+
+def _quiet_machine(pytester: pytest.Pytester, name: str) -> Path:
+    """Another machine running the same tests while Redis stays up."""
+    tests = OUTAGE_TESTS.replace("kill_redis()", "pass").replace("wait_for_outage()", "pass")
+    root = _machine(pytester, name, tests)
+    (root / "conftest.py").write_text(CONFTEST + OUTAGE_CONFTEST)
+    return root
+
+
+def _result_keys(client: Any, prefix: str) -> list[bytes]:
+    return sorted(k for k in client.keys(prefix + "*") if len(k) == len(prefix) + 64)
+
+
+@pytest.mark.parametrize("workers", [0, 2], ids=["one-process", "xdist-2"])
+def test_outage_mid_run_results_are_pushed_when_redis_is_back(
+    pytester: pytest.Pytester, restartable_redis: Any, workers: int
+) -> None:
+    if workers:
+        pytest.importorskip("xdist")
+    server = restartable_redis
+    prefix = "t-outage:"
+    opts = ["--llm-eval-cache-url", server.url, "--llm-eval-cache-prefix", prefix]
+    opts += ["-n", str(workers)] if workers else []
+    a = _outage_machine(pytester, "a")
+    res, calls = _outage_run(pytester, server, a, True, *opts)
+    res.assert_outcomes(passed=8)
+    assert calls == 7  # every case scored once: the outage did not stop the run
+    out = res.stdout.str()
+    assert out.count("stopped answering") >= 1  # one warning per process that met it
+    assert (
+        f"llm-eval: Redis result store {server.url} did not answer during part of the run; "
+        "4 results computed meanwhile pushed to it now"
+    ) in out
+    assert "remain in the local result cache" not in out
+    # Nothing lost: the 3 results from before and the 4 from during the outage are in Redis.
+    client = _redis(server)
+    keys = _result_keys(client, prefix)
+    assert len(keys) == 7
+    for k in keys:
+        entry = json.loads(client.get(k))
+        assert entry["scorer"] == "counted" and entry["value"]["value"] == 0.75
+        assert entry["created"] > 0 and entry["parts"]["version"] == "1"
+    client.close()
+    # A second machine: an empty local store, everything from Redis, zero computations.
+    b = _quiet_machine(pytester, "b")
+    res, calls = _run(pytester, b, *opts)
+    res.assert_outcomes(passed=8)
+    assert calls == 0
+
+
+def test_outage_until_the_end_leaves_results_local_and_cache_push_sends_them(
+    pytester: pytest.Pytester, restartable_redis: Any
+) -> None:
+    server = restartable_redis
+    prefix = "t-outage-end:"
+    opts = ("--llm-eval-cache-url", server.url, "--llm-eval-cache-prefix", prefix)
+    a = _outage_machine(pytester, "a")
+    res, calls = _outage_run(pytester, server, a, False, *opts)
+    res.assert_outcomes(passed=8)
+    assert calls == 7
+    out = res.stdout.str()
+    assert "did not answer during part of the run" not in out
+    command = (
+        f"python -m pytest_llmeval cache push --dir {a / '.llmeval'} --url {server.url} "
+        f"--prefix {prefix}"
+    )
+    assert (
+        f"llm-eval: Redis result store {server.url} is still unavailable (ConnectionRefusedError "
+        f"connecting to 127.0.0.1:{server.port}: [Errno 111] Connection refused); "
+    ) in out
+    assert "the 4 results computed while it was away remain in the local result cache only" in out
+    assert f"push when it is back: {command}" in out.replace("\n", "")
+    # Redis comes back (with the 3 results from before); the suggested command pushes the rest.
+    server.start()
+    client = _redis(server)
+    assert len(_result_keys(client, prefix)) == 3
+    pushed = subprocess.run(
+        [sys.executable, *command.split()[1:]], capture_output=True, text=True, cwd=a
+    )
+    assert pushed.returncode == 0, pushed.stderr
+    assert pushed.stdout.strip().splitlines()[-1] == (
+        f"pushed 4 entries to Redis {server.url} (prefix {prefix!r}); 3 were already there"
+    )
+    assert len(_result_keys(client, prefix)) == 7
+    client.close()
+    b = _quiet_machine(pytester, "b")
+    res, calls = _run(pytester, b, *opts)
+    res.assert_outcomes(passed=8)
+    assert calls == 0
+
+
+def test_tiered_store_outage_notes_unpushed_keys_and_push_keys_sends_them(
+    tmp_path: Path, restartable_redis: Any
+) -> None:
+    from pytest_llmeval.cache import CacheWarning, ResultCache
+    from pytest_llmeval.redis_store import PushOutcome, RedisStore, TieredStore, push_keys
+
+    server = restartable_redis
+    keys = [f"{i:064x}" for i in range(5)]
+    local = ResultCache(tmp_path / "local")
+    remote = RedisStore(server.url, prefix="t-tier:", timeout=1.0)
+    store = TieredStore(local, remote, retry_after=600)
+    store.put(keys[0], "s", {"value": 1.0})
+    assert store.unpushed == set() and remote.get(keys[0]) == {"value": 1.0}
+    server.stop()
+    with pytest.warns(CacheWarning, match="stopped answering") as caught:
+        store.put(keys[1], "s", {"value": 0.5})
+        assert store.get(keys[2]) is None  # Redis left alone while down: a local miss
+        store.put(keys[3], "s", {"value": 0.25})
+    assert len(caught) == 1 and store.unpushed == {keys[1], keys[3]}
+    assert store.get(keys[1]) == {"value": 0.5}  # the local store has it
+    down = push_keys(local, remote, store.unpushed)
+    assert down.remaining == 2 and down.pushed == 0
+    assert down.error == (
+        f"ConnectionRefusedError connecting to 127.0.0.1:{server.port}: "
+        "[Errno 111] Connection refused"
+    )
+    server.start()
+    back = push_keys(local, remote, [*store.unpushed, keys[4]])
+    assert back == PushOutcome(pushed=2, present=0, missing=1)
+    assert remote.get(keys[1]) == {"value": 0.5} and remote.get(keys[3]) == {"value": 0.25}
+    assert push_keys(local, remote, store.unpushed) == PushOutcome(present=2)
+    store.close()
+
+
+def test_down_at_start_the_results_are_pushed_when_it_is_back_at_the_end(
+    pytester: pytest.Pytester, restartable_redis: Any
+) -> None:
+    server = restartable_redis
+    prefix = "t-down-start:"
+    opts = ("--llm-eval-cache-url", server.url, "--llm-eval-cache-prefix", prefix)
+    a = _quiet_machine(pytester, "a")
+    server.stop()
+    env = {
+        "REDIS_PORT": str(server.port),
+        "REDIS_ARGV": json.dumps(server.argv),
+        "REDIS_DIR": server.directory,
+        "REDIS_RESTARTED_PID": str(Path(server.directory) / "restarted.pid"),
+        "RESTART_REDIS": "1",
+    }
+    res, calls = _run(pytester, a, *opts, "-n", "2", env=env)
+    res.assert_outcomes(passed=8)
+    out = res.stdout.str()
+    assert calls == 7 and out.count("uses the local result cache only until Redis answers") == 1
+    assert (
+        f"llm-eval: Redis result store {server.url} did not answer during part of the run; "
+        "7 results computed meanwhile pushed to it now"
+    ) in out
+    client = _redis(server)
+    assert len(_result_keys(client, prefix)) == 7
+    client.close()
+    res, calls = _run(pytester, _quiet_machine(pytester, "b"), *opts)
+    res.assert_outcomes(passed=8)
+    assert calls == 0
