@@ -610,7 +610,11 @@ def test_context_entity_recall_does_not_send_blank_texts(
 
 @pytest.mark.parametrize(
     ("value", "problem"),
-    [("no_such_scorer", "unknown scorer"), (5, "must be a scorer name, class or instance")],
+    [
+        ("no_such_scorer", "unknown scorer"),
+        # the one resolution's message (pytest_llmeval.registry.resolve_scorer)
+        (5, "must be a registered scorer name, a Scorer class or a Scorer instance"),
+    ],
 )
 def test_context_entity_recall_bad_pairwise_scorer_is_a_config_error(
     value: Any, problem: str

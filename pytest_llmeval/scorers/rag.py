@@ -291,26 +291,8 @@ class ContextEntityRecall(_RagScorer):
 
     def validate_options(self) -> None:
         _check_embedding_model(self.name, self.options["embedding_model"])
-        chosen = self.options["pairwise_scorer"]
-        if isinstance(chosen, str):
-            from pytest_llmeval.errors import UnknownScorerError
-            from pytest_llmeval.registry import default_registry
-
-            try:
-                default_registry.get(chosen)
-            except UnknownScorerError as exc:
-                raise ScorerConfigError(self.name, "pairwise_scorer", str(exc)) from None
-        elif not (
-            chosen is None
-            or isinstance(chosen, Scorer)
-            or (isinstance(chosen, type) and issubclass(chosen, Scorer))
-        ):
-            raise ScorerConfigError(
-                self.name,
-                "pairwise_scorer",
-                f"must be a scorer name, class or instance, not {type(chosen).__name__}",
-                hint="Leave it unset for embedding_similarity (Autoevals' default)",
-            )
+        if self.options["pairwise_scorer"] is not None:
+            self.pairwise()  # an unknown name or a bad value is an error now
 
     def pairwise(self) -> Any:
         chosen = self.options["pairwise_scorer"]
@@ -318,13 +300,9 @@ class ContextEntityRecall(_RagScorer):
             return _embedding_similarity(self)
         # A name or a class becomes an instance here (list_contains would do the same), so that
         # an embedding scorer chosen by name still gets its vectors in one batched request.
-        if isinstance(chosen, str):
-            from pytest_llmeval.registry import default_registry
+        from pytest_llmeval.registry import resolve_scorer
 
-            return default_registry.get(chosen)()
-        if isinstance(chosen, type) and issubclass(chosen, Scorer):
-            return chosen()
-        return chosen
+        return resolve_scorer(chosen, owner=self.name, option="pairwise_scorer")
 
     def contains_scorer(self, pairwise: Any = None) -> Scorer:
         from pytest_llmeval.scorers.structured import ListContains
