@@ -190,8 +190,9 @@ class JudgeStep:
         instructions, case = _split(self.template, self.case_placeholders)
         object.__setattr__(self, "_instructions", instructions)
         object.__setattr__(self, "_case", case)
-        render_prompt(instructions, {}, dict(self.constants))
         fields = {m.group("field"): "x" for m in _BLOCK.finditer(case)}
+        # A case field named in the instructions is outside a block: ValueError.
+        render_prompt(instructions, fields, dict(self.constants))
         render_prompt(case, fields, {n: "1" for n in self.case_placeholders})
 
     # -- identity ---------------------------------------------------------------------------
