@@ -44,9 +44,10 @@ Edge cases (defined results, never a division by zero; each is flagged in ``meta
   A blank text is not sent to the judge (it has no entities).
 - **answer_correctness with no statements at all** (TP = FP = FN = 0): F1 is defined as 0 (nothing
   correct was stated; Autoevals divides by zero here).
-- Faithfulness asks for exactly one verdict per extracted statement (the tool schema fixes the list
-  length, so a judge that skips statements is re-asked, then is a JudgeError); Autoevals averages
-  whatever list the judge returns.
+- Faithfulness asks for exactly one verdict per extracted statement (the judge step checks the
+  count, :func:`~pytest_llmeval.judge.step.claims_then_verdicts`: a judge that skips statements
+  is re-asked, then is a JudgeError; a verdict other than 0/1 is a JudgeError, never counted);
+  Autoevals averages whatever list the judge returns.
 
 Choices beyond Autoevals (the scores are the same):
 
@@ -58,6 +59,8 @@ Choices beyond Autoevals (the scores are the same):
   vector in the embedder's cache); they use the scorer's ``embedding_model`` and the same
   endpoint options (``base_url``, ``api_key``...) as its judge calls.
 - Verdicts are constrained to 0/1 by the tool schemas (Autoevals asks for any integer).
+- The prompts and schemas are package data (``pytest_llmeval/prompts/rag.yaml``); each judge call
+  is a :class:`~pytest_llmeval.judge.step.JudgeStep` (instructions first, the case last).
 
 Inputs that are neither text nor (for ``context``) a list of strings are a
 :class:`~pytest_llmeval.errors.ScorerInputError`; dicts and lists in text fields are sent as JSON,
