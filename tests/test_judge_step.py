@@ -243,3 +243,13 @@ def test_a_scorer_built_on_the_public_step(
     assert body["messages"][0]["content"].startswith("Is the reply polite?\n\nAnswer by calling")
     ident = StepPolite().identity(judge_ctx)["extra"]
     assert ident["prompt_sha256"] == TONE.sha256 and ident["judge"]["model"] == "test-judge"
+
+
+def test_a_judge_you_define_cannot_name_a_field_the_answer_instruction_uses() -> None:
+    from pytest_llmeval import ScorerConfigError, llm_classifier
+
+    for field in ("choices", "tool"):
+        with pytest.raises(ScorerConfigError, match=f"uses the field {{{{{field}}}}}"):
+            llm_classifier(
+                "step_reserved", f"Is {{{{output}}}} fine? {{{{{field}}}}}", {"Y": 1, "N": 0}
+            )

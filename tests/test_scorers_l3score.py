@@ -169,6 +169,7 @@ def test_registry_and_identity(judge_ctx: ScoringContext) -> None:
                 "case_placeholders": [],
                 "choice_scores": None,
                 "unscored": [],
+                "version": "1",
             }
         )
         == PROMPT_SHA256

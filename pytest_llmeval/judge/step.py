@@ -170,7 +170,11 @@ class JudgeStep:
     ``template``: text with each case field as a ``<tag>``/``{{field}}``/``</tag>`` block and
     ``{{data_notice}}``; any other ``{{name}}`` comes from ``constants`` (fixed for the step) or,
     for names in ``case_placeholders``, from the ``case`` values given per call (their paragraphs
-    go after the blocks). ``choice_scores``/``unscored``: see :func:`choice_step`.
+    go after the blocks). ``choice_scores``/``unscored``: see :func:`choice_step`. ``version``
+    is part of the step's identity.
+
+    Raises ``ValueError``/``KeyError`` when made from a template that cannot be rendered safely
+    (a case field outside a block, a placeholder without a value).
     """
 
     template: str
@@ -181,6 +185,8 @@ class JudgeStep:
     case_placeholders: tuple[str, ...] = ()
     choice_scores: Mapping[str, float] | None = None
     unscored: tuple[str, ...] = ()
+    #: bump it when the step's meaning changes without its text (a new parsing of its reply)
+    version: str = "1"
     _instructions: str = field(init=False, repr=False, default="")
     _case: str = field(init=False, repr=False, default="")
 
@@ -211,6 +217,7 @@ class JudgeStep:
                 "case_placeholders": list(self.case_placeholders),
                 "choice_scores": None if self.choice_scores is None else dict(self.choice_scores),
                 "unscored": list(self.unscored),
+                "version": self.version,
             }
         )
 
@@ -223,12 +230,17 @@ class JudgeStep:
 
     def instructions(self, mode: str = "tool") -> str:
         """The fixed part of the prompt: the same for every case (in ``json``/``text`` mode it
-        ends with the schema the reply must match)."""
-        text = render_prompt(self._instructions, {}, dict(self.constants))
-        if mode != "tool" and self.tool is not None and self.schema is not None:
-            from pytest_llmeval.judge.client import schema_instruction
+        ends with the schema the reply must match). Rendered once per mode."""
+        memo: dict[str, str] = self.__dict__.setdefault("_instructions_memo", {})
+        text = memo.get(mode)
+        if text is None:
+            text = render_prompt(self._instructions, {}, dict(self.constants))
+            if mode != "tool" and self.tool is not None and self.schema is not None:
+                from pytest_llmeval.judge.client import schema_instruction
 
-            text = f"{text}\n\n{schema_instruction(self.tool, self.description, dict(self.schema))}"
+                schema = schema_instruction(self.tool, self.description, dict(self.schema))
+                text = f"{text}\n\n{schema}"
+            memo[mode] = text
         return text
 
     def case_text(

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from pytest_llmeval.cache_protocol import input_key
 from pytest_llmeval.errors import JudgeError, JudgeSpecError, ScorerConfigError
 from pytest_llmeval.judge import judge_identity, judge_options_of
-from pytest_llmeval.judge.prompt import DATA_NOTICE_NAME, render_prompt
+from pytest_llmeval.judge.prompt import DATA_NOTICE_NAME
 from pytest_llmeval.judge.step import JudgeStep, load_prompts, prompt_sha256
 from pytest_llmeval.scorers.llm import ClassifierScorer
 from pytest_llmeval.scoring import JUDGE_OPTIONS, Score, Scorer, Usage, canonical_json
@@ -60,7 +60,8 @@ _BLOCK_OR_PLACEHOLDER = re.compile(
 )
 # Names a field may not take: they are options of every classifier, so assert_score could not
 # tell the input from the option.
-_RESERVED = frozenset({DATA_NOTICE_NAME, "use_cot", *JUDGE_OPTIONS})
+# tool and choices: the classifier's answer instruction names them (judge.step.choice_step).
+_RESERVED = frozenset({DATA_NOTICE_NAME, "use_cot", "tool", "choices", *JUDGE_OPTIONS})
 # Judge options a spec file may set. api_key is left out on purpose: a key belongs in the
 # environment, never in a file that is committed.
 _SPEC_JUDGE_OPTIONS = ("model", "base_url", "temperature", "seed", "timeout", "max_tries", "mode")
@@ -244,9 +245,10 @@ def _check_prompt(
                 f"write {{{{{unused[0]}}}}} in the prompt or remove it from inputs",
             )
     template = wrap_fields(prompt)
-    # Render once with dummy values: a template the renderer refuses fails here, at load time.
+    # Make the judge step now (it renders the template once): a template the renderer refuses
+    # fails here, at load time.
     try:
-        render_prompt(template, {f: "x" for f in fields})
+        JudgeStep(template)
     except (KeyError, ValueError) as exc:
         raise _fail(where, name, "prompt", f"cannot be rendered safely: {exc}") from None
     return template, tuple(fields)
