@@ -41,6 +41,11 @@ _BLOCK = re.compile(
 )
 #: Cases whose judge you define writes fields inline (difference 2 above).
 INLINE = {"custom_inline": ("input", "output")}
+#: Cases whose prompt text was deliberately reworded after the record was made (a wording change
+#: reviewed on its own, e.g. issue 12's reference fidelity of closed_qa, possible, sql and
+#: translation): their blocks, tools and layout are still compared, their instruction text not.
+#: Add a case here only together with that rewording.
+REWORDED: set[str] = set()
 
 
 def _parts(content: str) -> tuple[list[tuple[str, str, str]], list[str]]:
@@ -87,7 +92,9 @@ def test_the_judge_step_sends_the_same_prompts_and_values(case_id: str) -> None:
         # The same case values in the same tags, with the same nonce.
         assert new_blocks == old_blocks
         assert old_blocks, "every judge prompt has data blocks"
-        if case_id in INLINE:
+        if case_id in REWORDED:
+            pass
+        elif case_id in INLINE:
             joined = " ".join(" ".join(new_text).split())
             for name in INLINE[case_id]:
                 assert f"<{name}>" in joined
