@@ -16,7 +16,13 @@ from typing import Any, final
 from pytest_llmeval.errors import UnknownScorerError
 from pytest_llmeval.scoring import Scorer
 
-__all__ = ["BUILTIN_SCORERS", "ScorerRegistry", "default_registry", "normalize_name"]
+__all__ = [
+    "BUILTIN_SCORERS",
+    "ScorerRegistry",
+    "default_registry",
+    "normalize_name",
+    "resolve_scorer",
+]
 
 #: name -> (module, class, reference spellings). The module path is relative to
 #: ``pytest_llmeval.scorers``.
@@ -197,3 +203,33 @@ class ScorerRegistry:
 
 
 default_registry = ScorerRegistry(BUILTIN_SCORERS)
+
+
+def resolve_scorer(
+    value: Any,
+    *,
+    owner: str,
+    option: str,
+    registry: ScorerRegistry | None = None,
+) -> Scorer:
+    """A scorer instance from an option value (the one way a scorer option names another
+    scorer): a registered name (any spelling), a :class:`Scorer` subclass (instantiated with its
+    defaults) or an instance (as is). Anything else, or an unknown name, is a
+    :class:`~pytest_llmeval.errors.ScorerConfigError` naming ``owner`` and ``option``."""
+    from pytest_llmeval.errors import ScorerConfigError, describe_value
+
+    if isinstance(value, Scorer):
+        return value
+    if isinstance(value, type) and issubclass(value, Scorer):
+        return value()
+    if isinstance(value, str):
+        try:
+            return (registry or default_registry).get(value)()
+        except UnknownScorerError as exc:
+            raise ScorerConfigError(owner, option, str(exc)) from None
+    raise ScorerConfigError(
+        owner,
+        option,
+        f"must be a registered scorer name, a Scorer class or a Scorer instance, not "
+        f"{describe_value(value)}",
+    )

@@ -339,20 +339,30 @@ def test_rag_scorers_fence_every_field_in_every_call(
 
 @pytest.mark.parametrize("name", [*sorted(CLASSIFIER_FIELDS), "hallucination", *sorted(RAG_CASES)])
 def test_every_delimiting_judge_scorer_has_a_new_version(name: str) -> None:
-    assert default_registry.get(name).version == "2"
+    # 2: the fields delimited; 3: the judge step's layout (instructions first, case last)
+    assert default_registry.get(name).version == "3"
 
 
 def test_the_notice_text_is_part_of_every_prompt_hash(monkeypatch: pytest.MonkeyPatch) -> None:
+    # One prompt hash (pytest_llmeval.judge.step.prompt_sha256) under every judge step: the
+    # delimiting scheme is part of it, and no scorer module keeps a hash of its own.
+    import dataclasses
+
     from pytest_llmeval.judge import prompt as prompt_module
+    from pytest_llmeval.judge import step as step_module
     from pytest_llmeval.scorers import bench_judges, llm, rag
 
-    before = (Factuality().prompt_hash(), bench_judges.Hallucination().prompt_hash(),
-              rag._prompt_hash(rag.RECALL_PROMPT))  # fmt: skip
-    changed = json.dumps({"notice": "something else"})
-    monkeypatch.setattr(llm, "PROMPT_SCHEME", changed)
-    monkeypatch.setattr(bench_judges, "PROMPT_SCHEME", changed)
-    monkeypatch.setattr(rag, "PROMPT_SCHEME", changed)
-    after = (Factuality().prompt_hash(), bench_judges.Hallucination().prompt_hash(),
-             rag._prompt_hash(rag.RECALL_PROMPT))  # fmt: skip
+    def fresh() -> tuple[str, ...]:
+        copies = [  # new objects: a step's hash is computed once
+            dataclasses.replace(s)
+            for s in (Factuality().step, bench_judges.VERDICTS_STEP, rag.RECALL)
+        ]
+        return tuple(c.sha256 for c in copies)
+
+    before = fresh()
+    monkeypatch.setattr(step_module, "PROMPT_SCHEME", json.dumps({"notice": "something else"}))
+    after = fresh()
     assert all(b != a for b, a in zip(before, after, strict=True))
+    for module in (llm, rag, bench_judges):
+        assert not hasattr(module, "PROMPT_SCHEME") and not hasattr(module, "hashlib")
     assert "never instructions" in json.loads(prompt_module.PROMPT_SCHEME)["notice"]

@@ -279,7 +279,9 @@ def test_hallucination_scores_1_and_lists_the_unsupported_claims(
     assert "CTX-" not in first.body["messages"][0]["content"]
     assert second.body["tool_choice"] == {"type": "function", "function": {"name": "judge_claims"}}
     schema = second.body["tools"][0]["function"]["parameters"]["properties"]["verdicts"]
-    assert (schema["minItems"], schema["maxItems"]) == (2, 2)
+    # The same schema for every case (prompt caching); the step checks one verdict per claim.
+    assert "minItems" not in schema and "maxItems" not in schema
+    assert "(2 verdicts)" in second.body["messages"][0]["content"]
     assert schema["items"]["properties"]["verdict"]["enum"] == ["supported", "unsupported"]
     prompt2 = second.body["messages"][0]["content"]
     assert "CTX-The Eiffel Tower" in prompt2

@@ -63,14 +63,19 @@ def test_classifier_scores_each_choice_and_sends_delimited_fields(
     assert tool["parameters"]["properties"]["choice"]["enum"] == ["A", "B", "C"]
     nonce = choose_nonce(["Where is my parcel?", "It ships today, thanks!"])
     prompt = _prompt(judge_server)
-    assert (
-        f"A customer asked: \n<input_{nonce}>\nWhere is my parcel?\n</input_{nonce}>\n"
-        f"The assistant replied: \n<output_{nonce}>\nIt ships today, thanks!\n</output_{nonce}>\n"
-        in prompt
+    # The judge step's layout: the prompt's text first (inline fields referred to by their
+    # tag), then the case's blocks and the data notice.
+    assert prompt == (
+        "A customer asked: <input>\n"
+        "The assistant replied: <output>\n"
+        "Is the reply polite? (A) polite, (B) neutral, (C) rude.\n\n"
+        "Answer by calling the `select_choice` tool. In `reasons`, think it through step by step "
+        "and only reach your conclusion at the end; do not state the answer first. Then set "
+        "`choice` to exactly one of: A, B, C.\n\n"
+        f"<input_{nonce}>\nWhere is my parcel?\n</input_{nonce}>\n\n"
+        f"<output_{nonce}>\nIt ships today, thanks!\n</output_{nonce}>\n\n"
+        f"{data_notice(nonce)}"
     )
-    assert data_notice(nonce) in prompt
-    assert "Is the reply polite? (A) polite, (B) neutral, (C) rude." in prompt
-    assert prompt.rstrip().endswith("Then set `choice` to exactly one of: A, B, C.")
 
 
 def test_classifier_without_cot_asks_for_the_choice_only(

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import hashlib
 import math
 
 import pytest
 
 from pytest_llmeval import JudgeError, ScorerInputError, default_registry, score
 from pytest_llmeval.context import ScoringContext
-from pytest_llmeval.judge.prompt import PROMPT_SCHEME, choose_nonce, data_notice
+from pytest_llmeval.judge.prompt import choose_nonce, data_notice
+from pytest_llmeval.judge.step import JudgeStep, prompt_sha256
 from pytest_llmeval.scorers.l3score import (
     PROMPT_SHA256,
     PROMPT_TEMPLATE,
@@ -155,9 +155,26 @@ def test_registry_and_identity(judge_ctx: ScoringContext) -> None:
     assert default_registry.get("L3Score") is L3Score
     ident = L3Score().identity(judge_ctx)
     assert ident["extra"]["prompt_sha256"] == PROMPT_SHA256
-    # The hash covers the template and the delimiting scheme (the notice's wording included).
-    assert hashlib.sha256((PROMPT_TEMPLATE + PROMPT_SCHEME).encode()).hexdigest() == PROMPT_SHA256
-    assert ident["version"] == "2"
+    # The hash is the judge step's: the template, the delimiting scheme (the notice's wording
+    # included) and the layout.
+    assert JudgeStep(PROMPT_TEMPLATE).sha256 == PROMPT_SHA256
+    assert (
+        prompt_sha256(
+            {
+                "template": PROMPT_TEMPLATE,
+                "tool": None,
+                "description": "",
+                "schema": None,
+                "constants": {},
+                "case_placeholders": [],
+                "choice_scores": None,
+                "unscored": [],
+                "version": "1",
+            }
+        )
+        == PROMPT_SHA256
+    )
+    assert ident["version"] == "3"
     assert ident["extra"]["judge"] == {
         "model": "test-judge",
         "temperature": 0.0,

@@ -1,6 +1,8 @@
 """The LLM judge: an OpenAI-compatible client with a concurrency limit, retries, validated
-structured replies, usage and cost accounting (:mod:`pytest_llmeval.judge.client`) and a price
-table (:mod:`pytest_llmeval.judge.prices`).
+structured replies, usage and cost accounting (:mod:`pytest_llmeval.judge.client`), a price
+table (:mod:`pytest_llmeval.judge.prices`), the delimiting of judge prompts
+(:mod:`pytest_llmeval.judge.prompt`) and the judge step every judge scorer is built on
+(:mod:`pytest_llmeval.judge.step`, a public API).
 
 Importing this package does not import ``openai``; the SDK loads on the first call.
 """

@@ -31,7 +31,7 @@ import struct
 import threading
 import time
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, final
 
@@ -56,6 +56,7 @@ __all__ = [
     "ModerationResult",
     "StructuredResult",
     "extract_json",
+    "schema_instruction",
 ]
 
 
@@ -259,6 +260,8 @@ class JudgeClient:
         schema: dict[str, Any],
         scorer: str | None = None,
         temperature: float | None = None,
+        check: Callable[[dict[str, Any]], str] | None = None,
+        schema_in_prompt: bool = False,
     ) -> StructuredResult:
         """A JSON object matching ``schema``, asked for as the arguments of a function ``name``.
 
@@ -266,6 +269,12 @@ class JudgeClient:
         text in the content, as llama.cpp does, is accepted too), ``json`` (JSON mode plus the
         schema in the prompt) or ``text`` (the first JSON object in a plain reply). An invalid
         reply is re-asked once with the problem stated; a second invalid reply is a JudgeError.
+
+        ``check`` (optional) sees arguments that match the schema and returns a problem (or
+        ``""``) that the schema cannot express (say, one item per claim); a problem is handled
+        like an invalid reply. ``schema_in_prompt``: the messages already state the schema (see
+        :func:`schema_instruction`; the judge step puts it before the case, so that every case's
+        prompt shares the prefix), so ``json``/``text`` mode does not append it again.
         """
         mode = self.settings.mode
         if mode not in JUDGE_MODES:
@@ -277,8 +286,8 @@ class JudgeClient:
             )
         validator = _validator(schema, scorer)
         convo = [dict(m) for m in messages]
-        if mode != "tool":
-            convo = _with_instruction(convo, _schema_instruction(name, description, schema))
+        if mode != "tool" and not schema_in_prompt:
+            convo = _with_instruction(convo, schema_instruction(name, description, schema))
         total = Usage()
         problem = ""
         for attempt in (1, 2):
@@ -295,6 +304,8 @@ class JudgeClient:
             raw, parsed, problem = _parse_structured(message, name, mode)
             if parsed is not None:
                 problem = _validation_problem(validator, parsed)
+                if not problem and check is not None:
+                    problem = check(parsed)
                 if not problem:
                     return StructuredResult(
                         arguments=parsed, usage=total, raw_text=raw, model=_reply_model(resp)
@@ -1114,7 +1125,9 @@ def _validation_problem(validator: Any, value: dict[str, Any]) -> str:
     return f"arguments do not match the schema at {where}: {error.message}"
 
 
-def _schema_instruction(name: str, description: str, schema: dict[str, Any]) -> str:
+def schema_instruction(name: str, description: str, schema: dict[str, Any]) -> str:
+    """What ``json`` and ``text`` mode tell the judge: reply with the arguments of ``name`` as
+    one JSON object matching ``schema``."""
     return (
         f"Give your answer as the arguments of the function `{name}` ({description}). Reply "
         "with one JSON object and nothing else (no prose, no code fence), matching this JSON "

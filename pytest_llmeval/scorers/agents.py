@@ -28,8 +28,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, final
 
 from pytest_llmeval.errors import ScorerConfigError, ScorerInputError, describe_value
+from pytest_llmeval.judge.step import load_prompts, render_value
 from pytest_llmeval.scorers.lexical import make_score
-from pytest_llmeval.scorers.llm import ClassifierScorer, render_value
+from pytest_llmeval.scorers.llm import ClassifierScorer
 from pytest_llmeval.scorers.structured import _json_safe  # the same JSON-safe metadata
 from pytest_llmeval.scoring import Score, Scorer, Usage
 
@@ -47,6 +48,7 @@ __all__ = [
 ]
 
 _METRICS = ("f1", "precision", "recall", "exact")
+_PROMPTS = load_prompts("agents")
 
 
 def _reject_constant(name: str) -> Any:
@@ -570,29 +572,10 @@ class TaskCompletion(ClassifierScorer):
     aliases = ("TaskCompletion", "TaskCompletionMetric")
     required_inputs = ("output",)
     optional_inputs = ("input",)
-    version = "1"
+    version = "2"  # 2: the judge step (instructions first, the case's blocks last)
     description = "Whether an agent's trajectory achieved the task (LLM judge)."
-    template = """\
-An AI agent was given a task and worked on it, calling tools along the way. Judge whether it \
-achieved the task.
-
-<task>
-{{input}}
-</task>
-
-<agent_trajectory>
-{{output}}
-</agent_trajectory>
-
-{{data_notice}}
-
-Judge by what the trajectory shows was actually done (the tool calls, their results and the \
-final answer), not by what the agent says it did. Which describes the outcome best?
-(A) The task was fully achieved.
-(B) The task was partly achieved: some of what was asked is missing or wrong.
-(C) The task was not achieved.
-Choose A, B or C."""
-    choice_scores = {"A": 1.0, "B": 0.5, "C": 0.0}
+    template = _PROMPTS["task_completion"]["template"]
+    choice_scores = _PROMPTS["task_completion"]["choice_scores"]
 
     def check_inputs(self, inputs: Mapping[str, Any]) -> None:
         super().check_inputs(inputs)
@@ -633,30 +616,10 @@ class ArgumentCorrectness(ClassifierScorer):
     aliases = ("ArgumentCorrectness", "ArgumentCorrectnessMetric")
     required_inputs = ("input", "output")
     optional_inputs = ("tools",)
-    version = "2"
+    version = "3"  # 3: the judge step (instructions first, the case's blocks last)
     description = "Whether each tool call's arguments fit the request (LLM judge)."
-    template = """\
-An AI agent answered a user's request by calling a tool. Judge whether the arguments it passed \
-are right for the request.
-
-<request>
-{{input}}
-</request>
-
-<tool_call>
-{{call}}
-</tool_call>
-
-<available_tools>
-{{tools}}
-</available_tools>
-
-{{data_notice}}
-
-Are this call's arguments correct for the request: the values the request asks for or implies, \
-none invented, none contradicting it, in the form the tool expects? Whether this was the right \
-tool to call is not the question. Choose Yes or No."""
-    choice_scores = {"Yes": 1.0, "No": 0.0}
+    template = _PROMPTS["argument_correctness"]["template"]
+    choice_scores = _PROMPTS["argument_correctness"]["choice_scores"]
 
     async def acompute(self, inputs: Mapping[str, Any], ctx: ScoringContext) -> Score:
         self.check_inputs(inputs)
@@ -676,11 +639,14 @@ tool to call is not the question. Choose Yes or No."""
             "input": inputs["input"],
             "tools": _NO_TOOLS if tools is None else render_value("tools", tools),
         }
-        prompts = [
-            self.render({**values, "call": _compact({"name": c.name, "arguments": c.arguments})})
-            for c in calls
-        ]
-        scores = await asyncio.gather(*(self.ask(p, ctx) for p in prompts))
+        scores = await asyncio.gather(
+            *(
+                self.ask(
+                    {**values, "call": _compact({"name": c.name, "arguments": c.arguments})}, ctx
+                )
+                for c in calls
+            )
+        )
         usage: Usage | None = None
         for one in scores:
             if one.usage is not None:

@@ -1,10 +1,11 @@
 """Arthur Bench's LLM-judge scorers: qa_correctness, summary_quality and hallucination.
 
-Verdicts are categorical and come back through forced tool calls whose arguments are validated
-against an enum by the judge engine. A verdict outside the allowed set (Bench's "invalid") is a
-:class:`JudgeError` after the engine's one re-ask, never a score. Every input (and the claims
-extracted from the output) goes into the prompts as a delimited data block that it cannot close
-(:mod:`pytest_llmeval.judge.prompt`).
+Each judge call is a judge step (:mod:`pytest_llmeval.judge.step`); the prompts and schemas are
+package data (``pytest_llmeval/prompts/bench.yaml``). Verdicts are categorical and come back
+through forced tool calls whose arguments are validated against an enum by the judge engine. A
+verdict outside the allowed set (Bench's "invalid") is a :class:`JudgeError` after the engine's
+one re-ask, never a score. Every input (and the claims extracted from the output) goes into the
+prompts as a delimited data block that it cannot close (:mod:`pytest_llmeval.judge.prompt`).
 
 - ``qa_correctness`` (input, context, output): is the answer correct, on topic and supported by
   the context? An answer that rightly says the context does not contain the answer is correct.
@@ -22,23 +23,25 @@ extracted from the output) goes into the prompts as a delimited data block that 
 from __future__ import annotations
 
 import functools
-import hashlib
 import importlib
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from pytest_llmeval.errors import (
-    JudgeError,
-    JudgeNotApplicableError,
-    ScorerConfigError,
-    ScorerInputError,
+from pytest_llmeval.errors import JudgeNotApplicableError, ScorerConfigError, ScorerInputError
+from pytest_llmeval.judge.prompt import choose_nonce
+from pytest_llmeval.judge.step import (
+    JudgeStep,
+    claims_then_verdicts,
+    judge_client,
+    load_prompts,
+    render_value,
+    step_identity,
+    steps_sha256,
 )
-from pytest_llmeval.judge import judge_identity, judge_options_of
-from pytest_llmeval.judge.prompt import PROMPT_SCHEME, choose_nonce, render_prompt
-from pytest_llmeval.scorers.llm import ClassifierScorer, render_value
-from pytest_llmeval.scoring import Score, Scorer, Usage, canonical_json
+from pytest_llmeval.scorers.llm import ClassifierScorer
+from pytest_llmeval.scoring import Score, Scorer, Usage
 
 if TYPE_CHECKING:
     from pytest_llmeval.context import ScoringContext
@@ -51,6 +54,8 @@ __all__ = [
     "estimate_tokens",
     "truncate_to_tokens",
 ]
+
+_PROMPTS = load_prompts("bench")
 
 #: Tokens Bench keeps free for the judge's reply when it fits the source into the window.
 REPLY_RESERVE_TOKENS = 150
@@ -158,30 +163,9 @@ class QACorrectness(ClassifierScorer):
     required_inputs = ("input", "context", "output")
     description = "Whether an answer is correct and supported by the given context (LLM judge)."
     default_options: ClassVar[Mapping[str, Any]] = {"use_cot": True, "not_applicable": "error"}
-    template = """\
-You are grading an answer to a question. The answer must rely only on the context below.
-
-<context>
-{{context}}
-</context>
-
-<question>
-{{input}}
-</question>
-
-<answer>
-{{output}}
-</answer>
-
-{{data_notice}}
-
-The answer is correct when it answers the question, stays on topic, and everything it states is \
-supported by the context. If the context does not contain what is needed, an answer that says so \
-is correct, and an answer that makes something up is incorrect. Choose correct or incorrect. \
-Choose not_applicable only when the question has nothing to do with the context (or is not a \
-question at all), so that no answer could be graded against this context."""
-    choice_scores = {"correct": 1.0, "incorrect": 0.0}
-    unscored_choices = ("not_applicable",)
+    template = _PROMPTS["qa_correctness"]["template"]
+    choice_scores = _PROMPTS["qa_correctness"]["choice_scores"]
+    unscored_choices = tuple(_PROMPTS["qa_correctness"]["unscored_choices"])
 
     def validate_options(self) -> None:
         super().validate_options()
@@ -227,26 +211,8 @@ class SummaryQuality(ClassifierScorer):
     required_inputs = ("input", "expected", "output")
     description = "Whether a candidate summary is better than a reference summary (LLM judge)."
     default_options: ClassVar[Mapping[str, Any]] = {"use_cot": True, "context_window": 4096}
-    template = """\
-Compare two summaries of the same source text.
-
-<source>
-{{input}}
-</source>
-
-<reference_summary>
-{{expected}}
-</reference_summary>
-
-<candidate_summary>
-{{output}}
-</candidate_summary>
-
-{{data_notice}}
-
-Which summary is better: more accurate to the source, covering its main points, clear and \
-concise? Choose reference, candidate, or tie if neither is better."""
-    choice_scores = {"reference": 0.0, "candidate": 1.0, "tie": 0.5}
+    template = _PROMPTS["summary_quality"]["template"]
+    choice_scores = _PROMPTS["summary_quality"]["choice_scores"]
 
     def validate_options(self) -> None:
         super().validate_options()
@@ -290,7 +256,7 @@ concise? Choose reference, candidate, or tie if neither is better."""
         # tags then cost the same tokens in both, and a cut source (a prefix) cannot hold it.
         nonce = choose_nonce(render_value(k, inputs[k]) for k in ("input", "expected", "output"))
         source, truncated = self.fit_source(inputs, nonce)
-        result = await self.ask(self.render({**inputs, "input": source}, nonce=nonce), ctx)
+        result = await self.ask({**inputs, "input": source}, ctx, nonce=nonce)
         meta = dict(result.metadata)
         meta["truncated"] = truncated
         if truncated:
@@ -300,87 +266,33 @@ concise? Choose reference, candidate, or tie if neither is better."""
 
 # ----------------------------------------------------------------------------- hallucination
 
-_CLAIMS_TOOL = "list_claims"
-_CLAIMS_TEMPLATE = """\
-Break the following text into its factual claims: short, self-contained statements that can \
-each be checked on their own. Resolve pronouns so that every claim makes sense alone. Leave out \
-greetings, questions, opinions and filler that state no fact. If the text states no fact, \
-return an empty list.
 
-<text>
-{{output}}
-</text>
-
-{{data_notice}}
-
-Answer by calling the `list_claims` tool."""
-_CLAIMS_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "claims": {
-            "type": "array",
-            "items": {"type": "string"},
-            "description": "The factual claims, in the order the text makes them.",
-        }
-    },
-    "required": ["claims"],
-    "additionalProperties": False,
-}
-
-_VERDICT_TOOL = "judge_claims"
-_VERDICT_TEMPLATE = """\
-Check each numbered claim against the context. A claim is supported only if the context states \
-it or it follows directly from the context; a claim that the context contradicts or does not \
-mention is unsupported, even if it is true in general.
-
-<context>
-{{context}}
-</context>
-
-<claims>
-{{claims}}
-</claims>
-
-{{data_notice}}
-
-Answer by calling the `judge_claims` tool with one verdict per claim, in the same order \
-({{count}} verdicts): write your reasons first, then the verdict supported or unsupported."""
-
-_VERDICTS = ("supported", "unsupported")
+def _step(key: str) -> JudgeStep:
+    spec = _PROMPTS[key]
+    return JudgeStep(
+        template=spec["template"],
+        tool=spec["tool"],
+        description=spec["description"],
+        schema=spec["schema"],
+        case_placeholders=tuple(spec.get("case_placeholders", ())),
+    )
 
 
-def _verdict_schema(count: int) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "properties": {
-            "verdicts": {
-                "type": "array",
-                "minItems": count,
-                "maxItems": count,
-                "items": {
-                    "type": "object",
-                    "properties": {
-                        "reasons": {"type": "string"},
-                        "verdict": {"type": "string", "enum": list(_VERDICTS)},
-                    },
-                    "required": ["reasons", "verdict"],
-                    "additionalProperties": False,
-                },
-            }
-        },
-        "required": ["verdicts"],
-        "additionalProperties": False,
-    }
+#: The claims step and the verdicts step (``{{count}}`` verdicts: a per-case paragraph).
+CLAIMS_STEP = _step("hallucination_claims")
+VERDICTS_STEP = _step("hallucination_verdicts")
+_SUPPORTED = {"supported": True, "unsupported": False}
 
 
 class Hallucination(Scorer):
     """1 if the output makes any claim the context does not support, else 0 (lower is better).
 
-    Inputs: ``output`` and ``context`` (a string or a list of passages). Two judge calls: one
-    splits the output into claims, one checks every claim against the context. An output with
-    no factual claim scores 0 after the first call (a blank output makes no call).
-    ``metadata``: ``claims``, ``verdicts`` (one per claim: claim, verdict, reasons) and
-    ``unsupported_claims``.
+    Inputs: ``output`` and ``context`` (a string or a list of passages). Two judge calls
+    (:func:`~pytest_llmeval.judge.step.claims_then_verdicts`): one splits the output into claims,
+    one checks every claim against the context. An output with no factual claim scores 0 after
+    the first call (a blank output makes no call). A verdict other than supported/unsupported,
+    or not one per claim, is a judge error. ``metadata``: ``claims``, ``verdicts`` (one per
+    claim: claim, verdict, reasons) and ``unsupported_claims``.
     """
 
     name = "hallucination"
@@ -389,21 +301,16 @@ class Hallucination(Scorer):
     higher_is_better = False
     uses_judge = True
     # 2: the output, context and claims delimited against prompt injection.
-    version = "2"
+    # 3: the judge step: instructions first, the case's blocks last (prompt caching); the tool
+    #    schema no longer fixes the verdict count (checked by the step instead).
+    version = "3"
     description = "Whether the output makes claims its context does not support (LLM judge)."
 
     def prompt_hash(self) -> str:
-        material = canonical_json(
-            {
-                "claims": [_CLAIMS_TEMPLATE, _CLAIMS_SCHEMA],
-                "verdicts": [_VERDICT_TEMPLATE, _verdict_schema(0)],
-                "delimiting": PROMPT_SCHEME,
-            }
-        )
-        return hashlib.sha256(material.encode("utf-8")).hexdigest()
+        return steps_sha256(CLAIMS_STEP, VERDICTS_STEP)
 
     def extra_identity(self, ctx: ScoringContext) -> Mapping[str, Any]:
-        return judge_identity(self, ctx, self.prompt_hash())
+        return step_identity(self, ctx, CLAIMS_STEP, VERDICTS_STEP)
 
     async def acompute(self, inputs: Mapping[str, Any], ctx: ScoringContext) -> Score:
         self.check_inputs(inputs)
@@ -416,64 +323,38 @@ class Hallucination(Scorer):
                 metadata={"claims": [], "verdicts": [], "unsupported_claims": []},
                 usage=Usage(),
             )
-        client = ctx.judge(judge_options_of(self))
-        model = client.identity().get("model")
-        fail: Callable[[str], JudgeError] = lambda msg: JudgeError(  # noqa: E731
-            msg, scorer=self.name, model=model if isinstance(model, str) else None
-        )
-
-        extracted = await client.structured(
-            [{"role": "user", "content": render_prompt(_CLAIMS_TEMPLATE, {"output": output})}],
-            name=_CLAIMS_TOOL,
-            description="Record the factual claims the text makes.",
-            schema=_CLAIMS_SCHEMA,
+        found = await claims_then_verdicts(
+            judge_client(self, ctx),
             scorer=self.name,
+            extract=CLAIMS_STEP,
+            extract_fields={"output": output},
+            claims_key="claims",
+            verdict=VERDICTS_STEP,
+            verdict_fields={"context": render_value("context", inputs["context"])},
+            claims_field="claims",
+            verdict_key="verdict",
+            supported=_SUPPORTED,
         )
-        raw_claims = extracted.arguments.get("claims")
-        if not isinstance(raw_claims, list):
-            raise fail(f"the claim list is not a list: {raw_claims!r}")
-        claims = [c.strip() for c in raw_claims if isinstance(c, str) and c.strip()]
-        usage: Usage = extracted.usage
+        claims = found.claims
         if not claims:
             return Score(
                 value=0.0,
                 scorer=self.name,
                 rationale="the output makes no factual claim",
                 metadata={"claims": [], "verdicts": [], "unsupported_claims": []},
-                usage=usage,
+                usage=found.usage,
             )
-
-        numbered = "\n".join(f"{i}. {claim}" for i, claim in enumerate(claims, 1))
-        prompt = render_prompt(
-            _VERDICT_TEMPLATE,
-            {"context": render_value("context", inputs["context"]), "claims": numbered},
-            {"count": str(len(claims))},
-        )
-        judged = await client.structured(
-            [{"role": "user", "content": prompt}],
-            name=_VERDICT_TOOL,
-            description="Record one verdict per claim, in order.",
-            schema=_verdict_schema(len(claims)),
-            scorer=self.name,
-        )
-        usage = usage + judged.usage
-        raw_verdicts = judged.arguments.get("verdicts")
-        if not isinstance(raw_verdicts, list) or len(raw_verdicts) != len(claims):
-            raise fail(f"expected {len(claims)} verdicts, got {raw_verdicts!r}")
         verdicts: list[dict[str, Any]] = []
-        for claim, item in zip(claims, raw_verdicts, strict=True):
-            verdict = item.get("verdict") if isinstance(item, dict) else None
-            if verdict not in _VERDICTS:
-                raise fail(f"invalid verdict {verdict!r} for claim {claim!r}")
-            reasons = item.get("reasons") if isinstance(item, dict) else None
+        for claim, item in zip(claims, found.items, strict=True):
+            reasons = item.get("reasons")
             verdicts.append(
                 {
                     "claim": claim,
-                    "verdict": verdict,
+                    "verdict": item["verdict"],
                     "reasons": reasons if isinstance(reasons, str) else "",
                 }
             )
-        unsupported = [v["claim"] for v in verdicts if v["verdict"] == "unsupported"]
+        unsupported = [c for c, ok in zip(claims, found.supported, strict=True) if not ok]
         if unsupported:
             rationale = (
                 f"{len(unsupported)} of {len(claims)} claims unsupported by the context: "
@@ -486,5 +367,5 @@ class Hallucination(Scorer):
             scorer=self.name,
             rationale=rationale,
             metadata={"claims": claims, "verdicts": verdicts, "unsupported_claims": unsupported},
-            usage=usage,
+            usage=found.usage,
         )

@@ -22,7 +22,6 @@ index (e.g. ``messages[2]``): a broken conversation is a broken test, never a lo
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import math
 import re
@@ -31,11 +30,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, final
 
 from pytest_llmeval.errors import JudgeError, ScorerConfigError, ScorerInputError, describe_value
-from pytest_llmeval.judge import judge_options_of
-from pytest_llmeval.judge.prompt import PROMPT_SCHEME
+from pytest_llmeval.judge.step import (
+    JudgeStep,
+    judge_client,
+    load_prompts,
+    step_identity,
+    steps_sha256,
+)
 from pytest_llmeval.scorers.agents import _content_text, render_trajectory
-from pytest_llmeval.scorers.llm import ClassifierScorer, render_template
-from pytest_llmeval.scoring import Score, Usage, canonical_json
+from pytest_llmeval.scorers.llm import ClassifierScorer
+from pytest_llmeval.scoring import Score, Usage
 
 if TYPE_CHECKING:
     from pytest_llmeval.context import ScoringContext
@@ -50,6 +54,8 @@ __all__ = [
 ]
 
 ROLES = ("system", "user", "assistant", "tool")
+
+_PROMPTS = load_prompts("conversation")
 
 _HINT = (
     "Pass messages=[{'role': 'user'|'assistant'|'system'|'tool', 'content': ...}, ...] "
@@ -197,7 +203,8 @@ class _TurnJudge(ClassifierScorer):
 
     required_inputs = ("messages",)
     optional_inputs: ClassVar[tuple[str, ...]] = ("turn",)
-    version = "1"
+    # 2: the judge step: instructions first, the case's blocks last (prompt caching)
+    version = "2"
     ok_text: ClassVar[str] = ""
     fail_text: ClassVar[str] = ""
 
@@ -216,8 +223,8 @@ class _TurnJudge(ClassifierScorer):
     async def acompute(self, inputs: Mapping[str, Any], ctx: ScoringContext) -> Score:
         conv = self.conversation(inputs)
         turns = self.judged_turns(conv)
-        prompts = [self.render(self.turn_values(conv, i, inputs)) for i in turns]
-        scores = await asyncio.gather(*(self.ask(p, ctx) for p in prompts))
+        values = [self.turn_values(conv, i, inputs) for i in turns]
+        scores = await asyncio.gather(*(self.ask(v, ctx) for v in values))
         verdicts = [
             {
                 "index": i,
@@ -274,24 +281,8 @@ class ConversationRelevancy(_TurnJudge):
     description = "Whether each assistant turn is relevant to the messages before it (judge)."
     ok_text = "are relevant to the conversation"
     fail_text = "is not relevant"
-    template = """\
-An assistant is talking with a user. Judge whether the assistant's reply is relevant to the \
-recent conversation that it answers.
-
-<recent_messages>
-{{conversation}}
-</recent_messages>
-
-<assistant_reply>
-{{reply}}
-</assistant_reply>
-
-{{data_notice}}
-
-The reply comes right after the recent messages. Is it relevant to them: does it address what \
-the user said or asked there, rather than ignoring it or changing the subject? Choose Yes or \
-No."""
-    choice_scores = {"Yes": 1.0, "No": 0.0}
+    template = _PROMPTS["conversation_relevancy"]["template"]
+    choice_scores = _PROMPTS["conversation_relevancy"]["choice_scores"]
 
     def validate_options(self) -> None:
         super().validate_options()
@@ -329,25 +320,8 @@ class KnowledgeRetention(_TurnJudge):
     description = "Whether assistant turns forget or contradict what the user said (judge)."
     ok_text = "retain what the user said"
     fail_text = "forgets or contradicts what the user said"
-    template = """\
-An assistant is talking with a user. Judge whether the assistant's reply forgets or \
-contradicts information the user gave earlier in the conversation.
-
-<earlier_messages>
-{{conversation}}
-</earlier_messages>
-
-<assistant_reply>
-{{reply}}
-</assistant_reply>
-
-{{data_notice}}
-
-Look at the facts the user stated in the earlier messages (names, numbers, dates, \
-preferences, constraints, corrections). Does the reply contradict any of them, ignore one it \
-should use, or ask again for something the user already said? If the user stated nothing the \
-reply should have used, the answer is No. Choose Yes (it forgets or contradicts) or No."""
-    choice_scores = {"Yes": 0.0, "No": 1.0}
+    template = _PROMPTS["knowledge_retention"]["template"]
+    choice_scores = _PROMPTS["knowledge_retention"]["choice_scores"]
 
     def judged_turns(self, conv: Conversation) -> list[int]:
         return _turns_after_a_user_message(self.name, conv)
@@ -367,27 +341,8 @@ class RoleAdherence(_TurnJudge):
     description = "Whether assistant turns keep the role of the system message (judge)."
     ok_text = "keep the role"
     fail_text = "breaks the role"
-    template = """\
-An assistant was given a role to play in a conversation. Judge whether its reply stays in that \
-role.
-
-<assigned_role>
-{{role}}
-</assigned_role>
-
-<earlier_messages>
-{{conversation}}
-</earlier_messages>
-
-<assistant_reply>
-{{reply}}
-</assistant_reply>
-
-{{data_notice}}
-
-Does the reply stay in the assigned role: the persona, tone, knowledge and limits it \
-describes, without stepping out of it? Choose Yes or No."""
-    choice_scores = {"Yes": 1.0, "No": 0.0}
+    template = _PROMPTS["role_adherence"]["template"]
+    choice_scores = _PROMPTS["role_adherence"]["choice_scores"]
 
     def _role(self, conv: Conversation, inputs: Mapping[str, Any]) -> str:
         role = inputs.get("role")
@@ -421,39 +376,14 @@ describes, without stepping out of it? Choose Yes or No."""
         return await super().acompute(inputs, ctx)
 
 
-_INTENTIONS_TOOL = "report_intentions"
-_INTENTIONS_TEMPLATE = """\
-Read the user's messages in this conversation with an assistant and list what the user wanted: \
-each request, question or goal, one per item.
-
-<user_messages>
-{{user_messages}}
-</user_messages>
-
-{{data_notice}}
-
-For each intention give `message`, the number in brackets of the user message that states it, \
-and `intention`, a short sentence saying what the user wanted. Greetings and thanks are not \
-intentions. Answer by calling the `report_intentions` tool."""
-_INTENTIONS_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "intentions": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "message": {"type": "integer"},
-                    "intention": {"type": "string"},
-                },
-                "required": ["message", "intention"],
-                "additionalProperties": False,
-            },
-        }
-    },
-    "required": ["intentions"],
-    "additionalProperties": False,
-}
+_spec = _PROMPTS["conversation_completeness_intentions"]
+#: The step that lists the user's intentions.
+INTENTIONS = JudgeStep(
+    template=_spec["template"],
+    tool=_spec["tool"],
+    description=_spec["description"],
+    schema=_spec["schema"],
+)
 
 
 class ConversationCompleteness(_TurnJudge):
@@ -470,39 +400,17 @@ class ConversationCompleteness(_TurnJudge):
 
     name = "conversation_completeness"
     aliases = ("ConversationCompleteness", "ConversationCompletenessMetric")
-    version = "2"  # 2: no intention found is an error, not a 1.0
+    # 2: no intention found is an error, not a 1.0; 3: the judge step (prompt layout)
+    version = "3"
     description = "Whether the user's intentions in a conversation were met (judge)."
-    template = """\
-A user talked with an assistant. Judge whether one of the user's intentions was met by the \
-assistant in the conversation.
-
-<conversation>
-{{conversation}}
-</conversation>
-
-<user_intention>
-{{intention}}
-</user_intention>
-
-{{data_notice}}
-
-Did the assistant's replies fully meet this intention (answer the question, do what was asked, \
-or reach the goal), rather than ignoring it, refusing it without reason or meeting it only in \
-part? Choose Yes or No."""
-    choice_scores = {"Yes": 1.0, "No": 0.0}
+    template = _PROMPTS["conversation_completeness"]["template"]
+    choice_scores = _PROMPTS["conversation_completeness"]["choice_scores"]
 
     def prompt_hash(self) -> str:
-        base = super().prompt_hash()
-        material = canonical_json(
-            {
-                "verdict": base,
-                "extract": _INTENTIONS_TEMPLATE,
-                "tool": _INTENTIONS_TOOL,
-                "schema": _INTENTIONS_SCHEMA,
-                "delimiting": PROMPT_SCHEME,
-            }
-        )
-        return hashlib.sha256(material.encode("utf-8")).hexdigest()
+        return steps_sha256(self.step, INTENTIONS)
+
+    def extra_identity(self, ctx: ScoringContext) -> Mapping[str, Any]:
+        return step_identity(self, ctx, self.step, INTENTIONS)
 
     async def _intentions(
         self, conv: Conversation, ctx: ScoringContext
@@ -515,15 +423,9 @@ part? Choose Yes or No."""
                 f"has no user message up to messages[{conv.turn}]",
                 hint="The scorer checks the user's intentions; add the user's messages",
             )
-        prompt = render_template(
-            _INTENTIONS_TEMPLATE, {"user_messages": "\n".join(conv.lines[i] for i in users)}
-        )
-        client = ctx.judge(judge_options_of(self))
-        result = await client.structured(
-            [{"role": "user", "content": prompt}],
-            name=_INTENTIONS_TOOL,
-            description="Report the user's intentions, each with its user message number.",
-            schema=_INTENTIONS_SCHEMA,
+        result = await INTENTIONS.ask(
+            judge_client(self, ctx),
+            {"user_messages": "\n".join(conv.lines[i] for i in users)},
             scorer=self.name,
         )
         found: list[tuple[int, str]] = []
@@ -551,10 +453,9 @@ part? Choose Yes or No."""
                 scorer=self.name,
             )
         conversation = conv.transcript(0, conv.turn + 1)
-        prompts = [
-            self.render({"conversation": conversation, "intention": text}) for _, text in intentions
-        ]
-        scores = await asyncio.gather(*(self.ask(p, ctx) for p in prompts))
+        scores = await asyncio.gather(
+            *(self.ask({"conversation": conversation, "intention": t}, ctx) for _, t in intentions)
+        )
         verdicts = [
             {
                 "index": index,

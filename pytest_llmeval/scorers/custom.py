@@ -20,8 +20,8 @@ normalised to [0, 1]: (s - low) / (high - low).
 
 from __future__ import annotations
 
+import functools
 import glob
-import hashlib
 import importlib
 import json
 import math
@@ -34,8 +34,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from pytest_llmeval.cache_protocol import input_key
 from pytest_llmeval.errors import JudgeError, JudgeSpecError, ScorerConfigError
 from pytest_llmeval.judge import judge_identity, judge_options_of
-from pytest_llmeval.judge.prompt import DATA_NOTICE_NAME, PROMPT_SCHEME, render_prompt
-from pytest_llmeval.scorers.llm import ClassifierScorer, render_value
+from pytest_llmeval.judge.prompt import DATA_NOTICE_NAME
+from pytest_llmeval.judge.step import JudgeStep, load_prompts, prompt_sha256
+from pytest_llmeval.scorers.llm import ClassifierScorer
 from pytest_llmeval.scoring import JUDGE_OPTIONS, Score, Scorer, Usage, canonical_json
 
 if TYPE_CHECKING:
@@ -59,7 +60,8 @@ _BLOCK_OR_PLACEHOLDER = re.compile(
 )
 # Names a field may not take: they are options of every classifier, so assert_score could not
 # tell the input from the option.
-_RESERVED = frozenset({DATA_NOTICE_NAME, "use_cot", *JUDGE_OPTIONS})
+# tool and choices: the classifier's answer instruction names them (judge.step.choice_step).
+_RESERVED = frozenset({DATA_NOTICE_NAME, "use_cot", "tool", "choices", *JUDGE_OPTIONS})
 # Judge options a spec file may set. api_key is left out on purpose: a key belongs in the
 # environment, never in a file that is committed.
 _SPEC_JUDGE_OPTIONS = ("model", "base_url", "temperature", "seed", "timeout", "max_tries", "mode")
@@ -79,24 +81,39 @@ def template_fields(prompt: str) -> list[str]:
 
 
 def wrap_fields(prompt: str) -> str:
-    """``prompt`` with every inline ``{{field}}`` turned into a three-line delimited block (a
-    block already written as one is kept) and ``{{data_notice}}`` appended when absent, so that
-    :func:`render_prompt` accepts it and fences each value off."""
+    """``prompt`` made into a judge-step template: a ``{{field}}`` on a line of its own becomes
+    a three-line delimited block (a block already written as one is kept); a ``{{field}}``
+    inside a sentence becomes the reference ``<field>``, with the field's block appended after
+    the prompt; ``{{data_notice}}`` is appended when absent. So :func:`render_prompt` accepts
+    it and fences each value off, and the judge step can put the prompt's text first and the
+    case's blocks last (the text refers to them by their tag)."""
+    appended: list[str] = []
+    blocks: set[str] = set()
 
     def sub(match: re.Match[str]) -> str:
         if match.group("block") is not None:
+            blocks.add(match.group("field"))
             return match.group(0)
         name = match.group("name")
         if name == DATA_NOTICE_NAME:
             return match.group(0)
         start, end = match.span()
-        before = "" if start == 0 or prompt[start - 1] == "\n" else "\n"
-        after = "" if end == len(prompt) or prompt[end] == "\n" else "\n"
-        return f"{before}<{name}>\n{{{{{name}}}}}\n</{name}>{after}"
+        line_start = prompt.rfind("\n", 0, start) + 1
+        line_end = prompt.find("\n", end)
+        line_end = len(prompt) if line_end < 0 else line_end
+        if prompt[line_start:start].strip() or prompt[end:line_end].strip():
+            if name not in appended:
+                appended.append(name)
+            return f"<{name}>"
+        blocks.add(name)
+        return f"<{name}>\n{{{{{name}}}}}\n</{name}>"
 
-    wrapped = _BLOCK_OR_PLACEHOLDER.sub(sub, prompt)
+    wrapped = _BLOCK_OR_PLACEHOLDER.sub(sub, prompt).rstrip()
+    for name in appended:
+        if name not in blocks:
+            wrapped += f"\n\n<{name}>\n{{{{{name}}}}}\n</{name}>"
     if not re.search(r"\{\{\s*" + DATA_NOTICE_NAME + r"\s*\}\}", wrapped):
-        wrapped = wrapped.rstrip() + "\n\n{{" + DATA_NOTICE_NAME + "}}"
+        wrapped += "\n\n{{" + DATA_NOTICE_NAME + "}}"
     return wrapped
 
 
@@ -106,18 +123,15 @@ def wrap_fields(prompt: str) -> str:
 class CustomClassifier(ClassifierScorer):
     """A classifier built from a user's prompt and ``choice_scores`` (see :func:`llm_classifier`).
 
-    ``user_prompt`` (as written) and the wrapped ``template`` both go into the prompt hash, with
-    the choices and their scores, so editing any of them never replays an old result.
+    The wrapped ``template`` goes into the judge step's identity (with the choices and their
+    scores), so editing any of them never replays an old result.
     """
 
-    version: ClassVar[str] = "1"
+    # 2: the judge step: the prompt's text first, the case's blocks last (prompt caching);
+    #    inline fields are referred to by their tag.
+    version: ClassVar[str] = "2"
     user_prompt: ClassVar[str] = ""
     source: ClassVar[str | None] = None
-
-    def prompt_hash(self) -> str:
-        base = super().prompt_hash()
-        material = canonical_json({"base": base, "user_prompt": self.user_prompt})
-        return hashlib.sha256(material.encode("utf-8")).hexdigest()
 
 
 def _fail(where: str | None, name: str, field: str, problem: str, hint: str = "") -> Exception:
@@ -231,9 +245,10 @@ def _check_prompt(
                 f"write {{{{{unused[0]}}}}} in the prompt or remove it from inputs",
             )
     template = wrap_fields(prompt)
-    # Render once with dummy values: a template the renderer refuses fails here, at load time.
+    # Make the judge step now (it renders the template once): a template the renderer refuses
+    # fails here, at load time.
     try:
-        render_prompt(template, {f: "x" for f in fields})
+        JudgeStep(template)
     except (KeyError, ValueError) as exc:
         raise _fail(where, name, "prompt", f"cannot be rendered safely: {exc}") from None
     return template, tuple(fields)
@@ -328,14 +343,10 @@ def llm_classifier(
 #: Top alternatives asked for the score token (OpenAI's maximum).
 TOP_LOGPROBS = 20
 
-STEPS_PROMPT = """\
-You will grade responses against the criteria below. Before grading, write the evaluation steps \
-a careful grader follows to decide how well a response meets them.
-
-Criteria:
-{{criteria}}
-
-Write 3 to 5 short numbered steps, one per line, and nothing else."""
+_PROMPTS = load_prompts("g_eval")
+STEPS_PROMPT: str = _PROMPTS["steps"]
+SCORE_PROMPT_HEAD: str = _PROMPTS["score_head"]
+SCORE_PROMPT_TAIL: str = _PROMPTS["score_tail"]
 
 # Optional case fields, in the order they are shown, with their block tags.
 _GEVAL_FIELDS = (
@@ -345,35 +356,26 @@ _GEVAL_FIELDS = (
     ("output", "response"),
 )
 
-SCORE_PROMPT_HEAD = """\
-You are grading a response against criteria, on an integer scale from {{low}} to {{high}}: \
-{{low}} means the response does not meet the criteria at all, {{high}} that it meets them fully.
+_PROMPT_SHA256 = prompt_sha256(
+    {
+        "steps": STEPS_PROMPT,
+        "head": SCORE_PROMPT_HEAD,
+        "tail": SCORE_PROMPT_TAIL,
+        "fields": _GEVAL_FIELDS,
+        "top_logprobs": TOP_LOGPROBS,
+    }
+)
 
-Criteria:
-{{criteria}}
 
-Evaluation steps:
-{{steps}}
-"""
+@functools.lru_cache(maxsize=64)
+def _score_template(present: tuple[str, ...]) -> str:
+    parts = [SCORE_PROMPT_HEAD]
+    for field, tag in _GEVAL_FIELDS:
+        if field in present:
+            parts.append(f"\n<{tag}>\n{{{{{field}}}}}\n</{tag}>\n")
+    parts.append(SCORE_PROMPT_TAIL)
+    return "".join(parts)
 
-SCORE_PROMPT_TAIL = """
-{{data_notice}}
-
-Follow the evaluation steps and rate the response. Reply with the score alone: one integer from \
-{{low}} to {{high}}, as the very first thing you write, with no words before it."""
-
-_PROMPT_SHA256 = hashlib.sha256(
-    canonical_json(
-        {
-            "steps": STEPS_PROMPT,
-            "head": SCORE_PROMPT_HEAD,
-            "tail": SCORE_PROMPT_TAIL,
-            "fields": _GEVAL_FIELDS,
-            "top_logprobs": TOP_LOGPROBS,
-            "delimiting": PROMPT_SCHEME,
-        }
-    ).encode("utf-8")
-).hexdigest()
 
 # Generated steps already fetched in this process: steps key -> text.
 _steps_memo: dict[str, str] = {}
@@ -416,7 +418,8 @@ class GEval(Scorer):
     required_inputs: ClassVar[tuple[str, ...]] = ("output",)
     optional_inputs: ClassVar[tuple[str, ...]] = ("input", "expected", "context")
     uses_judge: ClassVar[bool] = True
-    version: ClassVar[str] = "1"
+    # 2: the judge step: criteria, steps and scale first, the case's fields last (prompt caching)
+    version: ClassVar[str] = "2"
     description: ClassVar[str] = "Rubric score from criteria (G-Eval; logprob-weighted when given)"
     default_options: ClassVar[Mapping[str, Any]] = {
         "criteria": None,
@@ -500,7 +503,8 @@ class GEval(Scorer):
             if isinstance(steps, str) and steps.strip():
                 _steps_memo[key] = steps
                 return steps, "cached", None
-        prompt = render_prompt(STEPS_PROMPT, {}, {"criteria": self.options["criteria"].strip()})
+        criteria = self.options["criteria"].strip()
+        prompt = JudgeStep(STEPS_PROMPT, constants={"criteria": criteria}).render({})
         client = ctx.judge(judge_options_of(self))
         reply = await client.chat(
             [{"role": "user", "content": prompt}], scorer=self.name, temperature=0.0
@@ -521,21 +525,20 @@ class GEval(Scorer):
     # -- scoring ----------------------------------------------------------------------------
 
     def render(self, inputs: Mapping[str, Any], steps: str) -> str:
+        """The scoring prompt (a judge step): the criteria, steps and scale first, then the
+        case's fields that are given."""
         low, high = self.scale
-        parts = [SCORE_PROMPT_HEAD]
-        data: dict[str, str] = {}
-        for field, tag in _GEVAL_FIELDS:
-            if inputs.get(field) is not None:
-                parts.append(f"\n<{tag}>\n{{{{{field}}}}}\n</{tag}>\n")
-                data[field] = render_value(field, inputs[field])
-        parts.append(SCORE_PROMPT_TAIL)
-        trusted = {
-            "low": str(low),
-            "high": str(high),
-            "criteria": self.options["criteria"].strip(),
-            "steps": steps,
-        }
-        return render_prompt("".join(parts), data, trusted)
+        data = {f: inputs[f] for f, _ in _GEVAL_FIELDS if inputs.get(f) is not None}
+        step = JudgeStep(
+            _score_template(tuple(data)),
+            constants={
+                "low": str(low),
+                "high": str(high),
+                "criteria": self.options["criteria"].strip(),
+                "steps": steps,
+            },
+        )
+        return step.render(data)
 
     async def acompute(self, inputs: Mapping[str, Any], ctx: ScoringContext) -> Score:
         from pytest_llmeval.judge import params

@@ -21,15 +21,13 @@ Check value: Yes at -0.1 and No at -2.5 give 0.91683. An endpoint that returns n
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pytest_llmeval.errors import JudgeError, ScorerInputError
-from pytest_llmeval.judge import judge_identity, judge_options_of
-from pytest_llmeval.judge.prompt import PROMPT_SCHEME, render_prompt
+from pytest_llmeval.judge.step import JudgeStep, judge_client, load_prompts, step_identity
 from pytest_llmeval.scoring import Score, Scorer
 
 if TYPE_CHECKING:
@@ -37,31 +35,10 @@ if TYPE_CHECKING:
 
 __all__ = ["PROMPT_TEMPLATE", "L3Score", "l3score_from_top_logprobs"]
 
-PROMPT_TEMPLATE = """\
-You are checking an answer to a question against the correct reference answer.
-
-<question>
-{{question}}
-</question>
-
-<reference_answer>
-{{expected}}
-</reference_answer>
-
-<candidate_answer>
-{{output}}
-</candidate_answer>
-
-{{data_notice}}
-
-Does the candidate answer give the same answer to the question as the reference answer? \
-Differences in wording, formatting, length or extra harmless detail do not matter; a different, \
-contradictory, incomplete or evasive answer does.
-
-Reply with exactly one word: Yes or No. Do not think, reason or explain before answering: your \
-very first word is the verdict."""
-
-PROMPT_SHA256 = hashlib.sha256((PROMPT_TEMPLATE + PROMPT_SCHEME).encode()).hexdigest()
+PROMPT_TEMPLATE: str = load_prompts("l3score")["l3score"]["template"]
+#: The judge step (no tool: a plain reply whose first token's logprobs are read).
+STEP = JudgeStep(PROMPT_TEMPLATE)
+PROMPT_SHA256 = STEP.sha256
 
 YES_TOKENS = frozenset({"yes", "yeah"})
 NO_TOKENS = frozenset({"no"})
@@ -119,7 +96,8 @@ class L3Score(Scorer):
     higher_is_better: ClassVar[bool] = True
     score_range: ClassVar[tuple[float, float]] = (0.0, 1.0)
     # 2: the fields are delimited against prompt injection (the prompt changed; the math did not).
-    version: ClassVar[str] = "2"
+    # 3: the judge step: the instructions first, the case's blocks last (prompt caching).
+    version: ClassVar[str] = "3"
     uses_judge: ClassVar[bool] = True
     description: ClassVar[str] = "P(yes) from the judge's first-token top-5 logprobs (SPIQA)"
 
@@ -137,24 +115,23 @@ class L3Score(Scorer):
 
     def extra_identity(self, ctx: ScoringContext) -> Mapping[str, Any]:
         # temperature: always sent as 0, whatever the run's setting
-        return judge_identity(self, ctx, PROMPT_SHA256, temperature=0.0)
+        return step_identity(self, ctx, STEP, temperature=0.0)
 
     async def acompute(self, inputs: Mapping[str, Any], ctx: ScoringContext) -> Score:
         self.check_inputs(inputs)
         question = inputs.get("input")
         if question is None:
             question = inputs.get("question")
-        prompt = render_prompt(
-            PROMPT_TEMPLATE,
+        messages = STEP.messages(
             {
                 "question": _render(question),
                 "expected": _render(inputs["expected"]),
                 "output": _render(inputs["output"]),
             },
         )
-        client = ctx.judge(judge_options_of(self))
+        client = judge_client(self, ctx)
         reply = await client.chat(
-            [{"role": "user", "content": prompt}],
+            messages,
             scorer=self.name,
             temperature=0.0,
             max_tokens=5,

@@ -44,9 +44,10 @@ Edge cases (defined results, never a division by zero; each is flagged in ``meta
   A blank text is not sent to the judge (it has no entities).
 - **answer_correctness with no statements at all** (TP = FP = FN = 0): F1 is defined as 0 (nothing
   correct was stated; Autoevals divides by zero here).
-- Faithfulness asks for exactly one verdict per extracted statement (the tool schema fixes the list
-  length, so a judge that skips statements is re-asked, then is a JudgeError); Autoevals averages
-  whatever list the judge returns.
+- Faithfulness asks for exactly one verdict per extracted statement (the judge step checks the
+  count, :func:`~pytest_llmeval.judge.step.claims_then_verdicts`: a judge that skips statements
+  is re-asked, then is a JudgeError; a verdict other than 0/1 is a JudgeError, never counted);
+  Autoevals averages whatever list the judge returns.
 
 Choices beyond Autoevals (the scores are the same):
 
@@ -58,6 +59,8 @@ Choices beyond Autoevals (the scores are the same):
   vector in the embedder's cache); they use the scorer's ``embedding_model`` and the same
   endpoint options (``base_url``, ``api_key``...) as its judge calls.
 - Verdicts are constrained to 0/1 by the tool schemas (Autoevals asks for any integer).
+- The prompts and schemas are package data (``pytest_llmeval/prompts/rag.yaml``); each judge call
+  is a :class:`~pytest_llmeval.judge.step.JudgeStep` (instructions first, the case last).
 
 Inputs that are neither text nor (for ``context``) a list of strings are a
 :class:`~pytest_llmeval.errors.ScorerInputError`; dicts and lists in text fields are sent as JSON,
@@ -67,15 +70,21 @@ numbers as ``str``.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pytest_llmeval.errors import JudgeError, ScorerConfigError, ScorerInputError
-from pytest_llmeval.judge.prompt import PROMPT_SCHEME, render_prompt
-from pytest_llmeval.scoring import JUDGE_OPTIONS, Score, Scorer, Usage, canonical_json
+from pytest_llmeval.judge import judge_options_of
+from pytest_llmeval.judge.step import (
+    JudgeStep,
+    claims_then_verdicts,
+    judge_client,
+    load_prompts,
+    step_identity,
+)
+from pytest_llmeval.scoring import Score, Scorer, Usage
 
 if TYPE_CHECKING:
     from pytest_llmeval.context import ScoringContext
@@ -93,326 +102,36 @@ __all__ = [
 ]
 
 # ---------------------------------------------------------------------------------------------
-# Prompts and tool schemas, rendered by pytest_llmeval.judge.prompt.render_prompt: every case
-# field (and every statement a judge extracted from one) is a delimited data block that it
-# cannot close, and each prompt says that the blocks are data, never instructions.
-
-_TOOL_ONLY = "Give your answer as the arguments of the function `{tool}`."
-
-ENTITIES_PROMPT = """You extract the entities that a text mentions.
-
-List every distinct entity in the text: people, organisations, places, works, events, products, \
-dates, quantities with their units, and other proper names. Different spellings or mentions of the \
-same entity count once (use its fullest form). Copy entities as the text gives them and never add \
-one the text does not mention. If there are none, give an empty list.
-
-{{tool_only}}
-
-{{data_notice}}
-
-<text>
-{{text}}
-</text>"""
-
-ENTITIES_TOOL = "extract_entities"
-ENTITIES_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "entities": {
-            "type": "array",
-            "description": "The distinct entities mentioned in the text.",
-            "items": {"type": "string"},
-        }
-    },
-    "required": ["entities"],
-}
-
-SENTENCES_PROMPT = """You select, from a retrieved context, the sentences needed to answer a \
-question.
-
-Copy every sentence of the context that is required to answer the question, word for word: do not \
-reword, shorten or merge sentences. Leave out every sentence that is not needed. If the context \
-cannot answer the question, select nothing (an empty list). For each sentence, say why it is \
-needed.
-
-{{tool_only}}
-
-{{data_notice}}
-
-<question>
-{{question}}
-</question>
-
-<context>
-{{context}}
-</context>"""
-
-SENTENCES_TOOL = "select_relevant_sentences"
-SENTENCES_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "sentences": {
-            "type": "array",
-            "description": "The context sentences needed to answer the question, verbatim.",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "reason": {"type": "string", "description": "Why the sentence is needed."},
-                    "sentence": {"type": "string", "description": "The sentence, verbatim."},
-                },
-                "required": ["reason", "sentence"],
-            },
-        }
-    },
-    "required": ["sentences"],
-}
-
-RECALL_PROMPT = """You check whether a reference answer is supported by a retrieved context.
-
-Split the reference answer into its individual statements, one fact each. For every statement \
-decide whether it can be attributed to the context: 1 if the context states it or directly \
-supports it, 0 if it does not. Judge against the context only, not against what you know. Give \
-your reason before each verdict.
-
-{{tool_only}}
-
-{{data_notice}}
-
-<question>
-{{question}}
-</question>
-
-<context>
-{{context}}
-</context>
-
-<reference_answer>
-{{answer}}
-</reference_answer>"""
-
-RECALL_TOOL = "attribute_statements"
-_BINARY: dict[str, Any] = {"type": "integer", "enum": [0, 1]}
-RECALL_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "statements": {
-            "type": "array",
-            "description": "Every statement of the reference answer with its verdict.",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "statement": {"type": "string"},
-                    "reason": {"type": "string"},
-                    "attributed": {
-                        **_BINARY,
-                        "description": "1 if the context supports the statement, else 0.",
-                    },
-                },
-                "required": ["statement", "reason", "attributed"],
-            },
-        }
-    },
-    "required": ["statements"],
-}
-
-PRECISION_PROMPT = """You judge whether a retrieved context was useful for arriving at the \
-reference answer to a question.
-
-Give verdict 1 if the context holds information that helps to reach the reference answer, 0 if it \
-does not. Give your reason first.
-
-{{tool_only}}
-
-{{data_notice}}
-
-<question>
-{{question}}
-</question>
-
-<context>
-{{context}}
-</context>
-
-<reference_answer>
-{{answer}}
-</reference_answer>"""
-
-PRECISION_TOOL = "judge_context_usefulness"
-PRECISION_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "reason": {"type": "string", "description": "Why the context was or was not useful."},
-        "verdict": {**_BINARY, "description": "1 if the context was useful, else 0."},
-    },
-    "required": ["reason", "verdict"],
-}
-
-STATEMENTS_PROMPT = """You break an answer into standalone statements.
-
-Rewrite the answer to the question below as a list of short statements. Each states one fact and \
-can be understood on its own (replace pronouns with what they stand for). Keep the answer's \
-meaning and add nothing. If the answer makes no claim at all (a refusal, a question back, an empty \
-reply), give an empty list.
-
-{{tool_only}}
-
-{{data_notice}}
-
-<question>
-{{question}}
-</question>
-
-<answer>
-{{answer}}
-</answer>"""
-
-STATEMENTS_TOOL = "extract_statements"
-STATEMENTS_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "statements": {
-            "type": "array",
-            "description": "The answer's statements, one fact each.",
-            "items": {"type": "string"},
-        }
-    },
-    "required": ["statements"],
-}
-
-VERDICTS_PROMPT = """You check statements against a context.
-
-For each numbered statement give verdict 1 if it can be inferred from the context, 0 if the \
-context does not support it or contradicts it. Use the context only, not outside knowledge. Give \
-exactly one entry per statement, in the order given, with your reason before the verdict.
-
-{{tool_only}}
-
-{{data_notice}}
-
-<context>
-{{context}}
-</context>
-
-<statements>
-{{statements}}
-</statements>"""
-
-VERDICTS_TOOL = "judge_statements"
-
-
-def _verdicts_schema(count: int) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "properties": {
-            "verdicts": {
-                "type": "array",
-                "description": "One entry per statement, in order.",
-                "minItems": count,
-                "maxItems": count,
-                "items": {
-                    "type": "object",
-                    "properties": {
-                        "statement": {"type": "string"},
-                        "reason": {"type": "string"},
-                        "verdict": {
-                            **_BINARY,
-                            "description": "1 if the context supports the statement, else 0.",
-                        },
-                    },
-                    "required": ["statement", "reason", "verdict"],
-                },
-            }
-        },
-        "required": ["verdicts"],
-    }
-
-
-QUESTION_PROMPT = """You reconstruct the question that an answer was written for.
-
-Write one question that the answer below responds to; the context is background only. Also say \
-whether the answer is noncommittal: 1 if it is evasive, vague or ambiguous, or declines to answer \
-(for example "I don't know", "I'm not sure", "it depends"), 0 if it commits to an answer.
-
-{{tool_only}}
-
-{{data_notice}}
-
-<answer>
-{{answer}}
-</answer>
-
-<context>
-{{context}}
-</context>"""
-
-QUESTION_TOOL = "generate_question"
-QUESTION_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "question": {
-            "type": "string",
-            "minLength": 1,
-            "description": "A question that the answer responds to.",
-        },
-        "noncommittal": {**_BINARY, "description": "1 if the answer is noncommittal, else 0."},
-    },
-    "required": ["question", "noncommittal"],
-}
-
-CORRECTNESS_PROMPT = """You compare an answer with a ground-truth answer to the same question, \
-statement by statement.
-
-Put every statement into exactly one category:
-- TP: a statement of the answer that is also present in the ground truth;
-- FP: a statement of the answer that is not found in the ground truth;
-- FN: a statement of the ground truth that the answer leaves out.
-Compare what is stated; do not reinterpret either text.
-
-{{tool_only}}
-
-{{data_notice}}
-
-<question>
-{{question}}
-</question>
-
-<answer>
-{{answer}}
-</answer>
-
-<ground_truth>
-{{ground_truth}}
-</ground_truth>"""
-
-CORRECTNESS_TOOL = "classify_statements"
-CORRECTNESS_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "TP": {
-            "type": "array",
-            "items": {"type": "string"},
-            "description": "Statements of the answer also present in the ground truth.",
-        },
-        "FP": {
-            "type": "array",
-            "items": {"type": "string"},
-            "description": "Statements of the answer not found in the ground truth.",
-        },
-        "FN": {
-            "type": "array",
-            "items": {"type": "string"},
-            "description": "Statements of the ground truth missing from the answer.",
-        },
-    },
-    "required": ["TP", "FP", "FN"],
-}
-
-
-def _prompt_hash(*parts: Any) -> str:
-    """A short stable hash of prompt templates and schemas, and of the delimiting scheme
-    (cache-key material)."""
-    material = canonical_json([*parts, PROMPT_SCHEME])
-    return hashlib.sha256(material.encode("utf-8")).hexdigest()[:16]
+# The judge steps: prompts and tool schemas are package data (pytest_llmeval/prompts/rag.yaml),
+# rendered by the judge step (pytest_llmeval.judge.step): every case field (and every statement a
+# judge extracted from one) is a delimited data block that it cannot close, laid out after the
+# fixed instructions.
+
+_PROMPTS = load_prompts("rag")
+
+
+def _step(key: str) -> JudgeStep:
+    spec = _PROMPTS[key]
+    return JudgeStep(
+        template=spec["template"],
+        tool=spec["tool"],
+        description=spec["description"],
+        schema=spec["schema"],
+        constants={"tool_only": _PROMPTS["tool_only"].format(tool=spec["tool"])},
+    )
+
+
+_SUPPORTED = {1: True, 0: False}
+
+ENTITIES = _step("entities")
+SENTENCES = _step("sentences")
+RECALL = _step("recall")
+PRECISION = _step("precision")
+STATEMENTS = _step("statements")
+#: One verdict per statement: checked by the step (the schema stays the same for every case).
+VERDICTS = _step("verdicts")
+QUESTION = _step("question")
+CORRECTNESS = _step("correctness")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -468,66 +187,42 @@ def _sum_usage(usages: Sequence[Usage | None]) -> Usage:
     return total
 
 
-def _binary(value: Any) -> int:
-    # The schemas restrict verdicts to 0/1; this guards against a client in a lenient mode.
-    return 1 if value == 1 and value is not False else 0
-
-
 # ---------------------------------------------------------------------------------------------
 # Base class
 
 
 class _RagScorer(Scorer):
-    """Shared machinery: judge client per options, structured calls, identity."""
+    """Shared machinery: the judge client for the scorer's options, its steps' identity."""
 
     uses_judge: ClassVar[bool] = True
     # 2: case fields delimited against prompt injection (the prompts changed).
-    version: ClassVar[str] = "2"
-    prompt_parts: ClassVar[tuple[Any, ...]] = ()
-
-    def judge_options(self) -> dict[str, Any]:
-        return {k: self.options.get(k) for k in JUDGE_OPTIONS}
+    # 3: the judge step: instructions first, the case's blocks last (prompt caching); one
+    #    identity helper; a verdict that is not 0/1 is a judge error.
+    version: ClassVar[str] = "3"
+    steps: ClassVar[tuple[JudgeStep, ...]] = ()
 
     def client(self, ctx: ScoringContext) -> JudgeClient:
-        return ctx.judge(self.judge_options())
-
-    async def call(
-        self,
-        client: JudgeClient,
-        template: str,
-        tool: str,
-        description: str,
-        schema: Mapping[str, Any],
-        *,
-        temperature: float | None = None,
-        **fields: str,
-    ) -> tuple[dict[str, Any], Usage]:
-        prompt = render_prompt(template, fields, {"tool_only": _TOOL_ONLY.format(tool=tool)})
-        result = await client.structured(
-            [{"role": "user", "content": prompt}],
-            name=tool,
-            description=description,
-            schema=dict(schema),
-            scorer=self.name,
-            temperature=temperature,
-        )
-        return dict(result.arguments), result.usage
+        return judge_client(self, ctx)
 
     def sub_scorers(self) -> Mapping[str, Scorer]:
         """Scorers this one delegates to (their identities join the cache key)."""
         return {}
 
     def extra_identity(self, ctx: ScoringContext) -> Mapping[str, Any]:
-        ident: dict[str, Any] = {
-            "prompt": _prompt_hash(*self.prompt_parts),
-            "judge": self.client(ctx).identity(),
-        }
+        ident = step_identity(self, ctx, *self.steps)
         for key, sub in self.sub_scorers().items():
             ident[key] = sub.identity(ctx)
         return ident
 
     def judge_error(self, message: str) -> JudgeError:
         return JudgeError(message, scorer=self.name)
+
+    def binary(self, value: Any, what: str) -> int:
+        """A 0/1 verdict from the judge; anything else is a :class:`JudgeError` (the schemas
+        allow only 0 and 1, so this guards an engine that did not check)."""
+        if isinstance(value, bool) or value not in (0, 1):
+            raise self.judge_error(f"the judge's {what} {value!r} is not 0 or 1")
+        return int(value)
 
 
 #: Judge options that also reach the embeddings endpoint (same endpoint and key as the judge).
@@ -595,30 +290,12 @@ class ContextEntityRecall(_RagScorer):
         "pairwise_scorer": None,
         "embedding_model": None,
     }
-    prompt_parts = (ENTITIES_PROMPT, ENTITIES_TOOL, ENTITIES_SCHEMA, _TOOL_ONLY)
+    steps = (ENTITIES,)
 
     def validate_options(self) -> None:
         _check_embedding_model(self.name, self.options["embedding_model"])
-        chosen = self.options["pairwise_scorer"]
-        if isinstance(chosen, str):
-            from pytest_llmeval.errors import UnknownScorerError
-            from pytest_llmeval.registry import default_registry
-
-            try:
-                default_registry.get(chosen)
-            except UnknownScorerError as exc:
-                raise ScorerConfigError(self.name, "pairwise_scorer", str(exc)) from None
-        elif not (
-            chosen is None
-            or isinstance(chosen, Scorer)
-            or (isinstance(chosen, type) and issubclass(chosen, Scorer))
-        ):
-            raise ScorerConfigError(
-                self.name,
-                "pairwise_scorer",
-                f"must be a scorer name, class or instance, not {type(chosen).__name__}",
-                hint="Leave it unset for embedding_similarity (Autoevals' default)",
-            )
+        if self.options["pairwise_scorer"] is not None:
+            self.pairwise()  # an unknown name or a bad value is an error now
 
     def pairwise(self) -> Any:
         chosen = self.options["pairwise_scorer"]
@@ -626,13 +303,9 @@ class ContextEntityRecall(_RagScorer):
             return _embedding_similarity(self)
         # A name or a class becomes an instance here (list_contains would do the same), so that
         # an embedding scorer chosen by name still gets its vectors in one batched request.
-        if isinstance(chosen, str):
-            from pytest_llmeval.registry import default_registry
+        from pytest_llmeval.registry import resolve_scorer
 
-            return default_registry.get(chosen)()
-        if isinstance(chosen, type) and issubclass(chosen, Scorer):
-            return chosen()
-        return chosen
+        return resolve_scorer(chosen, owner=self.name, option="pairwise_scorer")
 
     def contains_scorer(self, pairwise: Any = None) -> Scorer:
         from pytest_llmeval.scorers.structured import ListContains
@@ -663,15 +336,8 @@ class ContextEntityRecall(_RagScorer):
     async def _entities(self, client: JudgeClient, text: str) -> tuple[list[str], Usage | None]:
         if _blank(text):
             return [], None
-        args, usage = await self.call(
-            client,
-            ENTITIES_PROMPT,
-            ENTITIES_TOOL,
-            "Report the distinct entities mentioned in the text.",
-            ENTITIES_SCHEMA,
-            text=text,
-        )
-        return [str(e) for e in args["entities"]], usage
+        result = await ENTITIES.ask(client, {"text": text}, scorer=self.name)
+        return [str(e) for e in result.arguments["entities"]], result.usage
 
     async def acompute(self, inputs: Mapping[str, Any], ctx: ScoringContext) -> Score:
         self.check_inputs(inputs)
@@ -713,7 +379,7 @@ class ContextRelevancy(_RagScorer):
     name = "context_relevancy"
     aliases = ("ContextRelevancy",)
     required_inputs = ("input", "context")
-    prompt_parts = (SENTENCES_PROMPT, SENTENCES_TOOL, SENTENCES_SCHEMA, _TOOL_ONLY)
+    steps = (SENTENCES,)
 
     async def acompute(self, inputs: Mapping[str, Any], ctx: ScoringContext) -> Score:
         self.check_inputs(inputs)
@@ -721,15 +387,10 @@ class ContextRelevancy(_RagScorer):
         context = _as_context(self.name, inputs["context"])
         if _blank(context):
             return _empty_context_score(self.name, {"relevant_sentences": []})
-        args, usage = await self.call(
-            self.client(ctx),
-            SENTENCES_PROMPT,
-            SENTENCES_TOOL,
-            "Report the context sentences required to answer the question.",
-            SENTENCES_SCHEMA,
-            question=question,
-            context=context,
+        result = await SENTENCES.ask(
+            self.client(ctx), {"question": question, "context": context}, scorer=self.name
         )
+        args, usage = result.arguments, result.usage
         sentences = [
             {"sentence": str(s["sentence"]), "reason": str(s["reason"])} for s in args["sentences"]
         ]
@@ -774,7 +435,7 @@ class ContextRecall(_RagScorer):
     name = "context_recall"
     aliases = ("ContextRecall",)
     required_inputs = ("input", "expected", "context")
-    prompt_parts = (RECALL_PROMPT, RECALL_TOOL, RECALL_SCHEMA, _TOOL_ONLY)
+    steps = (RECALL,)
 
     async def acompute(self, inputs: Mapping[str, Any], ctx: ScoringContext) -> Score:
         self.check_inputs(inputs)
@@ -785,21 +446,17 @@ class ContextRecall(_RagScorer):
             return _empty_context_score(self.name, {"statements": []})
         if _blank(expected):
             return _no_statements_score(self.name, "expected is blank", {"statements": []})
-        args, usage = await self.call(
+        result = await RECALL.ask(
             self.client(ctx),
-            RECALL_PROMPT,
-            RECALL_TOOL,
-            "Report each statement of the reference answer and whether the context supports it.",
-            RECALL_SCHEMA,
-            question=question,
-            context=context,
-            answer=expected,
+            {"question": question, "context": context, "answer": expected},
+            scorer=self.name,
         )
+        args, usage = result.arguments, result.usage
         statements: list[dict[str, Any]] = [
             {
                 "statement": str(s["statement"]),
                 "reason": str(s["reason"]),
-                "attributed": _binary(s["attributed"]),
+                "attributed": self.binary(s["attributed"], "verdict"),
             }
             for s in args["statements"]
         ]
@@ -848,7 +505,7 @@ class ContextPrecision(_RagScorer):
     name = "context_precision"
     aliases = ("ContextPrecision",)
     required_inputs = ("input", "expected", "context")
-    prompt_parts = (PRECISION_PROMPT, PRECISION_TOOL, PRECISION_SCHEMA, _TOOL_ONLY)
+    steps = (PRECISION,)
 
     async def acompute(self, inputs: Mapping[str, Any], ctx: ScoringContext) -> Score:
         self.check_inputs(inputs)
@@ -857,17 +514,13 @@ class ContextPrecision(_RagScorer):
         context = _as_context(self.name, inputs["context"])
         if _blank(context):
             return _empty_context_score(self.name, {"verdict": 0, "reason": None})
-        args, usage = await self.call(
+        result = await PRECISION.ask(
             self.client(ctx),
-            PRECISION_PROMPT,
-            PRECISION_TOOL,
-            "Report whether the context was useful for reaching the reference answer.",
-            PRECISION_SCHEMA,
-            question=question,
-            context=context,
-            answer=expected,
+            {"question": question, "context": context, "answer": expected},
+            scorer=self.name,
         )
-        verdict = _binary(args["verdict"])
+        args, usage = result.arguments, result.usage
+        verdict = self.binary(args["verdict"], "verdict")
         reason = str(args["reason"])
         return Score(
             value=float(verdict),
@@ -890,15 +543,7 @@ class Faithfulness(_RagScorer):
     name = "faithfulness"
     aliases = ("Faithfulness",)
     required_inputs = ("input", "output", "context")
-    prompt_parts = (
-        STATEMENTS_PROMPT,
-        STATEMENTS_TOOL,
-        STATEMENTS_SCHEMA,
-        VERDICTS_PROMPT,
-        VERDICTS_TOOL,
-        _verdicts_schema(0),
-        _TOOL_ONLY,
-    )
+    steps = (STATEMENTS, VERDICTS)
 
     async def acompute(self, inputs: Mapping[str, Any], ctx: ScoringContext) -> Score:
         self.check_inputs(inputs)
@@ -911,53 +556,41 @@ class Faithfulness(_RagScorer):
             return _no_statements_score(
                 self.name, "output is blank", {"statements": [], "verdicts": []}
             )
-        client = self.client(ctx)
-        args, usage1 = await self.call(
-            client,
-            STATEMENTS_PROMPT,
-            STATEMENTS_TOOL,
-            "Report the answer's statements, one fact each.",
-            STATEMENTS_SCHEMA,
-            question=question,
-            answer=output,
+        found = await claims_then_verdicts(
+            self.client(ctx),
+            scorer=self.name,
+            extract=STATEMENTS,
+            extract_fields={"question": question, "answer": output},
+            claims_key="statements",
+            verdict=VERDICTS,
+            verdict_fields={"context": context},
+            claims_field="statements",
+            verdict_key="verdict",
+            supported=_SUPPORTED,
         )
-        statements = [str(s) for s in args["statements"]]
+        statements = found.claims
         if not statements:
             return _no_statements_score(
                 self.name,
                 "the judge found no statements in the output",
                 {"statements": [], "verdicts": []},
-                usage1,
+                found.usage,
             )
-        numbered = "\n".join(f"{i}. {s}" for i, s in enumerate(statements, 1))
-        args2, usage2 = await self.call(
-            client,
-            VERDICTS_PROMPT,
-            VERDICTS_TOOL,
-            "Report, for each statement in order, whether the context supports it.",
-            _verdicts_schema(len(statements)),
-            context=context,
-            statements=numbered,
-        )
         verdicts: list[dict[str, Any]] = [
             {
-                "statement": str(v["statement"]),
-                "reason": str(v["reason"]),
-                "verdict": _binary(v["verdict"]),
+                "statement": str(item.get("statement", "")),
+                "reason": str(item.get("reason", "")),
+                "verdict": int(ok),
             }
-            for v in args2["verdicts"]
+            for item, ok in zip(found.items, found.supported, strict=True)
         ]
-        if len(verdicts) != len(statements):  # the schema should have caught it
-            raise self.judge_error(
-                f"returned {len(verdicts)} verdicts for {len(statements)} statements"
-            )
         ones = sum(int(v["verdict"]) for v in verdicts)
         return Score(
             value=ones / len(verdicts),
             scorer=self.name,
             rationale=_verdict_rationale(verdicts, "verdict", "supported by the context"),
             metadata={"statements": statements, "verdicts": verdicts},
-            usage=usage1 + usage2,
+            usage=found.usage,
         )
 
 
@@ -983,7 +616,7 @@ class AnswerRelevancy(_RagScorer):
         "temperature": 0.5,
         "embedding_model": None,
     }
-    prompt_parts = (QUESTION_PROMPT, QUESTION_TOOL, QUESTION_SCHEMA, _TOOL_ONLY)
+    steps = (QUESTION,)
 
     def validate_options(self) -> None:
         strictness = self.options["strictness"]
@@ -1018,7 +651,7 @@ class AnswerRelevancy(_RagScorer):
         """One judge client per generated question. With a seed set (the run's default is 0),
         generation ``i`` uses ``seed + i``: the same seed for every sample would make an endpoint
         that honours seeds return the same question ``strictness`` times."""
-        options = self.judge_options()
+        options = judge_options_of(self)
         seed = ctx.judge_settings(options).seed
         count = int(self.options["strictness"])
         if seed is None:
@@ -1041,24 +674,23 @@ class AnswerRelevancy(_RagScorer):
         temperature = self.options["temperature"]
         generated = await asyncio.gather(
             *(
-                self.call(
+                QUESTION.ask(
                     client_i,
-                    QUESTION_PROMPT,
-                    QUESTION_TOOL,
-                    "Report a question the answer responds to and whether it is noncommittal.",
-                    QUESTION_SCHEMA,
+                    {"answer": output, "context": context},
+                    scorer=self.name,
                     temperature=None if temperature is None else float(temperature),
-                    answer=output,
-                    context=context,
                 )
                 for client_i in self.generation_clients(ctx)
             )
         )
         questions = [
-            {"question": str(args["question"]), "noncommittal": _binary(args["noncommittal"])}
-            for args, _ in generated
+            {
+                "question": str(one.arguments["question"]),
+                "noncommittal": self.binary(one.arguments["noncommittal"], "noncommittal flag"),
+            }
+            for one in generated
         ]
-        usages: list[Usage | None] = [u for _, u in generated]
+        usages: list[Usage | None] = [one.usage for one in generated]
         base_meta: dict[str, Any] = {"questions": questions, "temperature": temperature}
         if not questions:  # cannot happen with strictness >= 1; kept as a guard
             raise self.judge_error("generated no questions")
@@ -1120,7 +752,7 @@ class AnswerCorrectness(_RagScorer):
         "answer_similarity": None,
         "embedding_model": None,
     }
-    prompt_parts = (CORRECTNESS_PROMPT, CORRECTNESS_TOOL, CORRECTNESS_SCHEMA, _TOOL_ONLY)
+    steps = (CORRECTNESS,)
 
     def validate_options(self) -> None:
         for key in ("factuality_weight", "answer_similarity_weight"):
@@ -1177,17 +809,13 @@ class AnswerCorrectness(_RagScorer):
     ) -> tuple[dict[str, list[str]], Usage] | None:
         if self.options["factuality_weight"] == 0:
             return None
-        args, usage = await self.call(
+        result = await CORRECTNESS.ask(
             self.client(ctx),
-            CORRECTNESS_PROMPT,
-            CORRECTNESS_TOOL,
-            "Report the statements classified as TP, FP and FN.",
-            CORRECTNESS_SCHEMA,
-            question=question,
-            answer=output,
-            ground_truth=expected,
+            {"question": question, "answer": output, "ground_truth": expected},
+            scorer=self.name,
         )
-        return {k: [str(s) for s in args[k]] for k in ("TP", "FP", "FN")}, usage
+        args = result.arguments
+        return {k: [str(s) for s in args[k]] for k in ("TP", "FP", "FN")}, result.usage
 
     async def acompute(self, inputs: Mapping[str, Any], ctx: ScoringContext) -> Score:
         self.check_inputs(inputs)

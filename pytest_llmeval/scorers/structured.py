@@ -66,25 +66,10 @@ def _parse_container(text: str) -> Any:
 
 
 def _resolve_sub_scorer(owner: str, option: str, value: Any) -> Scorer:
-    """A scorer instance from an option value: a registered name, a Scorer class or instance."""
-    if isinstance(value, Scorer):
-        return value
-    if isinstance(value, type) and issubclass(value, Scorer):
-        return value()
-    if isinstance(value, str):
-        from pytest_llmeval.errors import UnknownScorerError
-        from pytest_llmeval.registry import default_registry
+    """A scorer instance from an option value (:func:`pytest_llmeval.registry.resolve_scorer`)."""
+    from pytest_llmeval.registry import resolve_scorer
 
-        try:
-            return default_registry.get(value)()
-        except UnknownScorerError as exc:
-            raise ScorerConfigError(owner, option, str(exc)) from None
-    raise ScorerConfigError(
-        owner,
-        option,
-        f"must be a registered scorer name, a Scorer class or a Scorer instance, not "
-        f"{describe_value(value)}",
-    )
+    return resolve_scorer(value, owner=owner, option=option)
 
 
 def _is_default(scorer: Scorer, cls: type[Scorer]) -> bool:
