@@ -32,7 +32,10 @@ cases with ``-n 2`` (adds the plugin and each worker's first judge call: importi
 SDK, building its client). It runs twice: the first fills the byte-code cache (in the run's own
 directory, see ``PYTHONPYCACHEPREFIX`` below). (a)'s session time has no such costs: its
 process starts and exits outside its session, while (c)'s workers start and exit inside it.
-Printed beside the targets: (c) minus each floor against (a), and the whole-process ratio.
+"Floor of (a)" is the async test on 2 cases in one process (collection, the first judge call).
+Printed beside the targets: the cases' own time above the floors ((c) minus its floor with this
+plugin against (a) minus its floor), (c) minus each floor against (a), and the whole-process
+ratio.
 
 Every run checks that the server saw exactly one judge call per case (a case judged twice, as
 work stealing did before, fails the run).
@@ -257,6 +260,7 @@ def main() -> int:
             worksteal = ("--dist", "worksteal")
             plan: list[tuple[str, str, str, int, tuple[str, ...]]] = [
                 ("bare", "bare pytest, -n 2", "test_trivial.py", 2, ()),
+                ("a2", "2 cases, -n 0", "test_async.py", 0, two),
                 ("a", "async, -n 0", "test_async.py", 0, ()),
                 ("c", "async, -n 2", "test_async.py", 2, ()),
                 ("cw", "async, -n 2 --dist worksteal", "test_async.py", 2, worksteal),
@@ -274,7 +278,7 @@ def main() -> int:
                         test_file=test_file,
                         workers=workers,
                         judge_concurrency=conc,
-                        cases=2 if key == "bare" else cases,
+                        cases=2 if key in ("bare", "a2") else cases,
                         extra=extra,
                         bare=key == "bare",
                     )
@@ -335,7 +339,7 @@ def main() -> int:
             f"| {name} | {run.session:.2f} | {run.main:.2f} | {run.process:.2f} | {ratio} | "
             f"{target} | {'yes' if ok else 'NO'} |"
         )
-    cw, bare = runs["cw"], runs["bare"]
+    cw, bare, a2 = runs["cw"], runs["bare"], runs["a2"]
     print(
         f"| (c) the same, --dist worksteal (no target) | {cw.session:.2f} | {cw.main:.2f} | "
         f"{cw.process:.2f} | {cw.session / a.session:.2f}x (a) | | |"
@@ -350,7 +354,18 @@ def main() -> int:
         f"| {floor.session:.2f} | {floor.main:.2f} | {floor.process:.2f} | "
         f"{floor.session / a.session:.2f}x (a) | | |"
     )
+    print(
+        f"| floor of (a): 2 cases, -n 0 (collection, the first judge call) | {a2.session:.2f} | "
+        f"{a2.main:.2f} | {a2.process:.2f} | {a2.session / a.session:.2f}x (a) | | |"
+    )
     print()
+    per_a, per_c = a.session - a2.session, c.session - floor.session
+    print(
+        f"above their floors (the cases' own time): (a) {per_a:.2f} s, (c) {per_c:.2f} s = "
+        f"{per_c / per_a:.2f}x (a)"
+        if per_a > 0
+        else "above their floors: (a) none"
+    )
     print(
         f"(c) minus the bare floor: {c.session - bare.session:.2f} s = "
         f"{(c.session - bare.session) / a.session:.2f}x (a); minus the floor with this plugin: "
