@@ -231,7 +231,7 @@ async def test_x(case):
     if case.id == "c01":
         await asyncio.sleep(0.05)
         assert False, "c01 fails"
-    await asyncio.sleep(0.6)
+    await asyncio.sleep(1.0)
     log(case.id, start, time.time())
 """
     )
