@@ -8,8 +8,9 @@ server in its own process with 100 ms added latency per reply, cache off. All in
     1.5x of the ideal N x 0.2 / C s (2.5 s for 400 cases at 32);
 (b) at least 10x faster than the same cases as a sync test with ``-n 0``, and at least 3x faster
     than the sync test with ``-n 4``;
-(c) the async test with ``-n 2`` (C per worker): at least as fast as (a). Also printed, without
-    a target: the same with ``--dist worksteal`` (each worker gets its whole share at once).
+(c) the async test with ``-n 2`` (C per worker): at least as fast as (a). Each worker gets its
+    contiguous half of the cases at once (pytest_llmeval/xdist_sched.py). Also printed, without
+    a target: the same with ``--dist worksteal`` (which must not judge any case twice).
 
 The judge engine caps judge calls in flight per process (``--llm-eval-concurrency``, default
 8): with 32 cases in flight and the default, 24 of them would queue for the judge and (a) could
@@ -22,12 +23,22 @@ starting and stopping the workers), "main" is timed around ``pytest.main()`` ins
 subprocess (adds configuration and the import of every installed plugin), "process" is the
 whole subprocess (adds interpreter start-up and ``import pytest``). Targets and ratios use the
 wall (session) time; the other two are printed beside it. Each run checks that every case
-passed and that the server saw exactly one judge call per case (a wrong count fails the run).
+passed.
 
-Before the timed runs, the async test runs twice on 2 cases with ``-n 2``: the first fills the
-byte-code cache (in the run's own directory, see ``PYTHONPYCACHEPREFIX`` below), the second is
-reported as the floor of (c): what two workers cost before any case counts (start-up, the first
-judge call's imports and client, exit).
+Floors of (c), measured in the same run: "bare" is ``pytest -n 2 -p no:llmeval`` on two
+trivially passing tests (two workers' start-up and exit: interpreter, pytest and the installed
+plugins, collection, pytest's own clean-up at exit); "with this plugin" is the async test on 2
+cases with ``-n 2`` (adds the plugin and each worker's first judge call: importing the OpenAI
+SDK, building its client). It runs twice: the first fills the byte-code cache (in the run's own
+directory, see ``PYTHONPYCACHEPREFIX`` below). (a)'s session time has no such costs: its
+process starts and exits outside its session, while (c)'s workers start and exit inside it.
+"Floor of (a)" is the async test on 2 cases in one process (collection, the first judge call).
+Printed beside the targets: the cases' own time above the floors ((c) minus its floor with this
+plugin against (a) minus its floor), (c) minus each floor against (a), and the whole-process
+ratio.
+
+Every run checks that the server saw exactly one judge call per case (a case judged twice, as
+work stealing did before, fails the run).
 
 Exits 1 when a target is missed. ``--quick``: 100 cases (a development run of about 1.5
 minutes; the ideal is then 0.6 s, which the fixed costs above dominate).
@@ -76,6 +87,16 @@ def test_sync(case):
                  min=0.5)
 """
 
+# The start-up floor of (c) without this plugin: two trivially passing tests on two workers.
+TRIVIAL_TEST = """
+def test_one():
+    pass
+
+
+def test_two():
+    pass
+"""
+
 # Times pytest.main() inside the subprocess: what the process spends after start-up.
 RUNNER = """
 import sys, time
@@ -109,6 +130,7 @@ def write_project(root: Path, cases: int, concurrency: int, app: float) -> None:
             fh.write(json.dumps(row) + "\n")
     (root / "test_async.py").write_text(ASYNC_TEST.format(concurrency=concurrency, app=app))
     (root / "test_sync.py").write_text(SYNC_TEST.format(app=app))
+    (root / "test_trivial.py").write_text(TRIVIAL_TEST)
     (root / "pytest.ini").write_text("[pytest]\n")
     (root / "run_pytest.py").write_text(RUNNER)
 
@@ -131,18 +153,21 @@ def run_pytest(
     judge_concurrency: int,
     cases: int,
     extra: tuple[str, ...] = (),
-    extra_calls_ok: bool = False,
+    bare: bool = False,
 ) -> Run:
     stats(stats_url, clear=True)
+    plugin = (
+        ["-p", "no:llmeval"]
+        if bare
+        else ["--llm-eval", "--llm-eval-cache=off", f"--llm-eval-concurrency={judge_concurrency}"]
+    )
     cmd = [
         sys.executable,
         "run_pytest.py",
         "-q",
         "-p",
         "no:cacheprovider",
-        "--llm-eval",
-        "--llm-eval-cache=off",
-        f"--llm-eval-concurrency={judge_concurrency}",
+        *plugin,
         "-n",
         str(workers),
         *extra,
@@ -162,9 +187,9 @@ def run_pytest(
     requests = st["requests"]
     assert isinstance(requests, dict)
     calls = int(requests.get("chat", 0))
-    # With work stealing a case started ahead on one worker may be taken by another and run
-    # there again: its first judge call is wasted (counted and printed, not an error).
-    if calls < cases or (calls > cases and not extra_calls_ok):
+    # One judge call per case, exactly: a case judged twice (e.g. taken back by work stealing
+    # after it started) fails the run.
+    if calls != (0 if bare else cases):
         raise SystemExit(f"{label}: the server saw {calls} judge calls for {cases} cases\n{tail}")
     max_in_flight = st["max_in_flight"]
     assert isinstance(max_in_flight, int)
@@ -234,6 +259,8 @@ def main() -> int:
                 )
             worksteal = ("--dist", "worksteal")
             plan: list[tuple[str, str, str, int, tuple[str, ...]]] = [
+                ("bare", "bare pytest, -n 2", "test_trivial.py", 2, ()),
+                ("a2", "2 cases, -n 0", "test_async.py", 0, two),
                 ("a", "async, -n 0", "test_async.py", 0, ()),
                 ("c", "async, -n 2", "test_async.py", 2, ()),
                 ("cw", "async, -n 2 --dist worksteal", "test_async.py", 2, worksteal),
@@ -251,9 +278,9 @@ def main() -> int:
                         test_file=test_file,
                         workers=workers,
                         judge_concurrency=conc,
-                        cases=cases,
+                        cases=2 if key in ("bare", "a2") else cases,
                         extra=extra,
-                        extra_calls_ok=key == "cw",
+                        bare=key == "bare",
                     )
                     if best is None or r.session < best.session:
                         best = r
@@ -312,24 +339,52 @@ def main() -> int:
             f"| {name} | {run.session:.2f} | {run.main:.2f} | {run.process:.2f} | {ratio} | "
             f"{target} | {'yes' if ok else 'NO'} |"
         )
-    cw = runs["cw"]
+    cw, bare, a2 = runs["cw"], runs["bare"], runs["a2"]
     print(
         f"| (c) the same, --dist worksteal (no target) | {cw.session:.2f} | {cw.main:.2f} | "
         f"{cw.process:.2f} | {cw.session / a.session:.2f}x (a) | | |"
     )
     print(
-        f"| (c) floor: 2 cases, -n 2 (each worker's start-up, first judge call, exit) | "
-        f"{floor.session:.2f} | {floor.main:.2f} | {floor.process:.2f} | | | |"
+        f"| floor of (c), bare: pytest -n 2 -p no:llmeval, 2 trivial tests (workers' start-up "
+        f"and exit) | {bare.session:.2f} | {bare.main:.2f} | {bare.process:.2f} | "
+        f"{bare.session / a.session:.2f}x (a) | | |"
+    )
+    print(
+        f"| floor of (c), with this plugin: 2 cases, -n 2 (adds each worker's first judge call) "
+        f"| {floor.session:.2f} | {floor.main:.2f} | {floor.process:.2f} | "
+        f"{floor.session / a.session:.2f}x (a) | | |"
+    )
+    print(
+        f"| floor of (a): 2 cases, -n 0 (collection, the first judge call) | {a2.session:.2f} | "
+        f"{a2.main:.2f} | {a2.process:.2f} | {a2.session / a.session:.2f}x (a) | | |"
     )
     print()
+    per_a, per_c = a.session - a2.session, c.session - floor.session
+    print(
+        f"above their floors (the cases' own time): (a) {per_a:.2f} s, (c) {per_c:.2f} s = "
+        f"{per_c / per_a:.2f}x (a)"
+        if per_a > 0
+        else "above their floors: (a) none"
+    )
+    print(
+        f"(c) minus the bare floor: {c.session - bare.session:.2f} s = "
+        f"{(c.session - bare.session) / a.session:.2f}x (a); minus the floor with this plugin: "
+        f"{c.session - floor.session:.2f} s = {(c.session - floor.session) / a.session:.2f}x (a)"
+    )
+    print(
+        f"whole processes (process s): (c) {c.process / a.process:.2f}x (a); "
+        f"(c) worksteal {cw.process / a.process:.2f}x (a)"
+    )
     print(
         f"judge calls in flight at most: (a) {a.max_in_flight}, (c) {c.max_in_flight}, "
-        f"(c) worksteal {cw.max_in_flight}, sync -n 4 {s4.max_in_flight}"
+        f"(c) worksteal {cw.max_in_flight}, sync -n 4 {s4.max_in_flight}; judge calls for "
+        f"{cases} cases: (c) {c.calls}, (c) worksteal {cw.calls} (one per case, checked)"
     )
-    print(
-        f"judge calls for {cases} cases with --dist worksteal: {cw.calls} (cases started ahead "
-        "on one worker, then stolen by the other, ran twice)"
-    )
+    if c.session > a.session and bare.session >= a.session:
+        print(
+            f"(c) cannot reach (a) here: two workers' start-up and exit alone (bare floor, "
+            f"{bare.session:.2f} s) take longer than all of (a) ({a.session:.2f} s)"
+        )
     return 0 if all(ok for *_, ok in rows) else 1
 
 

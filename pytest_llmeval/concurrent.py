@@ -316,6 +316,44 @@ class ConcurrentCases:
                     + _OTHER_ASYNC_PLUGIN.format(who=who, marker=marker)
                 )
 
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """xdist worker: tell the controller which runs of items are concurrent cases (before
+        the worker reports its collection), so that it queues each worker's share at once
+        (:mod:`pytest_llmeval.xdist_sched`)."""
+        if not hasattr(self.config, "workerinput"):
+            return
+        from pytest_llmeval.xdist_sched import write_groups
+
+        write_groups(self.config, self.concurrent_runs(session.items), len(session.items))
+
+    def concurrent_runs(self, items: list[pytest.Item]) -> list[tuple[int, int, int]]:
+        """(start, stop, concurrency) of each run of consecutive items of one test whose cases
+        run concurrently (concurrency above 1), two items or more. Under ``--dist loadgroup`` a
+        test marked ``xdist_group`` is left to its group."""
+        grouped = bool(self.config.getoption("loadgroup", False))
+        runs: list[tuple[int, int, int]] = []
+        start = 0
+        while start < len(items):
+            item = items[start]
+            stop = start + 1
+            limit = self.concurrency(item) if self.owns(item) else 1
+            if limit > 1 and grouped and item.get_closest_marker("xdist_group") is not None:
+                limit = 1
+            if limit > 1:
+                key = _group_key(item)
+                while (
+                    stop < len(items)
+                    and _group_key(items[stop]) == key
+                    and self.owns(items[stop])
+                    and self.concurrency(items[stop]) == limit
+                ):
+                    stop += 1
+                if stop - start >= 2:
+                    runs.append((start, stop, limit))
+            start = stop
+        return runs
+
     # -- the case loop -----------------------------------------------------------------------
 
     def loop(self) -> asyncio.AbstractEventLoop:

@@ -568,6 +568,10 @@ def pytest_configure(config: pytest.Config) -> None:
         session = LLMEvalSession(config)
         config.stash[session_key] = session
         config.pluginmanager.register(session, "llm-eval-session")
+        if config.pluginmanager.has_plugin("xdist"):
+            from pytest_llmeval.xdist_sched import SharesPlugin
+
+            config.pluginmanager.register(SharesPlugin(config), "llm-eval-xdist-shares")
         _start_progress(config, ctx)
 
 
@@ -831,6 +835,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if cases is not None:
         cases.pytest_unconfigure()  # stop its loop whatever the hook order
         config.pluginmanager.unregister(cases)
+    shares = config.pluginmanager.get_plugin("llm-eval-xdist-shares")
+    if shares is not None:
+        shares.pytest_unconfigure()  # remove its directory whatever the hook order
+        config.pluginmanager.unregister(shares)
     session = config.stash.get(session_key, None)
     if session is not None:
         config.pluginmanager.unregister(session)
