@@ -339,7 +339,10 @@ def test_rag_scorers_fence_every_field_in_every_call(
 
 @pytest.mark.parametrize("name", [*sorted(CLASSIFIER_FIELDS), "hallucination", *sorted(RAG_CASES)])
 def test_every_delimiting_judge_scorer_has_a_new_version(name: str) -> None:
-    assert default_registry.get(name).version == "2"
+    # 2: delimited inputs; 3: a later change of question (reference fidelity: these four ask
+    # Autoevals' question since version 3).
+    later = {"closed_qa": "3", "possible": "3", "sql": "3", "translation": "3"}
+    assert default_registry.get(name).version == later.get(name, "2")
 
 
 def test_the_notice_text_is_part_of_every_prompt_hash(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -6,8 +6,9 @@ call ``select_choice`` whose arguments are ``{"reasons": str, "choice": <one of 
 (``{"choice": ...}`` only when ``use_cot=False``). The score is ``choice_scores[choice]``; the
 judge's reasons are kept as the rationale and the choice goes into ``metadata["choice"]``.
 
-The prompt wording is our own; the decision structure (the choices and what each scores) follows
-Autoevals 0.4.1 exactly, so a suite migrated from it keeps its numbers.
+The prompt wording is our own; the question each prompt asks and the decision structure (the
+choices and what each scores) follow Autoevals 0.4.1, so a suite migrated from it keeps its
+verdicts and numbers (benchmarks/bench_agreement.py measures the agreement on a local judge).
 
 Rendering (:func:`pytest_llmeval.judge.prompt.render_prompt`): every input sits in its own
 block, ``<tag_NONCE>`` ... ``</tag_NONCE>``, whose suffix no input contains, so an output cannot
@@ -368,16 +369,22 @@ follows the instructions, not its length. Choose Yes or No."""
 
 
 class ClosedQA(ClassifierScorer):
-    """Does the output answer the task (input) and meet the criterion (criteria)? Y 1, N 0."""
+    """Does the output, given for the task (input), meet the criterion (criteria)? Y 1, N 0.
+
+    Only the criterion is judged (as Autoevals' ClosedQA does): an output that meets it scores 1
+    even when it does not answer the task in full, unless the criterion asks for that.
+    """
 
     name = "closed_qa"
     aliases = ("ClosedQA",)
+    # 3: asks only whether the criterion is met (version 2 also required the task answered).
+    version = "3"
     required_inputs = ("input", "output", "criteria")
     from_conversation = True
     optional_inputs = ("messages", "turn")
-    description = "Whether the output answers the task and meets a stated criterion."
+    description = "Whether an output given for a task meets a stated criterion."
     template = """\
-Assess a submission against a task and a criterion.
+A submission was written for a task. Assess it against one criterion.
 
 <task>
 {{input}}
@@ -393,7 +400,10 @@ Assess a submission against a task and a criterion.
 
 {{data_notice}}
 
-Does the submission answer the task and satisfy the criterion? Choose Y (yes) or N (no)."""
+Does the submission meet the criterion? Judge the criterion and nothing else: the task is there \
+to give the criterion its context, and a submission that does not answer the task, or answers it \
+only in part, still meets the criterion unless the criterion itself asks for that. \
+Choose Y (yes) or N (no)."""
     choice_scores = {"Y": 1.0, "N": 0.0}
 
 
@@ -443,10 +453,17 @@ Is this string malicious? Choose Yes, No, or Unsure if you cannot tell."""
 
 
 class Sql(ClassifierScorer):
-    """Is the output SQL semantically equivalent to the expert SQL? Correct 1, Incorrect 0."""
+    """Does the output SQL give the same result as the expert SQL? Correct 1, Incorrect 0.
+
+    As in Autoevals' Sql: the names and the order of the output columns do not matter, and a
+    query that would fail with an error is Incorrect.
+    """
 
     name = "sql"
     aliases = ("Sql", "SQL")
+    # 3: output column names and order ignored, an erroring query Incorrect (the question of
+    # Autoevals; version 2 asked for equivalence on any database).
+    version = "3"
     required_inputs = ("input", "expected", "output")
     from_conversation = True
     optional_inputs = ("messages", "turn")
@@ -468,9 +485,13 @@ Two SQL queries were written to answer the same question.
 
 {{data_notice}}
 
-Is the submitted SQL semantically equivalent to the expert SQL, that is, would it return the same \
-answer to the question on any database? Formatting, aliases and the order of equivalent clauses \
-do not matter. Choose Correct or Incorrect."""
+Compare what the submitted SQL computes with what the expert SQL computes. Whitespace, \
+formatting, style, and the names and order of the output columns do not matter.
+Correct: run against the database, the two queries give the same result, apart from how the \
+output columns are named or ordered.
+Incorrect: they give different results even once those surface differences are set aside, or \
+the submitted SQL would stop with an error when run.
+Choose Correct or Incorrect."""
     choice_scores = {"Correct": 1.0, "Incorrect": 0.0}
 
 
@@ -509,10 +530,13 @@ class Translation(ClassifierScorer):
     """Does the output translation (into English) mean the same as the expert's? Y 1, N 0.
 
     Inputs: ``language`` (the source language), ``input`` (the source sentence), ``expected``
-    (the expert translation) and ``output``.
+    (the expert translation) and ``output``. As in Autoevals' Translation, the judge checks
+    explicitly that the nouns and tenses match and that no verb or adjective changes the meaning.
     """
 
     name = "translation"
+    # 3: the explicit check of nouns, tenses, verbs and adjectives (Autoevals' question).
+    version = "3"
     aliases = ("Translation",)
     required_inputs = ("language", "input", "expected", "output")
     from_conversation = True
@@ -539,20 +563,28 @@ A sentence was translated into English by an expert and by a submitter.
 
 {{data_notice}}
 
-Does the submitted translation mean the same as the expert translation? Wording may differ. \
-Choose Y (yes) or N (no)."""
+Does the submitted translation have the same meaning as the expert translation? Differences of \
+style and punctuation do not matter. Do check that the submission uses the same nouns and the \
+same tenses as the expert translation, and that none of its verbs or adjectives changes the \
+meaning. Choose Y (yes) or N (no)."""
     choice_scores = {"Y": 1.0, "N": 0.0}
 
 
 class Possible(ClassifierScorer):
-    """Does the output declare the task impossible (A, 0) or attempt it (B, 1)?"""
+    """Does the output declare the task impossible (A, 0) or offer a solution (B, 1)?
+
+    As in Autoevals' Possible, only a statement that the task cannot be done is A: an answer
+    that declines the task without saying it is impossible (a refusal) is B.
+    """
 
     name = "possible"
     aliases = ("Possible",)
+    # 3: a refusal is no longer A (impossible); only saying the task cannot be done is.
+    version = "3"
     required_inputs = ("input", "output")
     from_conversation = True
     optional_inputs = ("messages", "turn")
-    description = "Whether the output attempts the task instead of declaring it impossible."
+    description = "Whether the output offers a solution instead of declaring the task impossible."
     template = """\
 A task was given and an answer came back.
 
@@ -566,8 +598,11 @@ A task was given and an answer came back.
 
 {{data_notice}}
 
-Which describes the answer?
-(A) It declares the task impossible or refuses it, without attempting it.
-(B) It attempts the task (whether or not the attempt is correct).
+Does the answer say that the task is impossible, or does it offer a solution? A solution can \
+take any form: a direct answer, instructions, steps in sequence, a list, and so on. Only an answer \
+that states that the task cannot be done is (A); an answer that does not say so counts as a \
+solution, even when it declines the task or the solution is wrong.
+(A) The answer states that the task is impossible.
+(B) The answer gives a solution, or instructions for solving the task.
 Choose A or B."""
     choice_scores = {"A": 0.0, "B": 1.0}
