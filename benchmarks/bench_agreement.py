@@ -21,12 +21,14 @@ Prints, per scorer: n, the agreement of each system with the labels, the agreeme
 choices. Exits 1 when ours (new) agrees with the labels less often than Autoevals for any scorer.
 
 Run: ``python benchmarks/bench_agreement.py [--systems old,new,autoevals] [--scorers sql,...]
-[--details] [--json results.json]``. About 160 judge calls: 15 to 40 minutes on 2 cores.
+[--details] [--json results.json [--resume]]``. About 160 judge calls: 15 to 40 minutes on 2
+idle cores with chain of thought.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import socket
@@ -127,7 +129,7 @@ def load_cases(path: Path, scorers: tuple[str, ...]) -> list[dict[str, Any]]:
 class Ours:
     """Our scorers through the public ``score()`` on a context whose judge is the local one."""
 
-    def __init__(self, base_url: str, *, old: bool, use_cot: bool) -> None:
+    def __init__(self, base_url: str, *, use_cot: bool) -> None:
         from pytest_llmeval.context import ScoringContext, set_context
         from pytest_llmeval.registry import default_registry
         from pytest_llmeval.settings import JudgeSettings, Settings
@@ -148,27 +150,27 @@ class Ours:
             Settings(judge=judge, cache_mode="off", cache_dir=Path(self._tmp.name))
         )
         self._prev = set_context(self.ctx)
-        self.scorers: dict[str, Any] = {}
-        old_prompts = json.loads(OLD_PROMPTS.read_text(encoding="utf-8")) if old else {}
+        self.scorers: dict[tuple[str, str], Any] = {}
+        old_prompts = json.loads(OLD_PROMPTS.read_text(encoding="utf-8"))
         for name in SCORERS:
             cls = default_registry.get(name)
-            if old:
-                spec = old_prompts[name]
-                if dict(spec["choice_scores"]) != dict(cls.choice_scores):
-                    sys.exit(f"bench_agreement: {name}: the old choices differ from today's")
-                cls = type(
-                    cls.__name__ + "V2",
-                    (cls,),
-                    {"template": spec["template"], "version": spec["version"]},
-                )
-            self.scorers[name] = cls(use_cot=use_cot)
+            self.scorers["new", name] = cls(use_cot=use_cot)
+            spec = old_prompts[name]
+            if dict(spec["choice_scores"]) != dict(cls.choice_scores):
+                sys.exit(f"bench_agreement: {name}: the old choices differ from today's")
+            old = type(
+                cls.__name__ + "V2",
+                (cls,),
+                {"template": spec["template"], "version": spec["version"]},
+            )
+            self.scorers["old", name] = old(use_cot=use_cot)
 
-    def choose(self, case: dict[str, Any]) -> str:
+    def choose(self, system: str, case: dict[str, Any]) -> str:
         from pytest_llmeval import score
         from pytest_llmeval.errors import JudgeError
 
         try:
-            result = score(self.scorers[case["scorer"]], **case["inputs"])
+            result = score(self.scorers[system, case["scorer"]], **case["inputs"])
         except JudgeError:
             return ERROR
         return str(result.metadata["choice"])
@@ -208,7 +210,7 @@ class Autoevals:
             "translation": autoevals.Translation(**kw),
         }
 
-    def choose(self, case: dict[str, Any]) -> str:
+    def choose(self, system: str, case: dict[str, Any]) -> str:
         inputs = dict(case["inputs"])
         output = inputs.pop("output")
         expected = inputs.pop("expected", None)
@@ -237,27 +239,37 @@ def table(cases: list[dict[str, Any]], systems: tuple[str, ...]) -> tuple[str, l
     pair = "new" in systems and "autoevals" in systems
     if pair:
         head += ["new = autoevals"]
-    head += ["audited: " + " / ".join(systems), "errors " + " / ".join(systems)]
+    head += ["audited cases: " + " / ".join(systems), "errors: " + " / ".join(systems)]
     rows = [head]
     worse = []
     for name in (*SCORERS, "all"):
-        sel = [c for c in cases if name in (c["scorer"], "all")]
+        sel = [c for c in cases if name in (c["scorer"], "all") and c.get("got")]
         if not sel:
             continue
-        n = len(sel)
-        hits = {s: sum(c["got"][s] == c["label"] for c in sel) for s in systems}
-        row = [name, str(n)] + [_pct(hits[s], n) for s in systems]
+        # A system's column counts the cases it scored (all of them unless a run was cut short).
+        by = {s: [c for c in sel if s in c["got"]] for s in systems}
+        hits = {s: sum(c["got"][s] == c["label"] for c in by[s]) for s in systems}
+        row = [name, str(len(sel))] + [_pct(hits[s], len(by[s])) for s in systems]
         if pair:
-            row.append(_pct(sum(c["got"]["new"] == c["got"]["autoevals"] for c in sel), n))
-        aud = [c for c in sel if c.get("audit")]
+            both = [c for c in sel if "new" in c["got"] and "autoevals" in c["got"]]
+            row.append(_pct(sum(c["got"]["new"] == c["got"]["autoevals"] for c in both), len(both)))
         row.append(
-            " / ".join(str(sum(c["got"][s] == c["label"] for c in aud)) for s in systems)
-            + f" of {len(aud)}"
+            " / ".join(
+                _pct(
+                    sum(c["got"][s] == c["label"] for c in by[s] if c.get("audit")),
+                    sum(1 for c in by[s] if c.get("audit")),
+                ).split(" ")[0]
+                for s in systems
+            )
         )
-        row.append(" / ".join(str(sum(c["got"][s] == ERROR for c in sel)) for s in systems))
+        row.append(" / ".join(str(sum(c["got"][s] == ERROR for c in by[s])) for s in systems))
         rows.append(row)
-        if pair and name != "all" and hits["new"] < hits["autoevals"]:
-            worse.append(name)
+        if pair and name != "all":
+            # Compared on the cases both scored.
+            new_hits = sum(c["got"]["new"] == c["label"] for c in both)
+            auto_hits = sum(c["got"]["autoevals"] == c["label"] for c in both)
+            if new_hits < auto_hits:
+                worse.append(name)
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     lines = [
         "| " + " | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) + " |" for r in rows
@@ -279,7 +291,19 @@ def main(argv: list[str] | None = None) -> int:
         help="use_cot=False in both libraries: the choice only, no reasons (3 to 5x fewer tokens)",
     )
     ap.add_argument("--details", action="store_true", help="print every case's choices")
-    ap.add_argument("--json", type=Path, help="write every case's choices to this file")
+    ap.add_argument(
+        "--json", type=Path, help="write every case's choices to this file (after each case)"
+    )
+    ap.add_argument(
+        "--table-only",
+        action="store_true",
+        help="print the table of the choices in --json FILE without calling the judge",
+    )
+    ap.add_argument(
+        "--resume",
+        action="store_true",
+        help="keep the choices already in --json FILE and score only what is missing",
+    )
     args = ap.parse_args(argv)
     systems = tuple(s for s in args.systems.split(",") if s)
     scorers = tuple(s for s in args.scorers.split(",") if s)
@@ -299,44 +323,75 @@ def main(argv: list[str] | None = None) -> int:
             with local_judge(args.threads) as url:
                 yield url
 
+    use_cot = not args.no_cot
+    if args.table_only:
+        args.resume = True
+    if args.resume:
+        if not args.json or not args.json.is_file():
+            ap.error("--resume needs --json FILE naming the results of an earlier run")
+        done = json.loads(args.json.read_text(encoding="utf-8"))
+        if done.get("use_cot") != use_cot:
+            ap.error(f"--resume: {args.json} was measured with use_cot={done.get('use_cot')}")
+        got = {(c["scorer"], c["id"]): c.get("got", {}) for c in done["cases"]}
+        for case in cases:
+            case["got"] = dict(got.get((case["scorer"], case["id"]), {}))
+
+    # Round robin over the scorers, every system on a case before the next case: a run cut
+    # short still has every scorer and every system on the same cases.
+    queues = {name: [c for c in cases if c["scorer"] == name] for name in SCORERS}
+    order = [
+        q[i] for i in range(max(map(len, queues.values()))) for q in queues.values() if i < len(q)
+    ]
+
     t0 = time.monotonic()
-    with judge() as url:
-        for system in systems:
-            use_cot = not args.no_cot
-            runner: Ours | Autoevals = (
-                Autoevals(url, use_cot=use_cot)
-                if system == "autoevals"
-                else Ours(url, old=system == "old", use_cot=use_cot)
-            )
-            try:
-                for case in cases:
+    with contextlib.nullcontext("") if args.table_only else judge() as url:
+        live = not args.table_only
+        ours = Ours(url, use_cot=use_cot) if live and {"old", "new"} & set(systems) else None
+        auto = Autoevals(url, use_cot=use_cot) if live and "autoevals" in systems else None
+        try:
+            for case in [] if args.table_only else order:
+                for system in systems:
+                    got = case.setdefault("got", {})
+                    if system in got:
+                        continue
+                    runner = auto if system == "autoevals" else ours
+                    assert runner is not None
                     t = time.monotonic()
-                    case.setdefault("got", {})[system] = runner.choose(case)
-                    mark = "ok" if case["got"][system] == case["label"] else "MISS"
+                    got[system] = runner.choose(system, case)
+                    mark = "ok" if got[system] == case["label"] else "MISS"
                     print(
-                        f"[{system}] {case['scorer']}/{case['id']}: {case['got'][system]} "
+                        f"[{system}] {case['scorer']}/{case['id']}: {got[system]} "
                         f"(label {case['label']}, {mark}, {time.monotonic() - t:.1f} s)",
                         file=sys.stderr,
                         flush=True,
                     )
-            finally:
-                runner.close()
+                if args.json:
+                    args.json.write_text(
+                        json.dumps({"use_cot": use_cot, "cases": cases}, ensure_ascii=False),
+                        encoding="utf-8",
+                    )
+        finally:
+            if ours is not None:
+                ours.close()
     elapsed = time.monotonic() - t0
+    missing = {s: sum(s not in c.get("got", {}) for c in cases) for s in systems}
 
     text, worse = table(cases, systems)
     print(text)
+    timing = f" (this run: {elapsed:.0f} s)" if not args.table_only else ""
     print(
-        f"\n{len(cases)} cases x {len(systems)} systems on the local judge "
+        f"\n{len(cases)} cases, {', '.join(systems)}, on the local judge "
         "(Qwen2.5-Coder-1.5B-Instruct Q4_K_M), temperature 0, "
-        f"{'no chain of thought' if args.no_cot else 'chain of thought'}, in {elapsed:.0f} s"
+        f"{'no chain of thought' if args.no_cot else 'chain of thought'}{timing}"
     )
+    for s, k in missing.items():
+        if k:
+            print(f"NOTE: {s} did not score {k} of the {len(cases)} cases (the run was cut short)")
     if args.details:
         print()
         for c in cases:
-            got = " ".join(f"{s}={c['got'][s]}" for s in systems)
+            got = " ".join(f"{s}={c.get('got', {}).get(s, '-')}" for s in systems)
             print(f"{c['scorer']}/{c['id']}: label={c['label']} {got}  {c.get('audit', '')}")
-    if args.json:
-        args.json.write_text(json.dumps(cases, ensure_ascii=False, indent=1), encoding="utf-8")
     if worse:
         print(f"\nFAIL: ours agrees with the labels less often than Autoevals: {', '.join(worse)}")
         return 1

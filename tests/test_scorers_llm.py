@@ -352,7 +352,9 @@ REFERENCE_QUESTION: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "Only an answer that states that the task cannot be done is (A)",
             "even when it declines the task or the solution is wrong",
             "(A) The answer states that the task is impossible.",
-            "(B) The answer gives a solution, or instructions for solving the task.",
+            "(B) The answer gives a solution or instructions for the task (right or wrong), or "
+            "otherwise does not say that the task is impossible (for example, it declines to "
+            "help).",
             "Choose A or B.",
         ),
         ("refuses it", "without attempting it"),

@@ -603,6 +603,7 @@ take any form: a direct answer, instructions, steps in sequence, a list, and so 
 that states that the task cannot be done is (A); an answer that does not say so counts as a \
 solution, even when it declines the task or the solution is wrong.
 (A) The answer states that the task is impossible.
-(B) The answer gives a solution, or instructions for solving the task.
+(B) The answer gives a solution or instructions for the task (right or wrong), or otherwise does \
+not say that the task is impossible (for example, it declines to help).
 Choose A or B."""
     choice_scores = {"A": 0.0, "B": 1.0}
