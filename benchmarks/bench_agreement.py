@@ -336,12 +336,22 @@ def main(argv: list[str] | None = None) -> int:
         for case in cases:
             case["got"] = dict(got.get((case["scorer"], case["id"]), {}))
 
-    # Round robin over the scorers, every system on a case before the next case: a run cut
-    # short still has every scorer and every system on the same cases.
-    queues = {name: [c for c in cases if c["scorer"] == name] for name in SCORERS}
-    order = [
-        q[i] for i in range(max(map(len, queues.values()))) for q in queues.values() if i < len(q)
-    ]
+    # Round robin over the scorers and, within a scorer, over the labels; every system on a case
+    # before the next case: a run cut short still has every scorer, every label and every
+    # system on the same cases. Cases already scored (--resume) are skipped.
+    def round_robin(groups: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+        width = max(map(len, groups), default=0)
+        return [g[i] for i in range(width) for g in groups if i < len(g)]
+
+    def pending(c: dict[str, Any]) -> bool:
+        return not set(systems) <= set(c.get("got", {}))
+
+    queues = []
+    for name in SCORERS:
+        mine = [c for c in cases if c["scorer"] == name and pending(c)]
+        labels = list(dict.fromkeys(c["label"] for c in mine))
+        queues.append(round_robin([[c for c in mine if c["label"] == lab] for lab in labels]))
+    order = round_robin(queues)
 
     t0 = time.monotonic()
     with contextlib.nullcontext("") if args.table_only else judge() as url:
