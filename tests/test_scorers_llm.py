@@ -329,3 +329,138 @@ def test_cache_identity_has_the_prompt_hash_and_the_judge(judge_ctx: ScoringCont
     assert Factuality(model="m2").identity(judge_ctx)["extra"]["judge"]["model"] == "m2"
     # Stable across instances (a cache key must not change between runs).
     assert Factuality().identity(judge_ctx) == cot
+
+
+# -- reference fidelity: closed_qa, possible, sql and translation ask Autoevals 0.4.1's question
+# (in our words). Per scorer: phrases of our wording that carry the reference's question, and
+# phrases of the version-2 question that must be gone.
+REFERENCE_QUESTION: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "closed_qa": (
+        (
+            "Does the submission meet the criterion?",
+            "Judge the criterion and nothing else",
+            "a submission that does not answer the task, or answers it only in part, still meets "
+            "the criterion unless the criterion itself asks for that",
+            "Choose Y (yes) or N (no).",
+        ),
+        ("answer the task and satisfy",),
+    ),
+    "possible": (
+        (
+            "Does the answer say that the task is impossible, or does it offer a solution?",
+            "a direct answer, instructions, steps in sequence, a list",
+            "Only an answer that states that the task cannot be done is (A)",
+            "even when it declines the task or the solution is wrong",
+            "(A) The answer states that the task is impossible.",
+            "(B) The answer gives a solution or instructions for the task (right or wrong), or "
+            "otherwise does not say that the task is impossible (for example, it declines to "
+            "help).",
+            "Choose A or B.",
+        ),
+        ("refuses it", "without attempting it"),
+    ),
+    "sql": (
+        (
+            "Compare what the submitted SQL computes with what the expert SQL computes.",
+            "the names and order of the output columns do not matter",
+            "Correct: run against the database, the two queries give the same result, apart from "
+            "how the output columns are named or ordered.",
+            "or the submitted SQL would stop with an error when run",
+            "Choose Correct or Incorrect.",
+        ),
+        ("on any database", "order of equivalent clauses"),
+    ),
+    "translation": (
+        (
+            "Does the submitted translation have the same meaning as the expert translation?",
+            "Differences of style and punctuation do not matter.",
+            "uses the same nouns and the same tenses as the expert translation",
+            "none of its verbs or adjectives changes the meaning",
+            "Choose Y (yes) or N (no).",
+        ),
+        ("Wording may differ.",),
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("name", "choice", "expected_value"),
+    [case for case in CASES if case[0] in REFERENCE_QUESTION],
+)
+def test_the_four_audited_classifiers_ask_the_reference_question(
+    judge_server: OpenAITestServer,
+    judge_ctx: ScoringContext,
+    name: str,
+    choice: str,
+    expected_value: float,
+) -> None:
+    judge_server.enqueue(tool_call({"reasons": "checked", "choice": choice}))
+
+    result = _score(name, INPUTS[name])
+
+    # The choice -> score mapping is Autoevals' (unchanged by the new wording).
+    assert result.value == expected_value
+    assert result.metadata["choice"] == choice
+    prompt = _prompt(judge_server)
+    present, gone = REFERENCE_QUESTION[name]
+    for phrase in present:
+        assert phrase in prompt, phrase
+    for phrase in gone:
+        assert phrase not in prompt, phrase
+    # The judge step's layout: the question is part of the fixed instructions, before the case's
+    # data blocks (a prefix shared by every case); the choices are offered in the reference's
+    # order, in the prompt and in the tool's enum.
+    assert prompt.index(present[0]) < prompt.index(INPUTS[name]["output"])
+    assert f"exactly one of: {', '.join(CHOICE_SCORES[name])}." in prompt
+    body = judge_server.requests_to("chat")[0].body
+    enum = body["tools"][0]["function"]["parameters"]["properties"]["choice"]["enum"]
+    assert enum == list(CHOICE_SCORES[name])
+
+
+def test_the_translation_prompt_names_the_source_language(
+    judge_server: OpenAITestServer, judge_ctx: ScoringContext
+) -> None:
+    judge_server.enqueue(tool_call({"reasons": "wrong tense", "choice": "N"}))
+    result = score(
+        "translation",
+        language="Spanish",
+        input="Mañana iré al mercado.",
+        expected="Tomorrow I will go to the market.",
+        output="Yesterday I went to the market.",
+    )
+    assert result.value == 0.0
+    prompt = _prompt(judge_server)
+    nonce = choose_nonce(
+        [
+            "Spanish",
+            "Mañana iré al mercado.",
+            "Tomorrow I will go to the market.",
+            "Yesterday I went to the market.",
+        ]
+    )
+    assert f"<source_language_{nonce}>\nSpanish\n</source_language_{nonce}>" in prompt
+    assert "translated into English" in prompt
+
+
+@pytest.mark.parametrize(
+    ("name", "version"),
+    [
+        ("factuality", "3"),
+        ("battle", "3"),
+        ("humor", "3"),
+        ("security", "3"),
+        ("summary", "3"),
+        ("closed_qa", "4"),
+        ("possible", "4"),
+        ("sql", "4"),
+        ("translation", "4"),
+    ],
+)
+def test_versions_mark_the_changed_questions(
+    judge_ctx: ScoringContext, name: str, version: str
+) -> None:
+    # 3: the judge step's layout; 4: the question changed (reference fidelity; cache entries of
+    # older versions are not reused).
+    scorer = default_registry.get(name)()
+    assert scorer.version == version
+    assert scorer.identity(judge_ctx)["version"] == version

@@ -6,8 +6,9 @@ call ``select_choice`` whose arguments are ``{"reasons": str, "choice": <one of 
 (``{"choice": ...}`` only when ``use_cot=False``). The score is ``choice_scores[choice]``; the
 judge's reasons are kept as the rationale and the choice goes into ``metadata["choice"]``.
 
-The prompt wording is our own; the decision structure (the choices and what each scores) follows
-Autoevals 0.4.1 exactly, so a suite migrated from it keeps its numbers.
+The prompt wording is our own; the question each prompt asks and the decision structure (the
+choices and what each scores) follow Autoevals 0.4.1, so a suite migrated from it keeps its
+verdicts and numbers (benchmarks/bench_agreement.py measures the agreement on a local judge).
 
 Each is one judge step (:mod:`pytest_llmeval.judge.step`); the prompts and choices are package
 data (``pytest_llmeval/prompts/autoevals.yaml``). Rendering: every input sits in its own block,
@@ -283,14 +284,20 @@ class Battle(ClassifierScorer):
 
 
 class ClosedQA(ClassifierScorer):
-    """Does the output answer the task (input) and meet the criterion (criteria)? Y 1, N 0."""
+    """Does the output, given for the task (input), meet the criterion (criteria)? Y 1, N 0.
+
+    Only the criterion is judged (as Autoevals' ClosedQA does): an output that meets it scores 1
+    even when it does not answer the task in full, unless the criterion asks for that.
+    """
 
     name = "closed_qa"
     aliases = ("ClosedQA",)
+    # 4: asks only whether the criterion is met (up to 3 it also required the task answered).
+    version = "4"
     required_inputs = ("input", "output", "criteria")
     from_conversation = True
     optional_inputs = ("messages", "turn")
-    description = "Whether the output answers the task and meets a stated criterion."
+    description = "Whether an output given for a task meets a stated criterion."
     template = _PROMPTS["closed_qa"]["template"]
     choice_scores = _PROMPTS["closed_qa"]["choice_scores"]
 
@@ -322,10 +329,17 @@ class Security(ClassifierScorer):
 
 
 class Sql(ClassifierScorer):
-    """Is the output SQL semantically equivalent to the expert SQL? Correct 1, Incorrect 0."""
+    """Does the output SQL give the same result as the expert SQL? Correct 1, Incorrect 0.
+
+    As in Autoevals' Sql: the names and the order of the output columns do not matter, and a
+    query that would fail with an error is Incorrect.
+    """
 
     name = "sql"
     aliases = ("Sql", "SQL")
+    # 4: output column names and order ignored, an erroring query Incorrect (the question of
+    # Autoevals; up to 3 it asked for equivalence on any database).
+    version = "4"
     required_inputs = ("input", "expected", "output")
     from_conversation = True
     optional_inputs = ("messages", "turn")
@@ -351,10 +365,13 @@ class Translation(ClassifierScorer):
     """Does the output translation (into English) mean the same as the expert's? Y 1, N 0.
 
     Inputs: ``language`` (the source language), ``input`` (the source sentence), ``expected``
-    (the expert translation) and ``output``.
+    (the expert translation) and ``output``. As in Autoevals' Translation, the judge checks
+    explicitly that the nouns and tenses match and that no verb or adjective changes the meaning.
     """
 
     name = "translation"
+    # 4: the explicit check of nouns, tenses, verbs and adjectives (Autoevals' question).
+    version = "4"
     aliases = ("Translation",)
     required_inputs = ("language", "input", "expected", "output")
     from_conversation = True
@@ -365,13 +382,19 @@ class Translation(ClassifierScorer):
 
 
 class Possible(ClassifierScorer):
-    """Does the output declare the task impossible (A, 0) or attempt it (B, 1)?"""
+    """Does the output declare the task impossible (A, 0) or offer a solution (B, 1)?
+
+    As in Autoevals' Possible, only a statement that the task cannot be done is A: an answer
+    that declines the task without saying it is impossible (a refusal) is B.
+    """
 
     name = "possible"
     aliases = ("Possible",)
+    # 4: a refusal is no longer A (impossible); only saying the task cannot be done is.
+    version = "4"
     required_inputs = ("input", "output")
     from_conversation = True
     optional_inputs = ("messages", "turn")
-    description = "Whether the output attempts the task instead of declaring it impossible."
+    description = "Whether the output offers a solution instead of declaring the task impossible."
     template = _PROMPTS["possible"]["template"]
     choice_scores = _PROMPTS["possible"]["choice_scores"]
