@@ -557,17 +557,7 @@ class ResultCache:
             if not single:
                 conn.execute("BEGIN IMMEDIATE")
             try:
-                for key, scorer, text, about in rows:
-                    try:
-                        conn.execute(_UPSERT, (key, scorer, text, now))
-                        if about is not None:
-                            conn.execute(
-                                _UPSERT_PARTS,
-                                (key, scorer, about.locator, about.inputs, about.parts_json(), now),
-                            )
-                    except UnicodeEncodeError:
-                        continue  # a lone surrogate in a scorer name: not cached
-                    written += 1
+                written = self._upsert_rows(conn, rows, now)
                 if not single:
                     conn.execute("COMMIT")
             except BaseException:
@@ -593,6 +583,45 @@ class ResultCache:
             return
         with self._lock:
             self.writes += written
+
+    @staticmethod
+    def _upsert_rows(
+        conn: sqlite3.Connection, rows: list[tuple[str, str, str, KeyAbout | None]], now: float
+    ) -> int:
+        """Write ``rows`` (inside the caller's transaction); the number written. One
+        ``executemany`` per table (a batch of read-through fills costs a few microseconds a
+        row); a row SQLite cannot encode (a lone surrogate in a scorer name) makes the batch go
+        row by row, leaving that row out."""
+        if len(rows) > 1:
+            try:
+                conn.execute("SAVEPOINT llmeval_batch")
+                conn.executemany(_UPSERT, [(k, sc, t, now) for k, sc, t, _a in rows])
+                conn.executemany(
+                    _UPSERT_PARTS,
+                    [
+                        (k, sc, a.locator, a.inputs, a.parts_json(), now)
+                        for k, sc, _t, a in rows
+                        if a is not None
+                    ],
+                )
+                conn.execute("RELEASE llmeval_batch")
+                return len(rows)
+            except UnicodeEncodeError:
+                conn.execute("ROLLBACK TO llmeval_batch")
+                conn.execute("RELEASE llmeval_batch")
+        written = 0
+        for key, scorer, text, about in rows:
+            try:
+                conn.execute(_UPSERT, (key, scorer, text, now))
+                if about is not None:
+                    conn.execute(
+                        _UPSERT_PARTS,
+                        (key, scorer, about.locator, about.inputs, about.parts_json(), now),
+                    )
+            except UnicodeEncodeError:
+                continue  # a lone surrogate in a scorer name: not cached
+            written += 1
+        return written
 
     def entry(self, key: str) -> Entry | None:
         """The entry under ``key`` with its scorer, time and key parts (None: absent, damaged,

@@ -336,3 +336,30 @@ def test_processes_racing_to_create_a_new_cache_never_rebuild_it(tmp_path: Path)
         assert {k: c.get(k) for k in expected} == expected
         assert len(c) == n * entries
         c.close()
+
+
+def test_put_many_writes_a_batch_and_leaves_out_only_a_row_sqlite_cannot_store(
+    tmp_path: Path,
+) -> None:
+    """A batch (the read-through's fills) goes in with one executemany per table; a scorer
+    name with a lone surrogate fails that batch, which is then written row by row without it."""
+    from pytest_llmeval.cache_protocol import KeyAbout
+
+    c = ResultCache(tmp_path / "c")
+    keys = [cache_key({"name": "s", "version": "1"}, {"output": str(i)}) for i in range(4)]
+    about = KeyAbout("s", {"version": "1"}, locator="s::t.py::test[0]")
+    c.put_many([(k, "s", {"value": i / 4}, about) for i, k in enumerate(keys[:2])])
+    assert [c.get(k) for k in keys[:2]] == [{"value": 0.0}, {"value": 0.25}]
+    assert c.writes == 2
+    c.put_many(
+        [
+            (keys[2], "s", {"value": 0.5}, about),
+            (keys[3], "bad\ud800", {"value": 0.75}, None),
+        ]
+    )
+    assert c.get(keys[2]) == {"value": 0.5}
+    assert c.get(keys[3]) is None
+    assert c.writes == 3
+    entry = c.entry(keys[0])
+    assert entry is not None and entry.parts == {"version": "1"}
+    c.close()
