@@ -366,7 +366,12 @@ class CaseShares:
             crashitem = self.collection[order[0]]
             pending = [i for i in pending if i != order[0]]
             if inner_crash is not None:
-                # the wrapped scheduler's first item was still queued: it runs again elsewhere
+                # The wrapped scheduler's first item was still queued, never started: it runs
+                # again elsewhere. Load and worksteal put it back on request; loadscope-based
+                # modes (loadscope, loadfile, loadgroup) cannot put one item back
+                # (NotImplementedError) and need not: their remove_node already returned the
+                # node's whole unfinished work, this item included, to the queue. Tested in
+                # tests/test_concurrent_xdist.py (a crash mid-share with sync tests behind it).
                 with contextlib.suppress(NotImplementedError):
                     self.inner.mark_test_pending(inner_crash)
         self._unassigned.extend(pending)

@@ -285,3 +285,54 @@ async def test_crash(case):
     # may have finished); it is not run again
     crashed = [name for (name, kind) in outcomes if kind != "passed"]  # xdist: an error
     assert len(crashed) == 1
+
+
+@pytest.mark.parametrize("dist", ["load", "worksteal", "loadgroup"])
+def test_a_crash_mid_share_loses_none_of_the_sync_tests_queued_behind_it(
+    pytester: pytest.Pytester, tmpdir_env: Path, dist: str
+) -> None:
+    """The crashed worker also held sync tests of the wrapped scheduler, queued behind its share.
+    xdist's scheduler takes its first one for the crash; it was never started, so it runs again
+    elsewhere (load and worksteal: put back by this scheduler; loadgroup, whose scheduler cannot
+    put one item back: its whole unfinished work goes back by itself). None is lost, none runs
+    twice, and exactly one case is reported as the crash."""
+    ids = _ids(16)
+    _cases(pytester, ids)
+    pytester.makepyfile(
+        test_crash=HEADER
+        + """
+@pytest.mark.llm_eval
+@pytest.mark.llm_eval_dataset("cases.jsonl", concurrency=3)
+async def test_crash(case):
+    start = time.time()
+    log(case.id, start)
+    await asyncio.sleep(0.2)
+    if case.id == "c04" and not os.path.exists("crashed"):
+        open("crashed", "w").close()
+        os._exit(3)
+    log(case.id, start, time.time())
+""",
+        test_zsync="""
+import time
+import pytest
+
+@pytest.mark.parametrize("n", range(8))
+def test_sync(n):
+    time.sleep(0.05)
+    with open("sync.txt", "a") as f:
+        f.write(f"{n}\\n")
+""",
+    )
+    junit = pytester.path / "junit.xml"
+    result = _run(pytester, "--dist", dist, f"--junitxml={junit}")
+    result.assert_outcomes(passed=15 + 8, failed=1)
+    result.stdout.fnmatch_lines(["*worker 'gw*' crashed while running*test_crash*"])
+    sync = Counter((pytester.path / "sync.txt").read_text().split())
+    assert sync == Counter(str(n) for n in range(8))  # each sync test ran, once
+    outcomes = _junit(junit)
+    assert sum(outcomes.values()) == 16 + 8
+    assert all(n == 1 for n in outcomes.values())
+    not_passed = [name for (name, kind) in outcomes if kind != "passed"]
+    assert len(not_passed) == 1 and not_passed[0].startswith("test_crash[")
+    ended = Counter(str(e["id"]) for e in _ends(pytester))
+    assert set(ended.values()) == {1}
