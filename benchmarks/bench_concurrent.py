@@ -50,16 +50,16 @@ Run: python benchmarks/bench_concurrent.py [--cases 400] [--concurrency 32] [--l
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+
+from _services import TestJudge, test_judge, write_cases
 
 ASYNC_TEST = """
 import asyncio
@@ -119,15 +119,7 @@ class Run:
 
 
 def write_project(root: Path, cases: int, concurrency: int, app: float) -> None:
-    with (root / "cases.jsonl").open("w") as fh:
-        for i in range(cases):
-            row = {
-                "id": f"q{i}",
-                "input": f"question {i}?",
-                "expected": f"answer {i}",
-                "output": f"answer {i}",
-            }
-            fh.write(json.dumps(row) + "\n")
+    write_cases(root / "cases.jsonl", cases)
     (root / "test_async.py").write_text(ASYNC_TEST.format(concurrency=concurrency, app=app))
     (root / "test_sync.py").write_text(SYNC_TEST.format(app=app))
     (root / "test_trivial.py").write_text(TRIVIAL_TEST)
@@ -135,17 +127,10 @@ def write_project(root: Path, cases: int, concurrency: int, app: float) -> None:
     (root / "run_pytest.py").write_text(RUNNER)
 
 
-def stats(url: str, *, clear: bool) -> dict[str, object]:
-    req = urllib.request.Request(url, data=b"{}") if clear else url
-    with urllib.request.urlopen(req, timeout=10) as resp:
-        out: dict[str, object] = json.loads(resp.read())
-    return out
-
-
 def run_pytest(
     root: Path,
     env: dict[str, str],
-    stats_url: str,
+    judge: TestJudge,
     *,
     label: str,
     test_file: str,
@@ -155,7 +140,7 @@ def run_pytest(
     extra: tuple[str, ...] = (),
     bare: bool = False,
 ) -> Run:
-    stats(stats_url, clear=True)
+    judge.stats(clear=True)
     plugin = (
         ["-p", "no:llmeval"]
         if bare
@@ -183,7 +168,7 @@ def run_pytest(
     main_m = re.search(r"^BENCH-MAIN ([0-9.]+)$", out.stdout, re.MULTILINE)
     if m is None or main_m is None or int(m.group(1)) != cases:
         raise SystemExit(f"{label}: expected {cases} passed cases\n{tail}")
-    st = stats(stats_url, clear=False)
+    st = judge.stats()
     requests = st["requests"]
     assert isinstance(requests, dict)
     calls = int(requests.get("chat", 0))
@@ -209,86 +194,64 @@ def main() -> int:
     conc = args.concurrency
     ideal = cases * (args.app + args.latency) / conc
 
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "pytest_llmeval.testing",
-            "--latency",
-            str(args.latency),
-            "--reply-text",
-            "Yes",
-            "--top-logprobs",
-            "Yes=-0.1,No=-2.5",
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
     runs: dict[str, Run] = {}
-    try:
-        assert server.stdout is not None
-        base_url = server.stdout.readline().strip()
-        stats_url = base_url.rsplit("/v1", 1)[0] + "/_test/stats"
-        with tempfile.TemporaryDirectory() as tmp:
-            root = Path(tmp)
-            env = {
-                **os.environ,
-                "OPENAI_BASE_URL": base_url,
-                "OPENAI_API_KEY": "sk-bench",
-                "LLM_EVAL_JUDGE_MODEL": "test-judge",
-                # Byte-code caching as on a developer's machine, in this run's own directory:
-                # with PYTHONDONTWRITEBYTECODE every process would compile again the modules
-                # pytest rewrites (this plugin's and those of the installed plugins) - seconds
-                # per process on a busy 2-core machine, and again in every xdist worker.
-                "PYTHONPYCACHEPREFIX": str(root / "pycache"),
-            }
-            env.pop("PYTHONDONTWRITEBYTECODE", None)
-            write_project(root, cases, conc, args.app)
-            two = ("-k", "test_async[q0] or test_async[q1]")
-            for _ in range(2):  # the first fills the byte-code cache, the second is timed
-                floor = run_pytest(
+    with test_judge(args.latency) as judge, tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        env = {
+            **os.environ,
+            "OPENAI_BASE_URL": judge.base_url,
+            "OPENAI_API_KEY": "sk-bench",
+            "LLM_EVAL_JUDGE_MODEL": "test-judge",
+            # Byte-code caching as on a developer's machine, in this run's own directory:
+            # with PYTHONDONTWRITEBYTECODE every process would compile again the modules
+            # pytest rewrites (this plugin's and those of the installed plugins) - seconds
+            # per process on a busy 2-core machine, and again in every xdist worker.
+            "PYTHONPYCACHEPREFIX": str(root / "pycache"),
+        }
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        write_project(root, cases, conc, args.app)
+        two = ("-k", "test_async[q0] or test_async[q1]")
+        for _ in range(2):  # the first fills the byte-code cache, the second is timed
+            floor = run_pytest(
+                root,
+                env,
+                judge,
+                label="2 cases, -n 2",
+                test_file="test_async.py",
+                workers=2,
+                judge_concurrency=conc,
+                cases=2,
+                extra=two,
+            )
+        worksteal = ("--dist", "worksteal")
+        plan: list[tuple[str, str, str, int, tuple[str, ...]]] = [
+            ("bare", "bare pytest, -n 2", "test_trivial.py", 2, ()),
+            ("a2", "2 cases, -n 0", "test_async.py", 0, two),
+            ("a", "async, -n 0", "test_async.py", 0, ()),
+            ("c", "async, -n 2", "test_async.py", 2, ()),
+            ("cw", "async, -n 2 --dist worksteal", "test_async.py", 2, worksteal),
+            ("s4", "sync, -n 4", "test_sync.py", 4, ()),
+            ("s0", "sync, -n 0", "test_sync.py", 0, ()),
+        ]
+        for key, label, test_file, workers, extra in plan:
+            best: Run | None = None
+            for _ in range(args.repeats if key != "s0" else 1):
+                r = run_pytest(
                     root,
                     env,
-                    stats_url,
-                    label="2 cases, -n 2",
-                    test_file="test_async.py",
-                    workers=2,
+                    judge,
+                    label=label,
+                    test_file=test_file,
+                    workers=workers,
                     judge_concurrency=conc,
-                    cases=2,
-                    extra=two,
+                    cases=2 if key in ("bare", "a2") else cases,
+                    extra=extra,
+                    bare=key == "bare",
                 )
-            worksteal = ("--dist", "worksteal")
-            plan: list[tuple[str, str, str, int, tuple[str, ...]]] = [
-                ("bare", "bare pytest, -n 2", "test_trivial.py", 2, ()),
-                ("a2", "2 cases, -n 0", "test_async.py", 0, two),
-                ("a", "async, -n 0", "test_async.py", 0, ()),
-                ("c", "async, -n 2", "test_async.py", 2, ()),
-                ("cw", "async, -n 2 --dist worksteal", "test_async.py", 2, worksteal),
-                ("s4", "sync, -n 4", "test_sync.py", 4, ()),
-                ("s0", "sync, -n 0", "test_sync.py", 0, ()),
-            ]
-            for key, label, test_file, workers, extra in plan:
-                best: Run | None = None
-                for _ in range(args.repeats if key != "s0" else 1):
-                    r = run_pytest(
-                        root,
-                        env,
-                        stats_url,
-                        label=label,
-                        test_file=test_file,
-                        workers=workers,
-                        judge_concurrency=conc,
-                        cases=2 if key in ("bare", "a2") else cases,
-                        extra=extra,
-                        bare=key == "bare",
-                    )
-                    if best is None or r.session < best.session:
-                        best = r
-                assert best is not None
-                runs[key] = best
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
+                if best is None or r.session < best.session:
+                    best = r
+            assert best is not None
+            runs[key] = best
 
     a, c, s0, s4 = runs["a"], runs["c"], runs["s0"], runs["s4"]
     rows = [

@@ -17,50 +17,14 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-
-class _Remote:
-    """The test server in a child process (``python -m pytest_llmeval.testing``)."""
-
-    def __init__(self, base_url: str) -> None:
-        self.base_url = base_url
-        self._stats = base_url.rsplit("/v1", 1)[0] + "/_test/stats"
-
-    def stats(self, *, clear: bool = False) -> dict[str, Any]:
-        req = urllib.request.Request(self._stats, data=b"{}" if clear else None)
-        with urllib.request.urlopen(req, timeout=10) as resp:
-            data: dict[str, Any] = json.loads(resp.read())
-        return data
-
-
-@contextlib.contextmanager
-def remote_server(latency: float) -> Iterator[_Remote]:
-    cmd = [
-        sys.executable,
-        "-m",
-        "pytest_llmeval.testing",
-        "--latency",
-        str(latency),
-        "--reply-text",
-        "Yes",
-        "--top-logprobs",
-        "Yes=-0.1,No=-2.5",
-    ]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout is not None
-        yield _Remote(proc.stdout.readline().strip())
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+from _services import test_judge
 
 
 async def _raw_client(base_url: str, rows: int, concurrency: int) -> None:
@@ -160,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
         ]
 
     ideal = args.rows * args.latency / args.concurrency
-    serve = remote_server if args.server == "process" else local_server
+    serve = test_judge if args.server == "process" else local_server
     print(
         f"rows={args.rows} latency={args.latency}s concurrency={args.concurrency} "
         f"server={args.server} repeat={args.repeat}"

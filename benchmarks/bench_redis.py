@@ -20,19 +20,17 @@ Run: python benchmarks/bench_redis.py [--lookups 10000] [--cases 1000] [--repeat
 from __future__ import annotations
 
 import argparse
-import contextlib
 import hashlib
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
+
+from _services import redis_server, test_judge, write_cases
 
 LOOKUP_TARGET_S = 2.0
 RATIO_TARGET = 1.5
@@ -47,86 +45,6 @@ def test_judged(case):
     assert_score("l3score", input=case.input, expected=case.expected, output=case.output,
                  min=0.5)
 """
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@contextlib.contextmanager
-def redis_server() -> Iterator[int]:
-    """A throwaway redis-server on 127.0.0.1 (no persistence), its port."""
-    import redis
-
-    binary = shutil.which("redis-server")
-    assert binary is not None
-    port = _free_port()
-    with tempfile.TemporaryDirectory() as tmp:
-        proc = subprocess.Popen(
-            [
-                binary,
-                "--port",
-                str(port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ],
-            cwd=tmp,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        try:
-            client = redis.Redis(port=port, socket_connect_timeout=1)
-            deadline = time.monotonic() + 15
-            while True:
-                try:
-                    client.ping()
-                    break
-                except redis.RedisError:
-                    if proc.poll() is not None or time.monotonic() > deadline:
-                        raise SystemExit("redis-server did not start") from None
-                    time.sleep(0.05)
-            client.close()
-            yield port
-        finally:
-            proc.terminate()
-            proc.wait(10)
-
-
-@contextlib.contextmanager
-def judge_server() -> Iterator[str]:
-    """The project's test judge server in a child process; its base URL."""
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "pytest_llmeval.testing",
-            "--reply-text",
-            "Yes",
-            "--top-logprobs",
-            "Yes=-0.1,No=-2.5",
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        yield proc.stdout.readline().strip()
-    finally:
-        proc.terminate()
-        proc.wait(10)
-
-
-def _judge_calls(base_url: str, *, clear: bool = False) -> int:
-    url = base_url.rsplit("/v1", 1)[0] + "/_test/stats"
-    req = urllib.request.Request(url, data=b"{}" if clear else None)
-    with urllib.request.urlopen(req, timeout=10) as resp:
-        return int(json.loads(resp.read())["requests"].get("chat", 0))
 
 
 # -- (i) lookups -------------------------------------------------------------------------------
@@ -191,15 +109,7 @@ def bench_lookups(port: int, n: int, repeats: int) -> tuple[float, float, float,
 
 def _project(root: Path, cases: int) -> Path:
     root.mkdir(parents=True)
-    with (root / "cases.jsonl").open("w") as fh:
-        for i in range(cases):
-            row = {
-                "id": f"q{i}",
-                "input": f"question {i}?",
-                "expected": f"answer {i}",
-                "output": f"answer {i}",
-            }
-            fh.write(json.dumps(row) + "\n")
+    write_cases(root / "cases.jsonl", cases)
     (root / "test_judged.py").write_text(TEST)
     (root / "pytest.ini").write_text("[pytest]\n")
     return root
@@ -238,18 +148,18 @@ def bench_machines(port: int, cases: int, repeats: int) -> tuple[float, float, i
     """Best wall seconds of the warm-local run (A) and the second machine's run (B), the judge
     calls of A's first (cold) run and of all B runs."""
     url = f"redis://127.0.0.1:{port}/0"
-    with judge_server() as base_url, tempfile.TemporaryDirectory() as tmp:
+    with test_judge() as judge, tempfile.TemporaryDirectory() as tmp:
         env = {
             **os.environ,
-            "OPENAI_BASE_URL": base_url,
+            "OPENAI_BASE_URL": judge.base_url,
             "OPENAI_API_KEY": "sk-bench",
             "LLM_EVAL_JUDGE_MODEL": "test-judge",
         }
         env.pop("LLM_EVAL_CACHE_URL", None)
         a = _project(Path(tmp) / "a", cases)
-        _judge_calls(base_url, clear=True)
+        judge.judge_calls(clear=True)
         _run(a, env, url)  # cold: judges every case, fills A's local store and Redis
-        cold_calls = _judge_calls(base_url, clear=True)
+        cold_calls = judge.judge_calls(clear=True)
         warm, second = [], []
         for r in range(repeats):  # alternated, so that a change in machine load hits both
             warm.append(_run(a, env, url)[0])
@@ -258,7 +168,7 @@ def bench_machines(port: int, cases: int, repeats: int) -> tuple[float, float, i
             if f"{cases} passed" not in stdout:
                 raise SystemExit(f"machine B did not pass every case:\n{stdout[-3000:]}")
             second.append(wall)
-        b_calls = _judge_calls(base_url)
+        b_calls = judge.judge_calls()
     return min(warm), min(second), cold_calls, b_calls
 
 

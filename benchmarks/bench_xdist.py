@@ -26,15 +26,15 @@ Run: python benchmarks/bench_xdist.py [--cases 400] [--latency 0.1] [--repeats 1
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
+
+from _services import test_judge, write_cases
 
 TEST = """
 import pytest
@@ -115,98 +115,63 @@ def main() -> None:
     )
     ap.add_argument("--no-floors", action="store_true", help="skip the runs without this plugin")
     args = ap.parse_args()
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "pytest_llmeval.testing",
-            "--latency",
-            str(args.latency),
-            "--reply-text",
-            "Yes",
-            "--top-logprobs",
-            "Yes=-0.1,No=-2.5",
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert server.stdout is not None
-        base_url = server.stdout.readline().strip()
-        stats_url = base_url.rsplit("/v1", 1)[0] + "/_test/stats"
-        with tempfile.TemporaryDirectory() as tmp:
-            root = Path(tmp)
-            with (root / "cases.jsonl").open("w") as fh:
-                for i in range(args.cases):
-                    fh.write(
-                        json.dumps(
-                            {
-                                "id": f"q{i}",
-                                "input": f"question {i}?",
-                                "expected": f"answer {i}",
-                                "output": f"answer {i}",
-                            }
-                        )
-                        + "\n"
-                    )
-            (root / "test_judged.py").write_text(TEST)
-            (root / "pytest.ini").write_text("[pytest]\n")
-            env = {
-                **os.environ,
-                "OPENAI_BASE_URL": base_url,
-                "OPENAI_API_KEY": "sk-bench",
-                "LLM_EVAL_JUDGE_MODEL": "test-judge",
-            }
+    with test_judge(args.latency) as judge, tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        write_cases(root / "cases.jsonl", args.cases)
+        (root / "test_judged.py").write_text(TEST)
+        (root / "pytest.ini").write_text("[pytest]\n")
+        env = {
+            **os.environ,
+            "OPENAI_BASE_URL": judge.base_url,
+            "OPENAI_API_KEY": "sk-bench",
+            "LLM_EVAL_JUDGE_MODEL": "test-judge",
+        }
 
-            def run(workers: int, isolated: bool) -> tuple[float, float, int]:
-                extra = ["-p", "xdist.plugin", "-p", "pytest_llmeval.plugin"] if isolated else []
-                run_env = {**env, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"} if isolated else env
-                urllib.request.urlopen(urllib.request.Request(stats_url, data=b"{}"), timeout=10)
-                t0 = time.perf_counter()
-                out = subprocess.run(
-                    [
-                        sys.executable,
-                        "-m",
-                        "pytest",
-                        "-q",
-                        "-p",
-                        "no:cacheprovider",
-                        *extra,
-                        "--llm-eval",
-                        "--llm-eval-cache=off",
-                        "-n",
-                        str(workers),
-                    ],
-                    cwd=root,
-                    env=run_env,
-                    capture_output=True,
-                    text=True,
-                    check=False,
-                )
-                wall = time.perf_counter() - t0
-                if out.returncode != 0:
-                    raise SystemExit(out.stdout[-3000:] + out.stderr[-3000:])
-                m = re.search(r"passed in ([0-9.]+)s", out.stdout)
-                with urllib.request.urlopen(stats_url, timeout=10) as resp:
-                    calls = int(json.loads(resp.read())["requests"].get("chat", 0))
-                return wall, float(m.group(1)) if m else float("nan"), calls
-
-            results = {}
-            configs = {"both": (False, True), "installed": (False,), "isolated": (True,)}
-            for isolated in configs[args.config]:
-                serial = min((run(0, isolated) for _ in range(args.repeats)), key=lambda r: r[0])
-                parallel = min(
-                    (run(args.workers, isolated) for _ in range(args.repeats)), key=lambda r: r[0]
-                )
-                results[isolated] = (serial, parallel)
-            floors = (
-                {}
-                if args.no_floors
-                else floor_runs(args.cases, args.latency, args.workers, base_url)
+        def run(workers: int, isolated: bool) -> tuple[float, float, int]:
+            extra = ["-p", "xdist.plugin", "-p", "pytest_llmeval.plugin"] if isolated else []
+            run_env = {**env, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"} if isolated else env
+            judge.stats(clear=True)
+            t0 = time.perf_counter()
+            out = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "pytest",
+                    "-q",
+                    "-p",
+                    "no:cacheprovider",
+                    *extra,
+                    "--llm-eval",
+                    "--llm-eval-cache=off",
+                    "-n",
+                    str(workers),
+                ],
+                cwd=root,
+                env=run_env,
+                capture_output=True,
+                text=True,
+                check=False,
             )
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
+            wall = time.perf_counter() - t0
+            if out.returncode != 0:
+                raise SystemExit(out.stdout[-3000:] + out.stderr[-3000:])
+            m = re.search(r"passed in ([0-9.]+)s", out.stdout)
+            calls = judge.judge_calls()
+            return wall, float(m.group(1)) if m else float("nan"), calls
+
+        results = {}
+        configs = {"both": (False, True), "installed": (False,), "isolated": (True,)}
+        for isolated in configs[args.config]:
+            serial = min((run(0, isolated) for _ in range(args.repeats)), key=lambda r: r[0])
+            parallel = min(
+                (run(args.workers, isolated) for _ in range(args.repeats)), key=lambda r: r[0]
+            )
+            results[isolated] = (serial, parallel)
+        floors = (
+            {}
+            if args.no_floors
+            else floor_runs(args.cases, args.latency, args.workers, judge.base_url)
+        )
     print(f"{args.cases} per-case judge tests, {args.latency * 1000:.0f} ms per judge call")
     for isolated, (serial, parallel) in results.items():
         label = "only pytest-llmeval + xdist" if isolated else "all installed plugins"

@@ -248,54 +248,16 @@ async def test_x(case):
     assert outcomes.get("passed", 0) <= 15
 
 
-def test_a_worker_that_crashes_mid_share_hands_its_other_cases_on(
-    pytester: pytest.Pytester, tmpdir_env: Path
-) -> None:
-    """A worker dies while its share is in flight: xdist reports one case as the crash, every other
-    case of its share runs elsewhere, once."""
-    ids = _ids(16)
-    _cases(pytester, ids)
-    pytester.makepyfile(
-        test_crash=HEADER
-        + """
-@pytest.mark.llm_eval
-@pytest.mark.llm_eval_dataset("cases.jsonl", concurrency=3)
-async def test_crash(case):
-    start = time.time()
-    log(case.id, start)
-    await asyncio.sleep(0.2)
-    if case.id == "c04" and not os.path.exists("crashed"):
-        open("crashed", "w").close()
-        os._exit(3)  # the worker dies; its next run of c04 (if any) passes
-    log(case.id, start, time.time())
-"""
-    )
-    junit = pytester.path / "junit.xml"
-    result = _run(pytester, f"--junitxml={junit}")
-    result.assert_outcomes(passed=15, failed=1)
-    result.stdout.fnmatch_lines(["*worker 'gw*' crashed while running*test_crash*"])
-    outcomes = _junit(junit)
-    assert sorted(name for name, _ in outcomes) == [f"test_crash[{i}]" for i in ids]
-    assert all(n == 1 for n in outcomes.values())
-    ended = Counter(str(e["id"]) for e in _ends(pytester))
-    assert set(ended.values()) == {1}  # no case finished twice
-    passed = {name[len("test_crash[") : -1] for (name, kind) in outcomes if kind == "passed"}
-    assert len(passed) == 15 and passed <= set(ended)  # each passed case really ran, once
-    # the crash is reported on the case whose report was due when the worker died (its body
-    # may have finished); it is not run again
-    crashed = [name for (name, kind) in outcomes if kind != "passed"]  # xdist: an error
-    assert len(crashed) == 1
-
-
 @pytest.mark.parametrize("dist", ["load", "worksteal", "loadgroup"])
-def test_a_crash_mid_share_loses_none_of_the_sync_tests_queued_behind_it(
+def test_a_worker_that_crashes_mid_share_hands_its_other_cases_and_tests_on(
     pytester: pytest.Pytester, tmpdir_env: Path, dist: str
 ) -> None:
-    """The crashed worker also held sync tests of the wrapped scheduler, queued behind its share.
-    xdist's scheduler takes its first one for the crash; it was never started, so it runs again
-    elsewhere (load and worksteal: put back by this scheduler; loadgroup, whose scheduler cannot
-    put one item back: its whole unfinished work goes back by itself). None is lost, none runs
-    twice, and exactly one case is reported as the crash."""
+    """A worker dies while its share is in flight: xdist reports one case as the crash, every
+    other case of its share runs elsewhere, once. The crashed worker also held sync tests of the
+    wrapped scheduler, queued behind its share: xdist's scheduler takes the first of them for
+    the crash; it never started, so it runs again elsewhere (load and worksteal: put back by
+    this scheduler; loadgroup, whose scheduler cannot put one item back: its whole unfinished
+    work goes back by itself). None is lost, none runs twice."""
     ids = _ids(16)
     _cases(pytester, ids)
     pytester.makepyfile(
@@ -335,4 +297,12 @@ def test_sync(n):
     not_passed = [name for (name, kind) in outcomes if kind != "passed"]
     assert len(not_passed) == 1 and not_passed[0].startswith("test_crash[")
     ended = Counter(str(e["id"]) for e in _ends(pytester))
-    assert set(ended.values()) == {1}
+    assert set(ended.values()) == {1}  # no case finished twice
+    cases = sorted(name for name, _ in outcomes if name.startswith("test_crash["))
+    assert cases == [f"test_crash[{i}]" for i in ids]
+    passed = {
+        name[len("test_crash[") : -1]
+        for (name, kind) in outcomes
+        if kind == "passed" and name.startswith("test_crash[")
+    }
+    assert len(passed) == 15 and passed <= set(ended)  # each passed case really ran, once
