@@ -811,6 +811,21 @@ def assert_score(
             inputs=recorded_inputs(fields, {}, frozenset(), ctx.settings.record_chars),
         )
         raise
+    return _check_and_record(inst, result, lo, hi, fields, kwargs, ctx)
+
+
+def _check_and_record(
+    inst: Scorer,
+    result: Score,
+    lo: float | None,
+    hi: float | None,
+    fields: Mapping[str, Any],
+    kwargs: Mapping[str, Any],
+    ctx: ScoringContext,
+) -> Score:
+    """The end of :func:`assert_score` and :func:`assert_score_async`: check the bounds, record,
+    raise on a miss (or, under a suite gate, count it as a gated miss)."""
+    __tracebackhide__ = True
     checked = _check(inst, result, lo, hi)
     rec = current_recorder.get()
     # Under a suite gate (issue 9) the gate decides: a per-case miss is recorded and counted by
@@ -864,14 +879,16 @@ async def assert_score_async(
         lo, hi = _resolve_bounds(inst, min, max, threshold)
     except Exception as exc:
         _record(
-            _scorer_name(scorer), None, min, max, error=exc, duration_s=time.perf_counter() - t0
+            _scorer_name(scorer),
+            None,
+            min,
+            max,
+            error=exc,
+            duration_s=time.perf_counter() - t0,
+            inputs=recorded_inputs(fields, {}, frozenset(), ctx.settings.record_chars),
         )
         raise
-    checked = _check(inst, result, lo, hi)
-    _record(inst.name, checked, lo, hi)
-    if checked.passed is False:
-        raise LLMEvalAssertionError(_format_failure(checked, inst))
-    return checked
+    return _check_and_record(inst, result, lo, hi, fields, kwargs, ctx)
 
 
 @final

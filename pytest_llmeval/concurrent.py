@@ -3,6 +3,10 @@ at once (up to ``concurrency`` of them) on one event loop, each keeping pytest's
 
 How it works, and why:
 
+- A test whose concurrency is 1 (the default) runs as pytest runs any test: setup, call,
+  teardown, one case after the other. Only its body (and its async fixtures) run on the case
+  loop, while the main thread waits inside the call phase: pytest's capture, ``caplog``,
+  ``capsys`` and ``monkeypatch`` work as usual. Everything below is about concurrency above 1.
 - Each case stays an ordinary pytest item with its own setup, call and teardown reports, logged
   inside that item's own ``pytest_runtest_protocol`` call, in item order. The terminal, JUnit,
   ``-x``, ``--lf`` and xdist (whose worker checks that a report belongs to the item it is
@@ -24,7 +28,18 @@ How it works, and why:
   (replayed into its call phase: per-case captured output), and never while pytest is in a
   setup/teardown/call phase in the main thread (whose capture swaps those globals). The case
   loop itself never blocks on the gate, so async fixtures (run on the case loop during a
-  phase) go on.
+  phase) go on. Tasks a case creates (``asyncio.gather``, ``create_task``) inherit its context:
+  the case loop's task factory gates them the same way (their output is the case's) and
+  tracks them; those still running when the case's body ends are cancelled, as
+  ``asyncio.run`` and pytest-asyncio do when a test's loop closes.
+- During the body ``caplog`` reads a handler of the case's own (records are routed by context
+  to the case that emitted them), replayed into the call phase like the output.
+- Fixtures that change process-wide state for one test at a time (``monkeypatch``, ``capsys``,
+  ``capfd`` and their binary forms) cannot serve cases that overlap: a test that uses them with
+  concurrency above 1 is a collection error saying so.
+- A body that outlives ``--llm-eval-case-timeout`` is cancelled and is that case's ERROR,
+  also when it swallows the cancellation; one that ignores it for 5 more seconds is reported
+  and left behind. Async fixtures are bounded by the same timeout.
 """
 
 from __future__ import annotations
@@ -39,6 +54,7 @@ import logging
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Callable, Coroutine, Generator, Iterator
 from typing import TYPE_CHECKING, Any, cast
 
@@ -52,6 +68,33 @@ if TYPE_CHECKING:
     from _pytest.fixtures import FixtureDef, SubRequest
 
 __all__ = ["ConcurrentCases", "check_marker", "prepared_recorder_key"]
+
+#: After a timeout: how many times (one second apart) a body that goes on is cancelled again
+#: before it is reported as stuck and left behind.
+_CANCEL_TRIES = 5
+#: How long a case's leftover tasks get to finish their cancellation.
+_CHILD_GRACE = 2.0
+
+#: Fixtures that change process-wide state for one test at a time: overlapping cases would see
+#: each other's changes and undo them in the wrong order (monkeypatch), or fight over the one
+#: sys.stdout (capture fixtures).
+_ONE_AT_A_TIME = {
+    "monkeypatch": (
+        "changes process-wide state (environment variables, attributes, sys.path): cases in "
+        "flight at once would see each other's changes, and undo them in the wrong order "
+        "(a change can outlive the test). Make the change once for all cases in a fixture of "
+        "broader scope (e.g. a module-scoped fixture using `with pytest.MonkeyPatch.context() "
+        "as mp:`), or run the cases one at a time (concurrency=1)"
+    ),
+    "capsys": (
+        "captures the process's one sys.stdout, which cases in flight at once share. Each "
+        "case's output is captured separately already (shown in its report); to assert on it, "
+        "run the cases one at a time (concurrency=1)"
+    ),
+}
+for _name in ("capsysbinary", "capfd", "capfdbinary"):
+    _ONE_AT_A_TIME[_name] = _ONE_AT_A_TIME["capsys"].replace("sys.stdout", "standard output")
+del _name
 
 #: The recorder of a case set up ahead of its protocol (the plugin's protocol wrapper reuses it).
 prepared_recorder_key = pytest.StashKey[TestRecorder]()
@@ -91,6 +134,30 @@ def check_marker(metafunc: pytest.Metafunc, kwargs: dict[str, Any], where: str) 
             f"{where}: llm_eval_dataset(concurrency={n}): "
             + _OTHER_ASYNC_PLUGIN.format(who=who, marker=marker)
         )
+    if n > 1:
+        problem = _one_at_a_time_fixture(metafunc.definition)
+        if problem is not None:
+            raise pytest.Collector.CollectError(
+                f"{where}: llm_eval_dataset(concurrency={n}): {problem}"
+            )
+
+
+def _one_at_a_time_fixture(node: pytest.Item) -> str | None:
+    """The problem with the first fixture of ``_ONE_AT_A_TIME`` this test uses, or None."""
+    info = getattr(node, "_fixtureinfo", None)
+    names = list(getattr(info, "names_closure", None) or getattr(node, "fixturenames", []))
+    for name in names:
+        why = _ONE_AT_A_TIME.get(name)
+        if why is None:
+            continue
+        by = "the test"
+        if info is not None and name not in info.argnames:
+            for other, defs in info.name2fixturedefs.items():
+                if any(name in getattr(d, "argnames", ()) for d in defs):
+                    by = f"fixture {other!r}"
+                    break
+        return f"the {name!r} fixture (requested by {by}) {why}"
+    return None
 
 
 def _other_async_plugin(node: pytest.Item, fixturenames: list[str]) -> tuple[str, str] | None:
@@ -187,10 +254,13 @@ class _Gated:
         to_throw: BaseException | None = None
         while True:
             while not gate.try_enter():
+                case.begin_gate_wait()
                 try:
                     yield from gate.opened()
                 except BaseException as exc:  # e.g. cancelled while waiting: the case gets it
                     to_throw = exc
+                finally:
+                    case.end_gate_wait()
             out, err = sys.stdout, sys.stderr
             sys.stdout, sys.stderr = case.out, case.err
             try:
@@ -211,13 +281,37 @@ class _Gated:
                 to_send = None
 
 
+async def _gated(coro: Coroutine[Any, Any, Any], case: _Case, gate: _Gate) -> Any:
+    """``coro`` run as a case's code: gated, its output the case's."""
+    return await _Gated(coro, case, gate)
+
+
+async def _outcome(body: Coroutine[Any, Any, Any]) -> tuple[bool, Any]:
+    """(raised, value) of a case's body. Every exception is kept, KeyboardInterrupt and
+    SystemExit included (raised in a task they would stop the case loop itself); a
+    cancellation stays one."""
+    try:
+        return False, await body
+    except asyncio.CancelledError:
+        raise
+    except BaseException as exc:
+        return True, exc
+
+
+_GATED_CODE = _gated.__code__
+
+
 class _CaseLogs(logging.Handler):
-    """Keeps the log records emitted by a case's coroutine, replayed into its call phase."""
+    """Keeps the log records emitted by a concurrent case's code, replayed into its call phase;
+    its ``caplog`` reads them meanwhile."""
 
     def emit(self, record: logging.LogRecord) -> None:
         case = _current_case.get()
-        if case is not None:
+        if case is not None and case.gated:
             case.logs.append(record)
+            handler = case.log_handler
+            if handler is not None and record.levelno >= handler.level:
+                handler.handle(record)
 
 
 # -- cases ------------------------------------------------------------------------------------
@@ -226,9 +320,15 @@ class _CaseLogs(logging.Handler):
 class _Case:
     """One case set up ahead: its reports, its detached pytest state, its running coroutine."""
 
-    def __init__(self, item: pytest.Item, recorder: TestRecorder) -> None:
+    def __init__(self, item: pytest.Item, recorder: TestRecorder | None, gated: bool) -> None:
         self.item = item
         self.recorder = recorder
+        #: a concurrent case (its code gated, its output and logs its own), not a sequential one
+        self.gated = gated
+        #: the tasks its code created, tracked until done (cancelled when the body ends)
+        self.children: set[asyncio.Task[Any]] = set()
+        self.result: Any = None
+        self.log_handler: logging.Handler | None = None
         self.setup_report: pytest.TestReport | None = None
         self.stack_entry: Any = None
         self.fixture_states: list[tuple[Any, Any, list[Callable[[], object]]]] = []
@@ -246,9 +346,30 @@ class _Case:
         self.stop = 0.0
         self.duration = 0.0
 
+        #: (case loop) its tasks waiting for the gate now, and the time it spent so blocked
+        self._gate_waits = 0
+        self._gate_waited = 0.0
+        self._wait_since = 0.0
+
     @property
     def running(self) -> bool:
         return self.future is not None and not self.future.done()
+
+    def begin_gate_wait(self) -> None:
+        if self._gate_waits == 0:
+            self._wait_since = time.monotonic()
+        self._gate_waits += 1
+
+    def end_gate_wait(self) -> None:
+        self._gate_waits -= 1
+        if self._gate_waits == 0:
+            self._gate_waited += time.monotonic() - self._wait_since
+
+    def blocked_for(self) -> float:
+        """Seconds its code spent waiting for pytest's phases of other cases (not counted
+        against its timeout: a slow fixture of another case is not this case's hang)."""
+        now = time.monotonic() - self._wait_since if self._gate_waits else 0.0
+        return self._gate_waited + now
 
 
 class ConcurrentCases:
@@ -274,6 +395,10 @@ class ConcurrentCases:
         self._owned: dict[pytest.Item, bool] = {}
         self._interactor: Any = None
         self._log_handler: _CaseLogs | None = None
+        #: the case of a concurrency-1 test whose body is running (the status line counts it)
+        self._sequential: _Case | None = None
+        #: bodies that ignored their timeout's cancellation (cancelled again at the end)
+        self._stuck: set[asyncio.Task[Any]] = set()
 
     # -- which items -------------------------------------------------------------------------
 
@@ -306,6 +431,16 @@ class ConcurrentCases:
         items late) cannot honour concurrency=N: say so instead of running it one by one."""
         for item in items:
             n = _concurrency_kw(item)
+            if n is None and self.default_concurrency > 1 and self.owns(item):
+                # concurrency from --llm-eval-case-concurrency (the marker's was checked at
+                # collection)
+                problem = _one_at_a_time_fixture(item)
+                if problem is not None:
+                    raise pytest.UsageError(
+                        f"{item.nodeid}: --llm-eval-case-concurrency={self.default_concurrency}"
+                        f": {problem}; give this test concurrency=1 on its llm_eval_dataset "
+                        "marker to keep the option for the others"
+                    )
             if n is None or n <= 1 or not isinstance(item, pytest.Function):
                 continue
             other = _other_async_plugin(item, item.fixturenames)
@@ -365,12 +500,29 @@ class ConcurrentCases:
             thread.start()
             self._loop, self._thread = loop, thread
             self.gate.loop = loop
+            loop.set_task_factory(self._task_factory)
             self._log_handler = _CaseLogs()
             logging.getLogger().addHandler(self._log_handler)
         return self._loop
 
-    def run_fixture(self, coro: Coroutine[Any, Any, Any]) -> Any:
-        """(main thread, during a phase) Run an async fixture's coroutine on the case loop."""
+    def _task_factory(
+        self, loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any
+    ) -> asyncio.Task[Any]:
+        """(case loop) A task a case's code creates is the case's: gated like its body when the
+        case is concurrent, and tracked (cancelled if still running when the body ends)."""
+        context = kwargs.get("context")
+        case = context.get(_current_case) if context is not None else _current_case.get()
+        if case is not None and case.gated and getattr(coro, "cr_code", None) is not _GATED_CODE:
+            coro = _gated(coro, case, self.gate)
+        task: asyncio.Task[Any] = asyncio.Task(coro, loop=loop, **kwargs)
+        if case is not None:
+            case.children.add(task)
+            task.add_done_callback(case.children.discard)
+        return task
+
+    def run_fixture(self, coro: Coroutine[Any, Any, Any], name: str = "") -> Any:
+        """(main thread, during a phase) Run an async fixture's coroutine on the case loop,
+        bounded by ``--llm-eval-case-timeout``."""
         if threading.current_thread() is self._thread:
             coro.close()
             raise RuntimeError(
@@ -384,7 +536,18 @@ class ConcurrentCases:
             current_recorder.set(recorder)
             return await coro
 
-        return asyncio.run_coroutine_threadsafe(with_recorder(), self.loop()).result()
+        future = asyncio.run_coroutine_threadsafe(with_recorder(), self.loop())
+        try:
+            return future.result(timeout=self.timeout)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            assert self.timeout is not None
+            fixture = f"async fixture {name!r}"
+            raise CaseTimeoutError(fixture, self.timeout, what="fixture") from None
+        except BaseException:
+            # e.g. KeyboardInterrupt while waiting: the fixture's coroutine stops too
+            future.cancel()
+            raise
 
     def pytest_unconfigure(self) -> None:
         loop, thread = self._loop, self._thread
@@ -394,6 +557,8 @@ class ConcurrentCases:
             self._log_handler = None
         if loop is None or thread is None:
             return
+        for task in list(self._stuck):
+            loop.call_soon_threadsafe(task.cancel)
         loop.call_soon_threadsafe(loop.stop)
         thread.join(timeout=5)
         if not thread.is_alive():
@@ -420,11 +585,11 @@ class ConcurrentCases:
         try:
             if is_gen:
                 agen = fixturefunc(**kwargs)
-                value = self.run_fixture(agen.__anext__())
                 name = fixturedef.argname
-                request.addfinalizer(lambda: self.run_fixture(_close_agen(agen, name)))
+                value = self.run_fixture(agen.__anext__(), name)
+                request.addfinalizer(lambda: self.run_fixture(_close_agen(agen, name), name))
             else:
-                value = self.run_fixture(fixturefunc(**kwargs))
+                value = self.run_fixture(fixturefunc(**kwargs), fixturedef.argname)
         except BaseException as exc:
             if isinstance(exc, pytest.skip.Exception):
                 # as pytest does: a skip in a fixture is shown at the test, not the fixture
@@ -440,6 +605,10 @@ class ConcurrentCases:
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Any:
         if not self.owns(item):
             return None
+        if self.concurrency(item) <= 1:
+            if self.cases:  # (none expected: look-ahead stays within one test)
+                self.abandon(list(self.cases.values()))
+            return None  # pytest's own protocol; the body runs in pytest_pyfunc_call
         ihook = item.ihook
         ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
         try:
@@ -454,7 +623,8 @@ class ConcurrentCases:
 
     def in_flight(self) -> int:
         """Cases of this process whose coroutine is running (the live status line's count)."""
-        return sum(1 for c in list(self.cases.values()) if c.running)
+        running = sum(1 for c in list(self.cases.values()) if c.running)
+        return running + (1 if self._sequential is not None else 0)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> Generator[None, None, None]:
@@ -484,7 +654,7 @@ class ConcurrentCases:
             # gives an item that runs again (xdist's work stealing sends it back, reruns).
             item._initrequest()  # type: ignore[attr-defined]
         recorder = self.make_recorder(item)
-        case = _Case(item, recorder)
+        case = _Case(item, recorder, gated=True)
         self.cases[item] = case
         loop = self.loop()
         token = current_recorder.set(recorder)
@@ -494,6 +664,8 @@ class ConcurrentCases:
         finally:
             current_recorder.reset(token)
             self._detach(case)
+        if case.setup_report.passed:
+            self._case_caplog(case)
         if case.setup_report.passed and not self.config.getoption("setuponly", False):
             function = cast(pytest.Function, item)  # owns() checked it
             fn: Any = function.obj
@@ -510,37 +682,97 @@ class ConcurrentCases:
                 case.future = asyncio.run_coroutine_threadsafe(self._run(case, coro), loop)
         return case
 
+    def _case_caplog(self, case: _Case) -> None:
+        """During a concurrent case's body its ``caplog`` reads a handler of its own (pytest's
+        is there only during a phase); the call phase then gets the records replayed."""
+        try:
+            from _pytest.logging import LogCaptureHandler, caplog_handler_key, caplog_records_key
+        except ImportError:  # pragma: no cover - pytest moved them
+            return
+        item = case.item
+        records = item.stash.get(caplog_records_key, None)
+        if records is None:  # the logging plugin is off (-p no:logging)
+            return
+        handler = LogCaptureHandler()
+        level = getattr(self.config.pluginmanager.get_plugin("logging-plugin"), "log_level", None)
+        if level is not None:
+            handler.setLevel(level)
+        records["call"] = handler.records
+        item.stash[caplog_handler_key] = handler
+        case.log_handler = handler
+
     async def _run(self, case: _Case, coro: Coroutine[Any, Any, Any]) -> None:
-        """(case loop, its own task and context) Run one case's coroutine to its outcome."""
+        """(case loop) Run one case's body to its outcome: in a task of its own (made directly,
+        not by the task factory: it is the case, not one of its children), with the case's
+        recorder and identity in its context."""
         current_recorder.set(case.recorder)
         _current_case.set(case)
-        task = case.task = asyncio.current_task()
-        timer = None
-        if self.timeout is not None and task is not None:
-
-            def expire() -> None:
-                case.timed_out = True
-                task.cancel()
-
-            timer = asyncio.get_running_loop().call_later(self.timeout, expire)
+        body = _gated(coro, case, self.gate) if case.gated else coro
         case.start = time.time()
         t0 = time.perf_counter()
+        task = case.task = asyncio.Task(_outcome(body), loop=asyncio.get_running_loop())
         try:
-            await _Gated(coro, case, self.gate)
-        except asyncio.CancelledError as exc:
-            if case.timed_out:
-                assert self.timeout is not None
-                case.error = CaseTimeoutError(case.item.nodeid, self.timeout)
-            else:
-                case.error = exc
-        except BaseException as exc:
-            case.error = exc
+            await self._outcome_of(case, task)
         finally:
-            if timer is not None:
-                timer.cancel()
             case.duration = time.perf_counter() - t0
             case.stop = time.time()
+            left = [t for t in case.children if not t.done()]
+            for child in left:
+                child.cancel()
+            if left:
+                await asyncio.wait(left, timeout=_CHILD_GRACE)
             case.finished.set()
+
+    async def _outcome_of(self, case: _Case, task: asyncio.Task[tuple[bool, Any]]) -> None:
+        """Wait for the body (bounded by the case timeout) and set the case's error or result."""
+        timeout = self.timeout
+        try:
+            if timeout is None:
+                await asyncio.wait({task})
+            else:
+                start = time.monotonic()
+                while True:
+                    left = start + timeout + case.blocked_for() - time.monotonic()
+                    if left <= 0:
+                        break
+                    done, _ = await asyncio.wait({task}, timeout=left)
+                    if done:
+                        break
+                if not task.done():
+                    case.timed_out = True
+                    for _ in range(_CANCEL_TRIES):
+                        task.cancel()
+                        done, _ = await asyncio.wait({task}, timeout=1.0)
+                        if done:
+                            break
+        except asyncio.CancelledError:
+            task.cancel()  # this runner itself is cancelled (shutdown): the body goes too
+            raise
+        nodeid = case.item.nodeid
+        if not task.done():
+            assert timeout is not None
+            case.error = CaseTimeoutError(nodeid, timeout, what="stuck")
+            self._stuck.add(task)
+            return
+        if task.cancelled():
+            if case.timed_out:
+                assert timeout is not None
+                case.error = CaseTimeoutError(nodeid, timeout)
+            else:
+                case.error = asyncio.CancelledError()
+            return
+        raised, value = task.result()
+        if case.timed_out:
+            # it swallowed the cancellation, then returned or raised: the timeout is the cause
+            assert timeout is not None
+            error = CaseTimeoutError(nodeid, timeout)
+            if raised:
+                error.__context__ = value
+            case.error = error
+        elif raised:
+            case.error = value
+        else:
+            case.result = value
 
     def _fill(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
         """Start the next cases of ``item``'s test, in order, while there is room."""
@@ -657,19 +889,74 @@ class ConcurrentCases:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_pyfunc_call(self, pyfuncitem: pytest.Function) -> bool | None:
-        """The call phase of a case: replay its output and logs into pytest's capture, then
-        return or raise its coroutine's outcome."""
+        """The call phase of a case: for a concurrent one, replay its output and logs into
+        pytest's capture, then return or raise its body's outcome; for a sequential one (a test
+        of concurrency 1), run its body now on the case loop."""
+        __tracebackhide__ = True
         case = self.cases.get(pyfuncitem)
-        if case is None or case.future is None:
+        if case is None:
+            if not self.owns(pyfuncitem):
+                return None
+            case = self._call_sequential(pyfuncitem)
+        elif case.future is None:
             return None
-        sys.stdout.write(case.out.getvalue())
-        sys.stderr.write(case.err.getvalue())
-        for record in case.logs:
-            # Through the logger again, so pytest's log capture of this phase keeps it.
-            logging.getLogger(record.name).handle(record)
+        else:
+            sys.stdout.write(case.out.getvalue())
+            sys.stderr.write(case.err.getvalue())
+            for record in case.logs:
+                # Through the logger again, so pytest's log capture of this phase keeps it.
+                logging.getLogger(record.name).handle(record)
         if case.error is not None:
-            raise case.error
+            _raise(case.error)
+        if case.result is not None:
+            warnings.warn(
+                pytest.PytestReturnNotNoneWarning(
+                    f"Test functions should return None, but {pyfuncitem.nodeid} returned "
+                    f"{type(case.result)!r}: the value is ignored. Did you mean `assert` "
+                    "instead of `return`?"
+                ),
+                stacklevel=1,
+            )
         return True
+
+    def _call_sequential(self, item: pytest.Function) -> _Case:
+        """(main thread, call phase) Run a concurrency-1 case's body on the case loop and wait:
+        pytest's capture and fixtures apply to it as to any test."""
+        fn: Any = item.obj
+        funcargs = item.funcargs
+        coro = fn(**{name: funcargs[name] for name in item._fixtureinfo.argnames})
+        case = _Case(item, current_recorder.get(), gated=False)
+        case.coro = coro
+        self._sequential = case
+        try:
+            case.future = asyncio.run_coroutine_threadsafe(self._run(case, coro), self.loop())
+            case.future.result()
+        except BaseException:
+            # KeyboardInterrupt while waiting: cancel the body and let its cleanup run before
+            # the fixtures are torn down
+            self._cancel(case)
+            raise
+        finally:
+            self._sequential = None
+        return case
+
+    def _cancel(self, case: _Case, wait: float = 10.0) -> None:
+        """Cancel a running case's body and wait (at most ``wait`` s) for it to finish."""
+        future, loop = case.future, self._loop
+        if future is None or future.done():
+            return
+        if case.task is None and future.cancel():
+            if case.coro is not None:
+                case.coro.close()  # never started: no "never awaited" warning
+            return
+        deadline = time.monotonic() + wait
+        while case.task is None and not case.finished.wait(0.01):
+            if time.monotonic() > deadline:
+                return
+        task = case.task
+        if task is not None and loop is not None and not case.finished.is_set():
+            loop.call_soon_threadsafe(task.cancel)
+        case.finished.wait(max(0.0, deadline - time.monotonic()))
 
     # -- detaching pytest's per-item state ---------------------------------------------------
 
@@ -740,13 +1027,34 @@ class ConcurrentCases:
             self.abandon(list(self.cases.values()))
 
 
+def _raise(error: BaseException) -> None:
+    """The case's outcome, raised in its call phase."""
+    raise error
+
+
 def _failed_case(case: _Case) -> bool:
-    """A finished case whose outcome will be a failure (not a skip, not an expected one)."""
-    if case.future is None or not case.future.done() or case.error is None:
+    """A finished case whose call will be reported as a failure: an error that is no skip and
+    no expected failure (xfail whose condition holds and whose ``raises`` matches), or a
+    strict xfail that passed."""
+    if case.future is None or not case.future.done() or not case.finished.is_set():
         return False
-    if isinstance(case.error, pytest.skip.Exception):
+    from _pytest.skipping import evaluate_xfail_marks
+
+    error = case.error
+    if isinstance(error, (pytest.skip.Exception, pytest.xfail.Exception)):
         return False
-    return case.item.get_closest_marker("xfail") is None
+    xfailed = evaluate_xfail_marks(case.item)
+    if error is None:
+        return xfailed is not None and xfailed.strict
+    if xfailed is None:
+        return True
+    raises: Any = xfailed.raises
+    if raises is None:
+        return False
+    if isinstance(raises, (type, tuple)):
+        return not isinstance(error, raises)
+    matches = getattr(raises, "matches", None)  # pytest.RaisesExc (pytest 9)
+    return not (callable(matches) and matches(error))
 
 
 def _function_fixturedefs(item: pytest.Item) -> list[Any]:

@@ -239,13 +239,32 @@ class GateError(LLMEvalError, ValueError):
 
 
 class CaseTimeoutError(LLMEvalError, TimeoutError):
-    """An async dataset case ran longer than ``--llm-eval-case-timeout``: it was cancelled and is
-    that case's ERROR (the other cases go on)."""
+    """An async dataset case (or one of its async fixtures) ran longer than
+    ``--llm-eval-case-timeout``: it was cancelled and is that case's ERROR (the other cases go
+    on)."""
 
-    def __init__(self, nodeid: str, timeout: float) -> None:
+    #: the llm-eval summary's row for these errors (they belong to no scorer)
+    scorer = "(case timeout)"
+
+    def __init__(self, nodeid: str, timeout: float, *, what: str = "case") -> None:
         self.nodeid = nodeid
         self.timeout = timeout
-        super().__init__(
-            f"{nodeid}: the case did not finish within --llm-eval-case-timeout={timeout:g}s and "
-            "was cancelled; raise the timeout or find what it waits for (the other cases ran on)"
-        )
+        limit = f"--llm-eval-case-timeout={timeout:g}s"
+        if what == "stuck":
+            text = (
+                f"{nodeid}: the case did not finish within {limit} and went on after being "
+                "cancelled (its code catches asyncio.CancelledError and carries on); it was left "
+                "running and its fixtures were torn down. Let CancelledError propagate (re-raise "
+                "it after cleaning up)"
+            )
+        elif what == "fixture":
+            text = (
+                f"{nodeid} did not finish within {limit} and was cancelled; raise the timeout or "
+                "find what it waits for (the other cases ran on)"
+            )
+        else:
+            text = (
+                f"{nodeid}: the case did not finish within {limit} and was cancelled; raise the "
+                "timeout or find what it waits for (the other cases ran on)"
+            )
+        super().__init__(text)

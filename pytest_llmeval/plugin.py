@@ -20,6 +20,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+import _pytest as _pytest_pkg
 import pytest
 
 from pytest_llmeval import hookspecs
@@ -981,6 +982,13 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         current_recorder.reset(token)
 
 
+def item_recorder(item: pytest.Item) -> TestRecorder | None:
+    """The item's recorder: its protocol's or, for a concurrent case set up ahead of its
+    protocol (its setup reports are made then), the one prepared for it."""
+    prepared = item.stash.get(prepared_recorder_key, None)
+    return prepared if prepared is not None else item.stash.get(recorder_key, None)
+
+
 def _new_recorder(item: pytest.Item) -> TestRecorder:
     file, test, case_id, where = _record_identity(item)
     return TestRecorder(file, test, case_id, where, sample=_sample_of(item))
@@ -1011,6 +1019,16 @@ def _frame_path(tb: TracebackType) -> Path | None:
         return Path(tb.tb_frame.f_code.co_filename).resolve()
     except (ValueError, OSError):
         return None
+
+
+_PYTEST_DIRS = (Path(pytest.__file__).resolve().parent, Path(_pytest_pkg.__file__).resolve().parent)
+
+
+def _is_pytest_frame(tb: TracebackType) -> bool:
+    path = _frame_path(tb)
+    return path is not None and (
+        any(path.is_relative_to(d) for d in _PYTEST_DIRS) or "pluggy" in path.parts
+    )
 
 
 def _hide_package_frames(item: pytest.Item, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
@@ -1046,6 +1064,11 @@ def _hide_package_frames(item: pytest.Item, excinfo: pytest.ExceptionInfo[BaseEx
         kept.append(t)
     if not kept or kept[0] is not chain[0] or len(kept) == len(chain):
         return
+    if all(_is_pytest_frame(t) for t in kept):
+        # Raised by this plugin outside any user code (a concurrent case's timeout, handed
+        # over in its call phase): hiding our frames would leave only pytest's own, which pytest
+        # then shows in full. Keep the chain: pytest cuts its own frames and shows ours.
+        return
     for before, after in itertools.pairwise(kept):
         before.tb_next = after
     kept[-1].tb_next = None
@@ -1057,7 +1080,7 @@ def _count_unrecorded_error(item: pytest.Item, error: LLMEvalError) -> None:
     """Every test ERROR caused by pytest-llmeval shows in the llm-eval summary: an error raised
     before any scoring was recorded (assert_scores rejecting its options, say) gets a record, so
     the summary's error count agrees with pytest's."""
-    recorder = item.stash.get(recorder_key, None)
+    recorder = item_recorder(item)
     if recorder is None or any(r.error is not None for r in recorder.records):
         return
     name = getattr(error, "scorer", None) or getattr(error, "name", None) or "?"
@@ -1087,6 +1110,9 @@ def _case_recorder(item: pytest.Item) -> TestRecorder:
     if recorder is not None and current_recorder.get() is recorder:
         return recorder
     recorder = _new_recorder(item)
+    gates = item.config.pluginmanager.get_plugin("llm-eval-gate-hooks")
+    if isinstance(gates, GateHooks):
+        gates.prime(recorder)  # its body may start before its protocol's wrapper runs
     item.stash[prepared_recorder_key] = recorder
     return recorder
 
@@ -1113,7 +1139,7 @@ def pytest_runtest_makereport(
         if report.failed:  # not when xfail turned it into an expected failure
             _count_unrecorded_error(item, excinfo.value)
     if call.when == "teardown":
-        recorder = item.stash.get(recorder_key, None)
+        recorder = item_recorder(item)
         if recorder is not None and recorder.records:
             setattr(
                 report,
@@ -1496,11 +1522,16 @@ class GateHooks:
         wrapper that creates the recorder)."""
         recorder = item.stash.get(recorder_key, None)
         if recorder is not None:
-            gates = self.config.stash[gate_table_key].get((recorder.file, recorder.test))
-            if gates is not None and gates.specs:
-                recorder.gated = gates.scorers
-                recorder.soft = frozenset() if self.strict else gates.scorers
+            self.prime(recorder)
         return (yield)
+
+    def prime(self, recorder: TestRecorder) -> None:
+        """Tell a test's recorder which scorers a gate decides. Also called for a concurrent
+        case's recorder made before its protocol (its body may start ahead)."""
+        gates = self.config.stash[gate_table_key].get((recorder.file, recorder.test))
+        if gates is not None and gates.specs:
+            recorder.gated = gates.scorers
+            recorder.soft = frozenset() if self.strict else gates.scorers
 
     @pytest.hookimpl(wrapper=True, trylast=True)
     def pytest_runtest_makereport(
@@ -1512,7 +1543,7 @@ class GateHooks:
         from pytest_llmeval.gates import UNREACHED, item_info
 
         report = yield
-        recorder = item.stash.get(recorder_key, None)
+        recorder = item_recorder(item)
         if recorder is None or not recorder.gated:
             return report
         if call.when in ("setup", "call"):

@@ -1,0 +1,440 @@
+"""Async dataset cases keep the semantics of plain pytest where a review found them broken:
+timeouts that the case swallows, ``caplog``/``capsys``/``monkeypatch``, hanging async fixtures,
+suite gates with the async assertions, tasks a case leaves behind, return values, ``-x`` with
+``xfail(raises=...)``. Each behaviour is compared with what pytest does for the same sync test,
+through real pytest runs (pytester)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+HEADER = """
+import asyncio, logging, os, time
+import pytest
+from pytest_llmeval import assert_score, assert_score_async
+
+
+def event(text):
+    with open("events.txt", "a") as f:
+        f.write(text + "\\n")
+"""
+
+
+def _cases(p: pytest.Pytester, ids: list[str]) -> None:
+    rows = [json.dumps({"id": i, "input": f"q-{i}", "expected": i}) for i in ids]
+    (p.path / "cases.jsonl").write_text("\n".join(rows) + "\n")
+
+
+def _events(p: pytest.Pytester) -> list[str]:
+    path = Path(p.path / "events.txt")
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def _run(p: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return p.runpytest_subprocess("-p", "no:cacheprovider", *args, timeout=120)
+
+
+# -- timeouts ----------------------------------------------------------------------------------
+
+
+def test_a_case_that_swallows_its_timeout_is_still_its_error(pytester: pytest.Pytester) -> None:
+    """A body that catches the timeout's cancellation and returns was a PASS: it is the case's
+    ERROR. One that catches it and goes on waiting is cancelled again, then reported as stuck
+    and left behind; the other cases pass."""
+    _cases(pytester, ["ok", "swallows", "persists", "ok2"])
+    pytester.makepyfile(
+        test_t=HEADER
+        + """
+@pytest.mark.llm_eval
+@pytest.mark.llm_eval_dataset("cases.jsonl", concurrency=4)
+async def test_t(case):
+    if case.id == "swallows":
+        try:
+            await asyncio.sleep(100)
+        except asyncio.CancelledError:
+            pass  # e.g. a library that swallows cancellation
+        return
+    if case.id == "persists":
+        while True:
+            try:
+                await asyncio.sleep(100)
+            except asyncio.CancelledError:
+                event("cancelled persists")
+    await assert_score_async("exact_match", output=case.expected, expected=case.expected, min=1)
+"""
+    )
+    result = _run(pytester, "--llm-eval", "-v", "--llm-eval-case-timeout=0.5")
+    result.assert_outcomes(passed=2, errors=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*test_t[[]ok[]] PASSED*",
+            "*test_t[[]swallows[]] ERROR*",
+            "*test_t[[]persists[]] ERROR*",
+            "*test_t[[]ok2[]] PASSED*",
+        ]
+    )
+    out = result.stdout.str()
+    assert "test_t[swallows]: the case did not finish within --llm-eval-case-timeout=0.5s" in out
+    assert "test_t[persists]: the case did not finish within --llm-eval-case-timeout=0.5s and " in (
+        out
+    )
+    assert "went on after being cancelled" in out
+    # cancelled again 5 times, a second apart (and once more when the run ends)
+    assert _events(pytester).count("cancelled persists") >= 5
+    # the summary names the timeouts as such, not as an unknown scorer
+    result.stdout.fnmatch_lines(["(case timeout)  2  *  0       0       2 *"])
+    # the error shows the message, not the plugin's or pytest's internals
+    assert "def pytest_pyfunc_call" not in out and "_pytest/runner.py" not in out
+
+
+def test_a_hanging_async_fixture_is_its_cases_error_and_blocks_no_other_case(
+    pytester: pytest.Pytester,
+) -> None:
+    """The timeout bounds async fixtures too (the run hung for good). The cases held up
+    meanwhile (pytest's setup phase of the hanging case holds the others) are not blamed."""
+    _cases(pytester, ["c0", "c1", "c2", "c3"])
+    pytester.makepyfile(
+        test_h=HEADER
+        + """
+@pytest.fixture
+async def conn(case):
+    if case.id == "c1":
+        await asyncio.sleep(3600)  # a connection that never answers
+    return case.id
+
+
+@pytest.mark.llm_eval_dataset("cases.jsonl", concurrency=2)
+async def test_h(case, conn):
+    await asyncio.sleep(0.05)
+    event("ran " + case.id)
+"""
+    )
+    result = _run(pytester, "-v", "--llm-eval-case-timeout=1")
+    result.assert_outcomes(passed=3, errors=1)
+    result.stdout.fnmatch_lines(["*test_h[[]c1[]] ERROR*"])
+    assert (
+        "async fixture 'conn' did not finish within --llm-eval-case-timeout=1s and was cancelled"
+        in result.stdout.str()
+    )
+    assert sorted(_events(pytester)) == ["ran c0", "ran c2", "ran c3"]
+
+
+# -- logs, output and process-wide fixtures ------------------------------------------------------
+
+CAPLOG = """
+@pytest.mark.llm_eval_dataset("cases.jsonl"{kw})
+async def test_logs(case, caplog):
+    await asyncio.sleep(0.05 if case.id == "c0" else 0.01)
+    logging.getLogger("app").error("app broke on %s", case.id)
+    await asyncio.sleep(0.05)
+    seen = [r.getMessage() for r in caplog.records]
+    event(case.id + " saw " + ",".join(seen))
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+"""
+
+
+@pytest.mark.parametrize("kw", ["", ", concurrency=3"])
+def test_caplog_sees_the_cases_own_records_during_its_body(
+    pytester: pytest.Pytester, kw: str
+) -> None:
+    """The same body as a sync test fails (caplog has the ERROR): so does every case, at
+    either concurrency, and each case sees its own record only."""
+    _cases(pytester, ["c0", "c1", "c2"])
+    pytester.makepyfile(test_logs=HEADER + CAPLOG.format(kw=kw))
+    result = _run(pytester)
+    result.assert_outcomes(failed=3)
+    assert sorted(_events(pytester)) == [
+        "c0 saw app broke on c0",
+        "c1 saw app broke on c1",
+        "c2 saw app broke on c2",
+    ]
+    result.stdout.fnmatch_lines(["*Captured log call*", "ERROR *app broke on c*"])
+
+
+def test_at_concurrency_1_capsys_and_monkeypatch_work_as_in_pytest(
+    pytester: pytest.Pytester,
+) -> None:
+    """Each case is set up, run and torn down before the next (no look-ahead): monkeypatch's
+    changes are the case's alone and undone before the next test; capsys reads the case's own
+    output."""
+    _cases(pytester, ["c0", "c1", "c2"])
+    pytester.makepyfile(
+        test_one=HEADER
+        + """
+@pytest.fixture
+def env(case, monkeypatch):
+    monkeypatch.setenv("APP_MODE", "mode-" + case.id)
+    event("setup " + case.id)
+    yield case.id
+    event("teardown " + case.id)
+
+
+@pytest.mark.llm_eval_dataset("cases.jsonl")
+async def test_env(case, env, capsys):
+    print("hello", case.id)
+    await asyncio.sleep(0.01)
+    assert os.environ["APP_MODE"] == "mode-" + case.id
+    assert capsys.readouterr().out == f"hello {case.id}\\n"
+
+
+def test_after():
+    assert "APP_MODE" not in os.environ, os.environ.get("APP_MODE")
+"""
+    )
+    result = _run(pytester)
+    result.assert_outcomes(passed=4)
+    assert _events(pytester) == [
+        "setup c0",
+        "teardown c0",
+        "setup c1",
+        "teardown c1",
+        "setup c2",
+        "teardown c2",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("fixture", "requested_by", "why"),
+    [
+        ("monkeypatch", "fixture 'env'", "changes process-wide state"),
+        ("capsys", "the test", "captures the process's one sys.stdout"),
+        ("capfd", "the test", "captures the process's one standard output"),
+    ],
+)
+def test_process_wide_fixtures_with_concurrency_are_a_collection_error(
+    pytester: pytest.Pytester, fixture: str, requested_by: str, why: str
+) -> None:
+    """Overlapping cases would share one monkeypatch state (a change outlived the test) or one
+    sys.stdout: say so at collection, naming the fixture and who asks for it."""
+    _cases(pytester, ["c0", "c1"])
+    arg = "env" if fixture == "monkeypatch" else fixture
+    source = (
+        HEADER
+        + """
+@pytest.fixture
+def env(case, monkeypatch):
+    monkeypatch.setenv("APP_MODE", "mode-" + case.id)
+
+
+@pytest.mark.llm_eval_dataset("cases.jsonl"{kw})
+async def test_c(case, {arg}):
+    await asyncio.sleep(0.01)
+"""
+    )
+    pytester.makepyfile(test_mp=source.format(kw=", concurrency=2", arg=arg))
+    result = _run(pytester)
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    out = result.stdout.str()
+    assert (
+        f"test_mp.py::test_c: llm_eval_dataset(concurrency=2): the '{fixture}' fixture "
+        f"(requested by {requested_by}) {why}"
+    ) in out
+    assert "concurrency=1" in out
+    # concurrency from the command-line option: a usage error naming the test
+    pytester.makepyfile(test_mp=source.format(kw="", arg=arg))
+    result = _run(pytester, "--llm-eval-case-concurrency=4")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [f"*test_mp.py::test_c[[]c0[]]: --llm-eval-case-concurrency=4: the '{fixture}' fixture*"]
+    )
+    # and at concurrency 1 the same test runs
+    result = _run(pytester)
+    result.assert_outcomes(passed=2)
+
+
+def test_output_of_a_cases_child_tasks_is_the_cases_and_leftover_tasks_are_cancelled(
+    pytester: pytest.Pytester,
+) -> None:
+    """``asyncio.gather`` children print into their case's captured output (they went to the
+    terminal); a task the case leaves running is cancelled when its body ends (it changed state
+    under a later test)."""
+    _cases(pytester, ["c0", "c1", "c2", "c3"])
+    pytester.makepyfile(
+        test_child=HEADER
+        + """
+STATE = {"v": "clean"}
+
+
+async def work(cid):
+    await asyncio.sleep(0.01)
+    print("child output of", cid)
+
+
+async def background():
+    try:
+        await asyncio.sleep(0.3)
+        STATE["v"] = "dirty"
+    except asyncio.CancelledError:
+        event("background cancelled")
+        raise
+
+
+@pytest.mark.llm_eval_dataset("cases.jsonl", concurrency=4)
+async def test_child(case):
+    if case.id == "c0":
+        asyncio.get_running_loop().create_task(background())
+    await asyncio.gather(work(case.id), asyncio.sleep(0.2 if case.id == "c0" else 0.02))
+    print("own output of", case.id)
+    assert case.id != "c2"
+
+
+def test_later():
+    time.sleep(0.5)
+    assert STATE["v"] == "clean"
+"""
+    )
+    result = _run(pytester)
+    result.assert_outcomes(passed=4, failed=1)
+    out = result.stdout.str()
+    section = out[out.index("Captured stdout call") :]
+    assert section.splitlines()[1:3] == ["child output of c2", "own output of c2"]
+    assert "child output of c0" not in out  # passed cases' output stays captured
+    assert _events(pytester) == ["background cancelled"]
+
+
+# -- outcomes -----------------------------------------------------------------------------------
+
+
+def test_gated_async_cases_leave_the_verdict_to_the_gate_as_sync_ones_do(
+    pytester: pytest.Pytester,
+) -> None:
+    """Under a suite gate a per-case miss is the gate's (a sync test's case passes, marked
+    'g'): the same for assert_score_async and for a sync assert_score in an async case, also
+    for cases whose body starts ahead of their protocol."""
+    _cases(pytester, [f"c{i}" for i in range(10)])
+    body = """
+    await asyncio.sleep(0.01)
+    out = "no" if case.id == "c3" else case.expected
+"""
+    pytester.makepyfile(
+        test_g=HEADER
+        + f"""
+@pytest.mark.llm_eval
+@pytest.mark.llm_eval_dataset("cases.jsonl")
+@pytest.mark.llm_eval_gate("exact_match", min_mean=0.8)
+def test_sync(case):
+    out = "no" if case.id == "c3" else case.expected
+    assert_score("exact_match", output=out, expected=case.expected, min=1)
+
+
+@pytest.mark.llm_eval
+@pytest.mark.llm_eval_dataset("cases.jsonl", concurrency=4)
+@pytest.mark.llm_eval_gate("exact_match", min_mean=0.8)
+async def test_async(case):{body}
+    await assert_score_async("exact_match", output=out, expected=case.expected, min=1)
+
+
+@pytest.mark.llm_eval
+@pytest.mark.llm_eval_dataset("cases.jsonl", concurrency=4)
+@pytest.mark.llm_eval_gate("exact_match", min_mean=0.8)
+async def test_async_sync_assert(case):{body}
+    assert_score("exact_match", output=out, expected=case.expected, min=1)
+
+
+@pytest.mark.llm_eval
+@pytest.mark.llm_eval_dataset("cases.jsonl", concurrency=4)
+@pytest.mark.llm_eval_gate("exact_match", min_mean=0.95)
+async def test_async_gate_fails(case):{body}
+    await assert_score_async("exact_match", output=out, expected=case.expected, min=1)
+"""
+    )
+    result = _run(pytester, "--llm-eval", "-rA")
+    result.assert_outcomes(passed=40)
+    result.stdout.fnmatch_lines(
+        [
+            "PASS test_g.py::test_async exact_match: mean 0.900 >= 0.8: pass",
+            "    10 cases, 10 samples, 0 unscored",
+            "FAIL test_g.py::test_async_gate_fails exact_match: mean 0.900 >= 0.95: fail",
+            "    10 cases, 10 samples, 0 unscored",
+            "PASS test_g.py::test_async_sync_assert exact_match: mean 0.900 >= 0.8: pass",
+            "    10 cases, 10 samples, 0 unscored",
+            "PASS test_g.py::test_sync exact_match: mean 0.900 >= 0.8: pass",
+        ]
+    )
+    # every case counted as run (cases set up ahead of their protocol read as skipped)
+    assert "gate over" not in result.stdout.str()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED  # the failing gate fails the run
+
+
+def test_a_case_that_returns_a_value_warns_as_pytest_does(pytester: pytest.Pytester) -> None:
+    _cases(pytester, ["c0", "c1"])
+    pytester.makepyfile(
+        test_r=HEADER
+        + """
+@pytest.mark.llm_eval_dataset("cases.jsonl", concurrency=2)
+async def test_r(case):
+    await asyncio.sleep(0.01)
+    return case.id == "c0"
+"""
+    )
+    result = _run(pytester, "-W", "error::pytest.PytestReturnNotNoneWarning")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(
+        ["*PytestReturnNotNoneWarning: Test functions should return None, but *test_r[[]c0[]]*"]
+    )
+
+
+def test_exitfirst_counts_an_xfail_with_the_wrong_exception_as_a_failure(
+    pytester: pytest.Pytester,
+) -> None:
+    """``xfail(raises=TypeError)`` failing with ValueError is a failure: ``-x`` starts no new
+    case after it (it counted as expected and the next cases started)."""
+    _cases(pytester, [f"c{i:02d}" for i in range(12)])
+    pytester.makepyfile(
+        test_x=HEADER
+        + """
+@pytest.mark.xfail(raises=TypeError, strict=False)
+@pytest.mark.llm_eval_dataset("cases.jsonl", concurrency=2)
+async def test_x(case):
+    event("started " + case.id)
+    await asyncio.sleep(0.3 if case.id != "c00" else 0.0)
+    if case.id == "c00":
+        raise ValueError("not the expected failure")
+"""
+    )
+    result = _run(pytester, "-x")
+    result.assert_outcomes(failed=1)
+    started = _events(pytester)
+    # c00 fails at once; c01 was in flight with it and look-ahead may have begun c02 and c03
+    # before the failure was known; no case after that
+    assert started[0] == "started c00"
+    assert len(started) <= 4, started
+
+
+def test_ctrl_c_at_concurrency_1_cancels_the_body_before_its_teardown(
+    pytester: pytest.Pytester,
+) -> None:
+    """A test of concurrency 1 runs its body in its call phase: Ctrl-C there cancels the body,
+    whose cleanup runs before its fixtures are torn down; the summary is printed."""
+    _cases(pytester, ["a", "b"])
+    pytester.makepyfile(
+        test_k=HEADER
+        + """
+import signal
+
+
+@pytest.fixture
+async def res(case):
+    yield case.id
+    event("teardown " + case.id)
+
+
+@pytest.mark.llm_eval
+@pytest.mark.llm_eval_dataset("cases.jsonl")
+async def test_k(case, res):
+    await asyncio.sleep(0.2)
+    os.kill(os.getpid(), signal.SIGINT)
+    try:
+        await asyncio.sleep(60)
+    except asyncio.CancelledError:
+        event("cancelled " + case.id)
+        raise
+"""
+    )
+    result = _run(pytester, "--llm-eval")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(["*KeyboardInterrupt*", "*no tests ran*"])
+    assert _events(pytester) == ["cancelled a", "teardown a"]
