@@ -60,7 +60,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
-from pytest_llmeval.errors import CaseTimeoutError
+from pytest_llmeval.errors import CaseFixtureError, CaseTimeoutError
 from pytest_llmeval.progress import RUNNING_ATTR
 from pytest_llmeval.records import TestRecorder, current_recorder
 
@@ -112,8 +112,23 @@ _OTHER_ASYNC_PLUGIN = (
 
 
 def check_marker(metafunc: pytest.Metafunc, kwargs: dict[str, Any], where: str) -> None:
-    """Collection-time checks of ``llm_eval_dataset(..., concurrency=N)``."""
+    """Collection-time checks of ``llm_eval_dataset(..., concurrency=N)`` (or of the
+    concurrency ``--llm-eval-case-concurrency`` gives it)."""
     if "concurrency" not in kwargs:
+        runner = metafunc.config.pluginmanager.get_plugin("llm-eval-concurrent-cases")
+        default = getattr(runner, "default_concurrency", 1)
+        if (
+            default > 1
+            and inspect.iscoroutinefunction(metafunc.function)
+            and _other_async_plugin(metafunc.definition, metafunc.fixturenames) is None
+        ):
+            problem = _one_at_a_time_fixture(metafunc.definition)
+            if problem is not None:
+                raise pytest.Collector.CollectError(
+                    f"{where}: --llm-eval-case-concurrency={default}: {problem}; give this "
+                    "test concurrency=1 on its llm_eval_dataset marker to keep the option for "
+                    "the others"
+                )
         return
     n = kwargs["concurrency"]
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
@@ -196,6 +211,8 @@ class _Gate:
         self._waiters_lock = threading.Lock()
         self._waiters: list[asyncio.Future[None]] = []
         self.loop: asyncio.AbstractEventLoop | None = None
+        #: the main thread holds it for a phase (and has not lent it out)
+        self.held = False
 
     def try_enter(self) -> bool:
         return self._lock.acquire(blocking=False)
@@ -223,20 +240,41 @@ class _Gate:
     def phase(self) -> Iterator[None]:
         """(main thread) Hold the gate for one pytest phase."""
         self._lock.acquire()
+        self.held = True
         try:
             yield
         finally:
-            self._lock.release()
-            # Wake the case loop only for steps waiting on the gate: a step that fails to enter
-            # after this check registers its waiter and, finding the gate open, wakes itself.
-            with self._waiters_lock:
-                waiting = bool(self._waiters)
-            loop = self.loop
-            if waiting and loop is not None and not loop.is_closed():
-                try:
-                    loop.call_soon_threadsafe(self._wake)
-                except RuntimeError:  # the loop is closing
-                    pass
+            self.held = False
+            self._open()
+
+    @contextlib.contextmanager
+    def lent(self) -> Iterator[bool]:
+        """(main thread, in a phase) Open the gate while the phase only waits for the case loop
+        (an async fixture): a case holding what the fixture needs (a lock, a pool slot) can go
+        on. Yields whether it was lent (not when no phase holds it)."""
+        if not self.held:
+            yield False
+            return
+        self.held = False
+        self._open()
+        try:
+            yield True
+        finally:
+            self._lock.acquire()
+            self.held = True
+
+    def _open(self) -> None:
+        self._lock.release()
+        # Wake the case loop only for steps waiting on the gate: a step that fails to enter
+        # after this check registers its waiter and, finding the gate open, wakes itself.
+        with self._waiters_lock:
+            waiting = bool(self._waiters)
+        loop = self.loop
+        if waiting and loop is not None and not loop.is_closed():
+            try:
+                loop.call_soon_threadsafe(self._wake)
+            except RuntimeError:  # the loop is closing
+                pass
 
 
 class _Gated:
@@ -281,6 +319,27 @@ class _Gated:
                 to_send = None
 
 
+def _serve(loop: asyncio.AbstractEventLoop) -> None:
+    """The case loop's thread. A task that raises SystemExit or KeyboardInterrupt (an async
+    fixture, a case's child task) has asyncio let it out of ``run_forever``: the task holds it
+    (its awaiter gets it, e.g. the case, whose error it becomes), so the loop just goes on."""
+    asyncio.set_event_loop(loop)
+    while not loop.is_closed():
+        try:
+            loop.run_forever()
+            return  # stopped
+        except BaseException:
+            continue
+
+
+class _ContextExecutor(concurrent.futures.ThreadPoolExecutor):
+    """Runs each call in a copy of the submitter's context (as ``asyncio.to_thread`` does)."""
+
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[Any]:
+        context = contextvars.copy_context()
+        return super().submit(context.run, fn, *args, **kwargs)
+
+
 async def _gated(coro: Coroutine[Any, Any, Any], case: _Case, gate: _Gate) -> Any:
     """``coro`` run as a case's code: gated, its output the case's."""
     return await _Gated(coro, case, gate)
@@ -299,6 +358,12 @@ async def _outcome(body: Coroutine[Any, Any, Any]) -> tuple[bool, Any]:
 
 
 _GATED_CODE = _gated.__code__
+
+
+def _not_case_code(record: logging.LogRecord) -> bool:
+    """A log filter: records of concurrent cases' code are theirs, not a phase's."""
+    case = _current_case.get()
+    return case is None or not case.gated
 
 
 class _CaseLogs(logging.Handler):
@@ -431,16 +496,6 @@ class ConcurrentCases:
         items late) cannot honour concurrency=N: say so instead of running it one by one."""
         for item in items:
             n = _concurrency_kw(item)
-            if n is None and self.default_concurrency > 1 and self.owns(item):
-                # concurrency from --llm-eval-case-concurrency (the marker's was checked at
-                # collection)
-                problem = _one_at_a_time_fixture(item)
-                if problem is not None:
-                    raise pytest.UsageError(
-                        f"{item.nodeid}: --llm-eval-case-concurrency={self.default_concurrency}"
-                        f": {problem}; give this test concurrency=1 on its llm_eval_dataset "
-                        "marker to keep the option for the others"
-                    )
             if n is None or n <= 1 or not isinstance(item, pytest.Function):
                 continue
             other = _other_async_plugin(item, item.fixturenames)
@@ -495,12 +550,15 @@ class ConcurrentCases:
         if self._loop is None:
             loop = asyncio.new_event_loop()
             thread = threading.Thread(
-                target=loop.run_forever, name="pytest-llmeval-cases", daemon=True
+                target=_serve, args=(loop,), name="pytest-llmeval-cases", daemon=True
             )
             thread.start()
             self._loop, self._thread = loop, thread
             self.gate.loop = loop
             loop.set_task_factory(self._task_factory)
+            # run_in_executor's threads run in the caller's context: their log records reach
+            # the case that made the call (asyncio.to_thread does this by itself)
+            loop.set_default_executor(_ContextExecutor(thread_name_prefix="pytest-llmeval-case"))
             self._log_handler = _CaseLogs()
             logging.getLogger().addHandler(self._log_handler)
         return self._loop
@@ -538,7 +596,16 @@ class ConcurrentCases:
 
         future = asyncio.run_coroutine_threadsafe(with_recorder(), self.loop())
         try:
-            return future.result(timeout=self.timeout)
+            with self.gate.lent() as lent:
+                # the phase's own log handlers keep only the fixture's records meanwhile
+                handlers = self._phase_handlers() if lent else []
+                for handler in handlers:
+                    handler.addFilter(_not_case_code)
+                try:
+                    return future.result(timeout=self.timeout)
+                finally:
+                    for handler in handlers:
+                        handler.removeFilter(_not_case_code)
         except concurrent.futures.TimeoutError:
             future.cancel()
             assert self.timeout is not None
@@ -548,6 +615,9 @@ class ConcurrentCases:
             # e.g. KeyboardInterrupt while waiting: the fixture's coroutine stops too
             future.cancel()
             raise
+
+    def _phase_handlers(self) -> list[logging.Handler]:
+        return [h for h in logging.getLogger().handlers if h is not self._log_handler]
 
     def pytest_unconfigure(self) -> None:
         loop, thread = self._loop, self._thread
@@ -566,38 +636,41 @@ class ConcurrentCases:
 
     # -- async fixtures ----------------------------------------------------------------------
 
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_fixture_setup(self, fixturedef: FixtureDef[Any], request: SubRequest) -> Any:
+    @pytest.hookimpl(wrapper=True)
+    def pytest_fixture_setup(
+        self, fixturedef: FixtureDef[Any], request: SubRequest
+    ) -> Generator[None, Any, Any]:
         """Async fixtures (``async def`` with return or yield) of the cases this runner owns run
-        on the case loop, where the case's coroutine will use their values."""
+        on the case loop, where the case's coroutine will use their values. pytest's own setup
+        runs them (arguments, caching, finalizers, skips, ``--setup-plan``) through a sync
+        stand-in put in place for the call: a value of None is a value like any other."""
         func = fixturedef.func
         is_gen = inspect.isasyncgenfunction(func)
-        if not (is_gen or inspect.iscoroutinefunction(func)):
-            return None
         item = getattr(request, "_pyfuncitem", None)
-        if item is None or not self.owns(item):
-            return None
+        if not (is_gen or inspect.iscoroutinefunction(func)) or item is None or not self.owns(item):
+            return (yield)
         from _pytest.fixtures import resolve_fixture_function
 
-        kwargs = {name: request.getfixturevalue(name) for name in fixturedef.argnames}
         fixturefunc: Any = resolve_fixture_function(fixturedef, request)
-        key = fixturedef.cache_key(request)
-        try:
-            if is_gen:
+        name = fixturedef.argname
+        stand_in: Callable[..., Any]
+        if is_gen:
+
+            def stand_in(**kwargs: Any) -> Iterator[Any]:
                 agen = fixturefunc(**kwargs)
-                name = fixturedef.argname
-                value = self.run_fixture(agen.__anext__(), name)
-                request.addfinalizer(lambda: self.run_fixture(_close_agen(agen, name), name))
-            else:
-                value = self.run_fixture(fixturefunc(**kwargs), fixturedef.argname)
-        except BaseException as exc:
-            if isinstance(exc, pytest.skip.Exception):
-                # as pytest does: a skip in a fixture is shown at the test, not the fixture
-                exc._use_item_location = True
-            fixturedef.cached_result = (None, key, (exc, exc.__traceback__))
-            raise
-        fixturedef.cached_result = (value, key, None)
-        return value
+                yield self.run_fixture(agen.__anext__(), name)
+                self.run_fixture(_close_agen(agen, name), name)
+
+        else:
+
+            def stand_in(**kwargs: Any) -> Any:
+                return self.run_fixture(fixturefunc(**kwargs), name)
+
+        fixturedef.func = stand_in  # type: ignore[misc]
+        try:
+            return (yield)
+        finally:
+            fixturedef.func = func  # type: ignore[misc]
 
     # -- the protocol ------------------------------------------------------------------------
 
@@ -666,6 +739,16 @@ class ConcurrentCases:
             self._detach(case)
         if case.setup_report.passed:
             self._case_caplog(case)
+            used = _one_at_a_time_in_use(item)
+            if used is not None:
+                # requested at run time (request.getfixturevalue): collection could not know
+                case.error = CaseFixtureError(
+                    f"{item.nodeid}: the {used!r} fixture {_ONE_AT_A_TIME[used]}; its body was "
+                    "not run"
+                )
+                case.future = concurrent.futures.Future()
+                case.future.set_result(None)
+                return case
         if case.setup_report.passed and not self.config.getoption("setuponly", False):
             function = cast(pytest.Function, item)  # owns() checked it
             fn: Any = function.obj
@@ -1055,6 +1138,13 @@ def _failed_case(case: _Case) -> bool:
         return not isinstance(error, raises)
     matches = getattr(raises, "matches", None)  # pytest.RaisesExc (pytest 9)
     return not (callable(matches) and matches(error))
+
+
+def _one_at_a_time_in_use(item: pytest.Item) -> str | None:
+    """The first fixture of ``_ONE_AT_A_TIME`` set up for this case, or None."""
+    request = getattr(item, "_request", None)
+    names = getattr(request, "_fixture_defs", {}) if request else {}
+    return next((name for name in names if name in _ONE_AT_A_TIME), None)
 
 
 def _function_fixturedefs(item: pytest.Item) -> list[Any]:

@@ -12,6 +12,7 @@ from typing import Any
 __all__ = [
     "BudgetExceededError",
     "CacheMissError",
+    "CaseFixtureError",
     "CaseTimeoutError",
     "DatasetError",
     "GateError",
@@ -236,6 +237,14 @@ class GateError(LLMEvalError, ValueError):
         self.source = source
         self.problem = problem
         super().__init__(f"{source}: {problem}")
+
+
+class CaseFixtureError(LLMEvalError, RuntimeError):
+    """A concurrent case set up a fixture that cannot serve cases in flight at once (e.g.
+    ``monkeypatch`` requested with ``request.getfixturevalue``): the case is an ERROR, its body
+    not run."""
+
+    scorer = "(case fixture)"
 
 
 class CaseTimeoutError(LLMEvalError, TimeoutError):

@@ -140,6 +140,8 @@ class SharesPlugin:
         session, scheduler = self.session, self.scheduler
         if session is None or scheduler is None:
             return
+        if report.when == "teardown":
+            scheduler.reported(report.nodeid)
         if session.shouldfail or session.shouldstop:
             scheduler.stop()
 
@@ -236,6 +238,9 @@ class CaseShares:
         self._steals: dict[Any, deque[tuple[str, list[int]]]] = {}
         self._stopping = False
         self._withdraw_attempts: dict[Any, int] = {}
+        #: concurrent cases whose teardown report arrived (xdist's "complete" event comes after)
+        self._reported: set[int] = set()
+        self._index: dict[str, int] | None = None
 
     # -- the Scheduling protocol -------------------------------------------------------------
 
@@ -342,6 +347,16 @@ class CaseShares:
                 self._withdraw(node)  # it moved on meanwhile: ask again for what is left
         self._after()
 
+    def reported(self, nodeid: str) -> None:
+        """A teardown report arrived: that case is done, whatever comes after it."""
+        if not self.split:
+            return
+        if self._index is None:
+            self._index = {name: i for i, name in enumerate(self.collection)}
+        index = self._index.get(nodeid)
+        if index is not None and index in self._concurrent:
+            self._reported.add(index)
+
     def remove_node(self, node: Any) -> str | None:
         """A worker finished or went down: its queued cases (but the one it was running, which
         xdist reports as the crash) go to the other workers."""
@@ -358,8 +373,11 @@ class CaseShares:
         inner_crash: str | None = None
         if view in self.inner.nodes:
             inner_crash = self.inner.remove_node(view)
-        order = self._order.pop(node, [])
-        pending = self._pending.pop(node, [])
+        # A case whose reports all arrived is done even if the worker died before telling xdist
+        # (another case in flight killed the process): not the crash, not to run again.
+        done = self._reported
+        order = [i for i in self._order.pop(node, []) if i not in done]
+        pending = [i for i in self._pending.pop(node, []) if i not in done]
         self._steals.pop(node, None)
         crashitem = inner_crash
         if order and order[0] in self._concurrent:
