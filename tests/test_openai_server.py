@@ -237,10 +237,13 @@ def test_request_log_and_clear(judge_server: OpenAITestServer) -> None:
 
 def test_latency_and_max_in_flight_across_threads(judge_server: OpenAITestServer) -> None:
     judge_server.set_default(text("ok"))
-    judge_server.latency = 0.4
+    # long enough that five requests sent together overlap on a loaded machine too
+    judge_server.latency = 1.5
     results: list[int] = []
+    together = threading.Barrier(5)
 
     def worker() -> None:
+        together.wait(timeout=30)
         results.append(post(judge_server, "/chat/completions", CHAT)[0])
 
     threads = [threading.Thread(target=worker) for _ in range(5)]
@@ -251,7 +254,7 @@ def test_latency_and_max_in_flight_across_threads(judge_server: OpenAITestServer
     assert results == [200] * 5
     assert judge_server.max_in_flight == 5
     for rec in judge_server.requests:
-        assert rec.finished_at is not None and rec.finished_at - rec.received_at >= 0.4
+        assert rec.finished_at is not None and rec.finished_at - rec.received_at >= 1.5
 
 
 def test_stop_wakes_a_sleeping_delay() -> None:

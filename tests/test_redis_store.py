@@ -578,7 +578,11 @@ def test_tiered_store_outage_notes_unpushed_keys_and_push_keys_sends_them(
         store.put(keys[1], "s", {"value": 0.5})
         assert store.get(keys[2]) is None  # Redis left alone while down: a local miss
         store.put(keys[3], "s", {"value": 0.25})
-    assert len(caught) == 1 and store.unpushed == {keys[1], keys[3]}
+    # one CacheWarning for the outage (other warnings, e.g. a ResourceWarning a loaded machine's
+    # garbage collection emits meanwhile, are not this store's); all shown if it fails
+    ours = [w for w in caught if issubclass(w.category, CacheWarning)]
+    assert len(ours) == 1, [f"{w.category.__name__}: {w.message}" for w in caught]
+    assert store.unpushed == {keys[1], keys[3]}
     assert store.get(keys[1]) == {"value": 0.5}  # the local store has it
     down = push_keys(local, remote, store.unpushed)
     assert down.remaining == 2 and down.pushed == 0
