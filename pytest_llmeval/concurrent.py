@@ -56,7 +56,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Coroutine, Generator, Iterator
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import pytest
 
@@ -68,6 +68,10 @@ if TYPE_CHECKING:
     from _pytest.fixtures import FixtureDef, SubRequest
 
 __all__ = ["ConcurrentCases", "check_marker", "prepared_recorder_key"]
+
+T = TypeVar("T")
+
+_NO_PARAM = object()
 
 #: After a timeout: how many times (one second apart) a body that goes on is cancelled again
 #: before it is reported as stuck and left behind.
@@ -92,6 +96,9 @@ _ONE_AT_A_TIME = {
         "run the cases one at a time (concurrency=1)"
     ),
 }
+_ONE_AT_A_TIME["mocker"] = _ONE_AT_A_TIME["monkeypatch"].replace(
+    "(environment variables, attributes, sys.path)", "(pytest-mock's patches of objects)"
+)
 for _name in ("capsysbinary", "capfd", "capfdbinary"):
     _ONE_AT_A_TIME[_name] = _ONE_AT_A_TIME["capsys"].replace("sys.stdout", "standard output")
 del _name
@@ -192,9 +199,23 @@ def _concurrency_kw(item: pytest.Item) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _group_key(item: pytest.Item) -> tuple[str, str]:
+def _group_key(item: pytest.Item) -> tuple[str, str, tuple[tuple[str, int], ...]]:
+    """The items whose cases may be in flight together: one test function, and the same values
+    of its parameters of broader scope than the function (a module-scoped parametrized fixture
+    is torn down for its next value: cases of the old value must all be done by then)."""
     parent = item.parent.nodeid if item.parent is not None else ""
-    return parent, str(getattr(item, "originalname", item.name))
+    callspec = getattr(item, "callspec", None)
+    broader: tuple[tuple[str, int], ...] = ()
+    if callspec is not None:
+        scopes = getattr(callspec, "_arg2scope", {})
+        broader = tuple(
+            sorted(
+                (name, index)
+                for name, index in callspec.indices.items()
+                if getattr(scopes.get(name), "value", "function") != "function"
+            )
+        )
+    return parent, str(getattr(item, "originalname", item.name)), broader
 
 
 # -- the gate --------------------------------------------------------------------------------
@@ -319,6 +340,22 @@ class _Gated:
                 to_send = None
 
 
+def _task_in(
+    loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T], ctx: contextvars.Context
+) -> asyncio.Task[T]:
+    """A task running in ``ctx`` itself (Python 3.11+; 3.10: in a copy of it). Made directly,
+    not by the loop's task factory."""
+    if sys.version_info >= (3, 11):
+        return asyncio.Task(coro, loop=loop, context=ctx)
+    return ctx.run(asyncio.Task, coro, loop=loop)  # pragma: no cover - Python 3.10
+
+
+async def _with_context(coro: Coroutine[Any, Any, Any]) -> tuple[Any, contextvars.Context]:
+    """``coro``'s value and the context it left (what an async fixture set)."""
+    value = await coro
+    return value, contextvars.copy_context()
+
+
 def _serve(loop: asyncio.AbstractEventLoop) -> None:
     """The case loop's thread. A task that raises SystemExit or KeyboardInterrupt (an async
     fixture, a case's child task) has asyncio let it out of ``run_forever``: the task holds it
@@ -359,6 +396,9 @@ async def _outcome(body: Coroutine[Any, Any, Any]) -> tuple[bool, Any]:
 
 _GATED_CODE = _gated.__code__
 
+#: this module's own context variables (not the user's: never handed from fixture to body)
+_OWN_VARS: frozenset[contextvars.ContextVar[Any]] = frozenset({_current_case, current_recorder})
+
 
 def _not_case_code(record: logging.LogRecord) -> bool:
     """A log filter: records of concurrent cases' code are theirs, not a phase's."""
@@ -394,9 +434,11 @@ class _Case:
         self.children: set[asyncio.Task[Any]] = set()
         self.result: Any = None
         self.log_handler: logging.Handler | None = None
+        #: context variables its async fixtures set (its body runs with them)
+        self.vars: dict[contextvars.ContextVar[Any], Any] = {}
         self.setup_report: pytest.TestReport | None = None
         self.stack_entry: Any = None
-        self.fixture_states: list[tuple[Any, Any, list[Callable[[], object]]]] = []
+        self.fixture_states: list[tuple[Any, Any, list[Callable[[], object]], Any]] = []
         self.future: concurrent.futures.Future[None] | None = None
         self.coro: Coroutine[Any, Any, Any] | None = None
         self.task: asyncio.Task[Any] | None = None
@@ -464,6 +506,10 @@ class ConcurrentCases:
         self._sequential: _Case | None = None
         #: bodies that ignored their timeout's cancellation (cancelled again at the end)
         self._stuck: set[asyncio.Task[Any]] = set()
+        #: context variables the async fixtures of an item set, for its body
+        self._vars: dict[pytest.Item, dict[contextvars.ContextVar[Any], Any]] = {}
+        #: tests whose cases are set up one at a time from now on (see CaseFixtureError)
+        self._serial: set[tuple[str, str, tuple[tuple[str, int], ...]]] = set()
 
     # -- which items -------------------------------------------------------------------------
 
@@ -578,9 +624,15 @@ class ConcurrentCases:
             task.add_done_callback(case.children.discard)
         return task
 
-    def run_fixture(self, coro: Coroutine[Any, Any, Any], name: str = "") -> Any:
+    def run_fixture(
+        self,
+        coro: Coroutine[Any, Any, Any],
+        name: str = "",
+        context: contextvars.Context | None = None,
+    ) -> Any:
         """(main thread, during a phase) Run an async fixture's coroutine on the case loop,
-        bounded by ``--llm-eval-case-timeout``."""
+        bounded by ``--llm-eval-case-timeout``, in ``context`` (its setup and teardown share one,
+        so a context variable it sets can be reset at teardown)."""
         if threading.current_thread() is self._thread:
             coro.close()
             raise RuntimeError(
@@ -588,13 +640,13 @@ class ConcurrentCases:
                 "request.getfixturevalue() in the test body); name it in the test's arguments "
                 "so it is set up before the case starts"
             )
-        recorder = current_recorder.get()
+        ctx = context if context is not None else contextvars.copy_context()
 
-        async def with_recorder() -> Any:
-            current_recorder.set(recorder)
-            return await coro
+        async def in_context() -> Any:
+            # (a task awaited by this one is cancelled with it)
+            return await _task_in(asyncio.get_running_loop(), coro, ctx)
 
-        future = asyncio.run_coroutine_threadsafe(with_recorder(), self.loop())
+        future = asyncio.run_coroutine_threadsafe(in_context(), self.loop())
         try:
             with self.gate.lent() as lent:
                 # the phase's own log handlers keep only the fixture's records meanwhile
@@ -615,6 +667,35 @@ class ConcurrentCases:
             # e.g. KeyboardInterrupt while waiting: the fixture's coroutine stops too
             future.cancel()
             raise
+
+    def _refuse_from_a_case(self, name: str) -> None:
+        """A fixture set up from a concurrent case's body (``request.getfixturevalue()``):
+        pytest's fixture state is per test, and the cases in flight share it."""
+        if threading.current_thread() is not self._thread:
+            return
+        case = _current_case.get()
+        if case is not None and case.gated:
+            raise CaseFixtureError(
+                f"{case.item.nodeid}: fixture {name!r} was requested from the body of a case "
+                "running concurrently (request.getfixturevalue()): pytest keeps one fixture "
+                "state per test, which the cases in flight share. Name the fixture in the "
+                "test's arguments (it is then set up before the case starts), or run the cases "
+                "one at a time (concurrency=1)"
+            )
+
+    def _guard_request(self, item: pytest.Item) -> None:
+        """The test's ``request``: getfixturevalue() from the body is refused before pytest's
+        machinery runs (it would fail on its own per-test state with a bare AssertionError)."""
+        request = getattr(item, "_request", None)
+        if not request:
+            return
+        original = request.getfixturevalue
+
+        def getfixturevalue(argname: str) -> Any:
+            self._refuse_from_a_case(argname)
+            return original(argname)
+
+        request.getfixturevalue = getfixturevalue
 
     def _phase_handlers(self) -> list[logging.Handler]:
         return [h for h in logging.getLogger().handlers if h is not self._log_handler]
@@ -644,6 +725,7 @@ class ConcurrentCases:
         on the case loop, where the case's coroutine will use their values. pytest's own setup
         runs them (arguments, caching, finalizers, skips, ``--setup-plan``) through a sync
         stand-in put in place for the call: a value of None is a value like any other."""
+        self._refuse_from_a_case(fixturedef.argname)
         func = fixturedef.func
         is_gen = inspect.isasyncgenfunction(func)
         item = getattr(request, "_pyfuncitem", None)
@@ -653,18 +735,35 @@ class ConcurrentCases:
 
         fixturefunc: Any = resolve_fixture_function(fixturedef, request)
         name = fixturedef.argname
+        assert item is not None
         stand_in: Callable[..., Any]
+
+        def setup(coro: Coroutine[Any, Any, Any]) -> tuple[Any, contextvars.Context]:
+            # The fixture's own context: a copy of this one with the context variables the
+            # case's earlier async fixtures set; what it sets in turn reaches the body.
+            ctx = contextvars.copy_context()
+            known = self._vars.setdefault(item, {})
+            for var, val in known.items():
+                ctx.run(var.set, val)
+            before = dict(ctx.items())
+            value, after = self.run_fixture(_with_context(coro), name, ctx)
+            for var, val in after.items():
+                if var not in _OWN_VARS and before.get(var, _NO_PARAM) is not val:
+                    known[var] = val
+            return value, ctx
+
         if is_gen:
 
             def stand_in(**kwargs: Any) -> Iterator[Any]:
                 agen = fixturefunc(**kwargs)
-                yield self.run_fixture(agen.__anext__(), name)
-                self.run_fixture(_close_agen(agen, name), name)
+                value, ctx = setup(agen.__anext__())
+                yield value
+                self.run_fixture(_close_agen(agen, name), name, ctx)
 
         else:
 
             def stand_in(**kwargs: Any) -> Any:
-                return self.run_fixture(fixturefunc(**kwargs), name)
+                return setup(fixturefunc(**kwargs))[0]
 
         fixturedef.func = stand_in  # type: ignore[misc]
         try:
@@ -693,6 +792,10 @@ class ConcurrentCases:
             raise
         ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
         return True
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_runtest_teardown(self, item: pytest.Item) -> None:
+        self._vars.pop(item, None)  # (a setup that failed before the body took them)
 
     def in_flight(self) -> int:
         """Cases of this process whose coroutine is running (the live status line's count)."""
@@ -737,10 +840,15 @@ class ConcurrentCases:
         finally:
             current_recorder.reset(token)
             self._detach(case)
+        case.vars = self._vars.pop(item, {})
         if case.setup_report.passed:
             self._case_caplog(case)
+            self._guard_request(item)
             used = _one_at_a_time_in_use(item)
             if used is not None:
+                # no other case of this test set up until this one is torn down: two cases
+                # holding it at once would undo each other's changes in the wrong order
+                self._serial.add(_group_key(item))
                 # requested at run time (request.getfixturevalue): collection could not know
                 case.error = CaseFixtureError(
                     f"{item.nodeid}: the {used!r} fixture {_ONE_AT_A_TIME[used]}; its body was "
@@ -791,9 +899,13 @@ class ConcurrentCases:
         current_recorder.set(case.recorder)
         _current_case.set(case)
         body = _gated(coro, case, self.gate) if case.gated else coro
+        ctx = contextvars.copy_context()
+        for var, val in case.vars.items():  # set by its async fixtures
+            ctx.run(var.set, val)
         case.start = time.time()
         t0 = time.perf_counter()
-        task = case.task = asyncio.Task(_outcome(body), loop=asyncio.get_running_loop())
+        loop = asyncio.get_running_loop()
+        task = case.task = _task_in(loop, _outcome(body), ctx)
         try:
             await self._outcome_of(case, task)
         finally:
@@ -860,6 +972,8 @@ class ConcurrentCases:
     def _fill(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
         """Start the next cases of ``item``'s test, in order, while there is room."""
         limit = self.concurrency(item)
+        if _group_key(item) in self._serial:
+            return
         upcoming = self._upcoming(item, nextitem, 2 * limit)
         keep = set(upcoming)
         gone = [c for c in self.cases.values() if c.item is not item and c.item not in keep]
@@ -1010,6 +1124,7 @@ class ConcurrentCases:
         coro = fn(**{name: funcargs[name] for name in item._fixtureinfo.argnames})
         case = _Case(item, current_recorder.get(), gated=False)
         case.coro = coro
+        case.vars = self._vars.pop(item, {})
         self._sequential = case
         try:
             case.future = asyncio.run_coroutine_threadsafe(self._run(case, coro), self.loop())
@@ -1053,15 +1168,19 @@ class ConcurrentCases:
             finalizers = list(fixturedef._finalizers)
             if cached is None and not finalizers:
                 continue
-            case.fixture_states.append((fixturedef, cached, finalizers))
+            # --setup-show reads cached_param (set by pytest's setuponly plugin) at teardown
+            param = getattr(fixturedef, "cached_param", _NO_PARAM)
+            case.fixture_states.append((fixturedef, cached, finalizers, param))
             fixturedef.cached_result = None
             fixturedef._finalizers.clear()
 
     def _attach(self, case: _Case) -> None:
         item = case.item
-        for fixturedef, cached, finalizers in case.fixture_states:
+        for fixturedef, cached, finalizers, param in case.fixture_states:
             fixturedef.cached_result = cached
             fixturedef._finalizers[:0] = finalizers
+            if param is not _NO_PARAM:
+                fixturedef.cached_param = param
         case.fixture_states = []
         if case.stack_entry is not None:
             item.session._setupstate.stack[item] = case.stack_entry

@@ -614,3 +614,159 @@ async def test_g(case, env):
         ["*CaseFixtureError*the 'monkeypatch' fixture changes process-wide*"]
     )
     assert _events(pytester) == []
+
+
+# -- found by a third review -------------------------------------------------------------------
+
+
+def test_look_ahead_stops_where_a_module_scoped_parameter_changes(
+    pytester: pytest.Pytester,
+) -> None:
+    """Cases of the next value of a module-scoped parametrized fixture were set up ahead, which
+    tore down the old value while its cases still used it."""
+    _cases(pytester, ["c0", "c1", "c2"])
+    pytester.makepyfile(
+        test_m=HEADER
+        + """
+class Resource:
+    def __init__(self, name):
+        self.name, self.closed = name, False
+
+
+@pytest.fixture(scope="module", params=["A", "B"])
+def res(request):
+    r = Resource(request.param)
+    event("setup " + r.name)
+    yield r
+    r.closed = True
+    event("teardown " + r.name)
+
+
+@pytest.mark.llm_eval_dataset("cases.jsonl", concurrency=3)
+async def test_m(case, res):
+    event(f"start {res.name}-{case.id}")
+    await asyncio.sleep(0.05 if case.id == "c0" else 0.3)
+    assert not res.closed, f"{res.name} closed while case {case.id} used it"
+    event(f"end {res.name}-{case.id}")
+"""
+    )
+    result = _run(pytester)
+    result.assert_outcomes(passed=6)
+    events = _events(pytester)
+    assert events.index("teardown A") > max(events.index(f"end A-c{i}") for i in range(3))
+    assert events.index("setup B") > events.index("teardown A")
+
+
+def test_getfixturevalue_in_a_concurrent_body_is_a_clear_error(pytester: pytest.Pytester) -> None:
+    """A fixture set up from a running case's body shared one cached value across cases (and
+    raised pytest's internal AssertionError): it is that case's error saying what to do."""
+    _cases(pytester, ["c0", "c1"])
+    pytester.makepyfile(
+        test_v=HEADER
+        + """
+COUNT = [0]
+
+
+@pytest.fixture
+def counter():
+    COUNT[0] += 1
+    return COUNT[0]
+
+
+@pytest.mark.llm_eval_dataset("cases.jsonl", concurrency=2)
+async def test_v(case, request):
+    await asyncio.sleep(0.01)
+    request.getfixturevalue("counter")
+"""
+    )
+    result = _run(pytester)
+    result.assert_outcomes(errors=2)
+    result.stdout.fnmatch_lines(
+        ["*CaseFixtureError*fixture 'counter' was requested from the body of a case running*"]
+    )
+
+
+@pytest.mark.parametrize("kw", ["", ", concurrency=2"])
+def test_context_variables_of_async_fixtures_reach_the_body_and_reset_at_teardown(
+    pytester: pytest.Pytester, kw: str
+) -> None:
+    """As with pytest-asyncio: a variable an async fixture sets is seen by the body (it saw
+    'unset'), and the fixture's reset at teardown works (it raised: another Context)."""
+    _cases(pytester, ["c0", "c1", "c2"])
+    pytester.makepyfile(
+        test_cv=HEADER
+        + f"""
+import contextvars
+
+TENANT = contextvars.ContextVar("tenant", default="unset")
+
+
+@pytest.fixture
+async def tenant(case):
+    token = TENANT.set("tenant-" + case.id)
+    yield
+    TENANT.reset(token)
+    event("reset " + case.id)
+
+
+@pytest.mark.llm_eval_dataset("cases.jsonl"{kw})
+async def test_cv(case, tenant):
+    await asyncio.sleep(0.02)
+    assert TENANT.get() == "tenant-" + case.id
+
+
+def test_after():
+    assert TENANT.get() == "unset"
+"""
+    )
+    result = _run(pytester)
+    result.assert_outcomes(passed=4)
+    assert sorted(_events(pytester)) == ["reset c0", "reset c1", "reset c2"]
+
+
+def test_a_case_fixture_error_sets_the_rest_up_one_at_a_time(pytester: pytest.Pytester) -> None:
+    """After a case set up monkeypatch at run time, the next cases were still set up ahead: its
+    change leaked past the test. Now the rest of the test's cases are set up one at a time."""
+    _cases(pytester, ["c0", "c1", "c2"])
+    pytester.makepyfile(
+        test_cf=HEADER
+        + """
+@pytest.fixture
+def env(request):
+    request.getfixturevalue("monkeypatch").setenv("CF", "1")
+
+
+@pytest.mark.llm_eval_dataset("cases.jsonl", concurrency=3)
+async def test_cf(case, env):
+    pass
+
+
+def test_after():
+    assert "CF" not in os.environ
+"""
+    )
+    result = _run(pytester)
+    result.assert_outcomes(passed=1, errors=3)
+
+
+def test_setup_show_names_each_cases_own_parameters(pytester: pytest.Pytester) -> None:
+    _cases(pytester, ["c0", "c1", "c2"])
+    pytester.makepyfile(
+        test_s=HEADER
+        + """
+@pytest.fixture(params=["p"])
+def fx(request, case):
+    return case.id
+
+
+@pytest.mark.llm_eval_dataset("cases.jsonl", concurrency=3)
+async def test_s(case, fx):
+    await asyncio.sleep(0.05)
+"""
+    )
+    result = _run(pytester, "--setup-show")
+    result.assert_outcomes(passed=3)
+    lines = [line.strip() for line in result.stdout.lines if "TEARDOWN F case" in line]
+    assert len(lines) == 3
+    for cid, line in zip(["c0", "c1", "c2"], lines, strict=True):
+        assert f"id='{cid}'" in line, line
