@@ -350,10 +350,48 @@ def _task_in(
     return ctx.run(asyncio.Task, coro, loop=loop)  # pragma: no cover - Python 3.10
 
 
+class _InContext:
+    """Drive a coroutine one step at a time inside ``ctx`` itself (``ctx.run`` per step): an
+    async fixture's setup and teardown, at different times and in different tasks, share one
+    Context, so a variable set in one can be reset in the other (on Python 3.10 too, whose
+    tasks only take a copy)."""
+
+    def __init__(self, coro: Coroutine[Any, Any, Any], ctx: contextvars.Context) -> None:
+        self._coro = coro
+        self._ctx = ctx
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        coro, ctx = self._coro, self._ctx
+        to_send: Any = None
+        to_throw: BaseException | None = None
+        while True:
+            try:
+                if to_throw is not None:
+                    thrown, to_throw = to_throw, None
+                    yielded = ctx.run(coro.throw, thrown)
+                else:
+                    yielded = ctx.run(coro.send, to_send)
+            except StopIteration as stop:
+                return stop.value
+            try:
+                to_send = yield yielded
+            except BaseException as exc:
+                to_throw = exc
+                to_send = None
+
+
 async def _with_context(coro: Coroutine[Any, Any, Any]) -> tuple[Any, contextvars.Context]:
     """``coro``'s value and the context it left (what an async fixture set)."""
     value = await coro
     return value, contextvars.copy_context()
+
+
+def _reset_all(tokens: list[contextvars.Token[Any]]) -> None:
+    for token in reversed(tokens):
+        try:
+            token.var.reset(token)
+        except (ValueError, RuntimeError):  # already reset, or set in another context
+            pass
 
 
 def _serve(loop: asyncio.AbstractEventLoop) -> None:
@@ -643,8 +681,7 @@ class ConcurrentCases:
         ctx = context if context is not None else contextvars.copy_context()
 
         async def in_context() -> Any:
-            # (a task awaited by this one is cancelled with it)
-            return await _task_in(asyncio.get_running_loop(), coro, ctx)
+            return await _InContext(coro, ctx)
 
         future = asyncio.run_coroutine_threadsafe(in_context(), self.loop())
         try:
@@ -671,8 +708,7 @@ class ConcurrentCases:
     def _refuse_from_a_case(self, name: str) -> None:
         """A fixture set up from a concurrent case's body (``request.getfixturevalue()``):
         pytest's fixture state is per test, and the cases in flight share it."""
-        if threading.current_thread() is not self._thread:
-            return
+        # by context: threads a case starts (to_thread, run_in_executor) carry it too
         case = _current_case.get()
         if case is not None and case.gated:
             raise CaseFixtureError(
@@ -738,18 +774,32 @@ class ConcurrentCases:
         assert item is not None
         stand_in: Callable[..., Any]
 
+        # Where the context variables this fixture sets go: for a test run one case at a time,
+        # and for a fixture of broader scope (shared by the cases), into this thread's context,
+        # where later fixtures and the bodies see them, until the fixture's teardown (as
+        # pytest-asyncio does); for a function-scoped fixture of concurrent cases, to that
+        # case's body only (its neighbours in flight must not see them).
+        shared = self.concurrency(item) <= 1 or fixturedef.scope != "function"
+
         def setup(coro: Coroutine[Any, Any, Any]) -> tuple[Any, contextvars.Context]:
             # The fixture's own context: a copy of this one with the context variables the
-            # case's earlier async fixtures set; what it sets in turn reaches the body.
+            # case's earlier async fixtures set.
             ctx = contextvars.copy_context()
             known = self._vars.setdefault(item, {})
             for var, val in known.items():
                 ctx.run(var.set, val)
             before = dict(ctx.items())
             value, after = self.run_fixture(_with_context(coro), name, ctx)
-            for var, val in after.items():
-                if var not in _OWN_VARS and before.get(var, _NO_PARAM) is not val:
-                    known[var] = val
+            changed = {
+                var: val
+                for var, val in after.items()
+                if var not in _OWN_VARS and before.get(var, _NO_PARAM) is not val
+            }
+            if shared and changed:
+                tokens = [var.set(val) for var, val in changed.items()]
+                request.addfinalizer(lambda: _reset_all(tokens))
+            else:
+                known.update(changed)
             return value, ctx
 
         if is_gen:
@@ -835,20 +885,27 @@ class ConcurrentCases:
         loop = self.loop()
         token = current_recorder.set(recorder)
         try:
+            used = None
             with self.gate.phase():
-                case.setup_report = call_and_report(item, "setup", log=False)
+                try:
+                    case.setup_report = call_and_report(item, "setup", log=False)
+                finally:
+                    self._detach(case)  # before any case step can see this case's fixtures
+                if case.setup_report.passed:
+                    used = _one_at_a_time_in_use(item)
+                    if used is not None:
+                        # undone before any case in flight steps again; and no other case of
+                        # this test set up until this one is torn down (two holding it would
+                        # undo each other's changes in the wrong order)
+                        _undo_at_once(case)
+                        self._serial.add(_group_key(item))
         finally:
             current_recorder.reset(token)
-            self._detach(case)
         case.vars = self._vars.pop(item, {})
         if case.setup_report.passed:
             self._case_caplog(case)
             self._guard_request(item)
-            used = _one_at_a_time_in_use(item)
             if used is not None:
-                # no other case of this test set up until this one is torn down: two cases
-                # holding it at once would undo each other's changes in the wrong order
-                self._serial.add(_group_key(item))
                 # requested at run time (request.getfixturevalue): collection could not know
                 case.error = CaseFixtureError(
                     f"{item.nodeid}: the {used!r} fixture {_ONE_AT_A_TIME[used]}; its body was "
@@ -987,6 +1044,8 @@ class ConcurrentCases:
                 return
             if self._start(nxt).running:
                 running += 1
+            if _group_key(item) in self._serial:
+                return
 
     def _stopping(self, item: pytest.Item) -> bool:
         """No new case once the session is stopping (``-x``, ``--maxfail``), counting the
@@ -1257,6 +1316,17 @@ def _failed_case(case: _Case) -> bool:
         return not isinstance(error, raises)
     matches = getattr(raises, "matches", None)  # pytest.RaisesExc (pytest 9)
     return not (callable(matches) and matches(error))
+
+
+def _undo_at_once(case: _Case) -> None:
+    """Undo the changes of a case's run-time monkeypatch (or pytest-mock) now: the cases in
+    flight must not run under them until its teardown (which undoes nothing more)."""
+    for fixturedef, cached, _finalizers, _param in case.fixture_states:
+        if cached is None or cached[2] is not None:
+            continue
+        undo = {"monkeypatch": "undo", "mocker": "stopall"}.get(fixturedef.argname)
+        if undo is not None and callable(getattr(cached[0], undo, None)):
+            getattr(cached[0], undo)()
 
 
 def _one_at_a_time_in_use(item: pytest.Item) -> str | None:

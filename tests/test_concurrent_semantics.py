@@ -770,3 +770,128 @@ async def test_s(case, fx):
     assert len(lines) == 3
     for cid, line in zip(["c0", "c1", "c2"], lines, strict=True):
         assert f"id='{cid}'" in line, line
+
+
+# -- found by a fourth review ------------------------------------------------------------------
+
+
+def test_a_run_time_monkeypatch_is_undone_before_any_other_case_sees_it(
+    pytester: pytest.Pytester,
+) -> None:
+    """The cases set up after (and running beside) a case that patched the environment at run
+    time ran under its patch: a variable like APP_FAKE=1 would let them pass against a fake."""
+    _cases(pytester, [f"c{i}" for i in range(6)])
+    pytester.makepyfile(
+        test_ser=HEADER
+        + """
+@pytest.fixture
+def maybe_env(case, request):
+    if case.id == "c2":
+        request.getfixturevalue("monkeypatch").setenv("MODE", "patched-by-c2")
+
+
+@pytest.mark.llm_eval_dataset("cases.jsonl", concurrency=4)
+async def test_env(case, maybe_env):
+    for _ in range(10):
+        await asyncio.sleep(0.02)
+        assert os.environ.get("MODE") is None, (case.id, os.environ.get("MODE"))
+
+
+def test_after():
+    assert "MODE" not in os.environ
+"""
+    )
+    result = _run(pytester, "-v")
+    result.assert_outcomes(passed=6, errors=1)
+    result.stdout.fnmatch_lines(["*test_env[[]c2[]] ERROR*"])
+
+
+def test_getfixturevalue_from_a_cases_thread_is_refused_too(pytester: pytest.Pytester) -> None:
+    """From an ``asyncio.to_thread`` thread the guard was skipped: a case read the value being
+    set up for the next case."""
+    _cases(pytester, ["c0", "c1", "c2"])
+    pytester.makepyfile(
+        test_t=HEADER
+        + """
+@pytest.fixture
+def val(case):
+    return case.id
+
+
+@pytest.mark.llm_eval_dataset("cases.jsonl", concurrency=2)
+async def test_thread(case, request):
+    got = await asyncio.to_thread(request.getfixturevalue, "val")
+    assert got == case.id
+"""
+    )
+    result = _run(pytester)
+    result.assert_outcomes(errors=3)
+    result.stdout.fnmatch_lines(["*CaseFixtureError*fixture 'val' was requested from the body*"])
+
+
+@pytest.mark.parametrize("kw", ["", ", concurrency=2"])
+def test_context_variables_as_with_pytest_asyncio(pytester: pytest.Pytester, kw: str) -> None:
+    """A module-scoped async fixture's variable is seen by every case (it was by the first
+    only); at concurrency 1 a sync fixture sees an async fixture's variable, and a sync fixture
+    set after it wins, as with pytest-asyncio."""
+    _cases(pytester, ["c0", "c1", "c2"])
+    sequential = """
+@pytest.fixture
+async def set_b():
+    token = B.set("async")
+    yield
+    B.reset(token)
+
+
+@pytest.fixture
+def reads_b(set_b):
+    return B.get()
+
+
+@pytest.fixture
+def overrides_b(set_b):
+    token = B.set("sync")
+    yield
+    B.reset(token)
+
+
+@pytest.mark.llm_eval_dataset("cases.jsonl")
+async def test_sync_fixtures(case, reads_b, overrides_b):
+    assert reads_b == "async"
+    assert B.get() == "sync"
+"""
+    pytester.makepyfile(
+        test_cv=HEADER
+        + f"""
+import contextvars
+
+A = contextvars.ContextVar("a", default="default")
+B = contextvars.ContextVar("b", default="default")
+
+
+@pytest.fixture(scope="module")
+async def set_a():
+    token = A.set("module")
+    yield
+    A.reset(token)
+
+
+@pytest.mark.llm_eval_dataset("cases.jsonl"{kw})
+async def test_module(case, set_a):
+    await asyncio.sleep(0.01)
+    assert A.get() == "module"
+{sequential if not kw else ""}
+"""
+    )
+    # in another module: the module-scoped fixture is torn down by then
+    pytester.makepyfile(
+        test_zz="""
+from test_cv import A, B
+
+
+def test_after():
+    assert (A.get(), B.get()) == ("default", "default")
+"""
+    )
+    result = _run(pytester)
+    result.assert_outcomes(passed=4 if kw else 7)
