@@ -4,6 +4,7 @@ cache, score, record, and check bounds."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import math
 import time
@@ -452,6 +453,20 @@ async def _score_async(
     hit = _lookup(inst, inputs, key, ctx, t0)
     if hit is not None:
         return inst, hit
+    leader: concurrent.futures.Future[None] | None = None
+    if key is not None and inst.uses_judge and ctx.result_cache() is not None:
+        # One judged scoring per cache key in flight (see ScoringContext.inflight): the others
+        # wait for it, then read what it stored (a failure stores nothing: the next one tries).
+        while True:
+            with ctx.inflight_lock:
+                waiting = ctx.inflight.get(key)
+                if waiting is None:
+                    leader = ctx.inflight[key] = concurrent.futures.Future()
+                    break
+            await asyncio.wait([asyncio.wrap_future(waiting)])
+            hit = _lookup(inst, inputs, key, ctx, t0)
+            if hit is not None:
+                return inst, hit
     collector = UsageCollector()
     token = current_usage.set(collector)
     try:
@@ -463,12 +478,17 @@ async def _score_async(
             # Other scorers run on the caller's loop: a user's async scorer may use the
             # caller's own async resources.
             result = await inst.acompute(inputs, ctx)
+        return inst, _finish(inst, inputs, result, key, ctx, t0)
     except Exception as exc:
         _attach_usage(exc, collector)
         raise
     finally:
         current_usage.reset(token)
-    return inst, _finish(inst, inputs, result, key, ctx, t0)
+        if leader is not None:
+            with ctx.inflight_lock:
+                ctx.inflight.pop(key, None)  # type: ignore[arg-type]
+            if not leader.done():
+                leader.set_result(None)
 
 
 def score(
@@ -539,10 +559,12 @@ async def score_async(
     context: Any = None,
     **kwargs: Any,
 ) -> Score:
-    """The async form of :func:`score`: await it in an async test or app. Inside a test its
-    record reaches the run's summary and report like :func:`score`'s. Judge calls run on the
-    process's judge loop (one client and concurrency limit for all callers), so many awaiting
-    cases share the run's ``--llm-eval-concurrency`` and budget."""
+    """The async form of :func:`score`: await it in an async test or app. Like :func:`score` it
+    returns the :class:`Score` and records nothing (to have a scoring in the run's summary and
+    report without asserting on it, call :func:`assert_score_async` with no bounds). Judge
+    calls run on the process's judge loop (one client and concurrency limit for all callers),
+    so many awaiting cases share the run's ``--llm-eval-concurrency`` and budget; identical
+    judged scorings in flight at once pay the judge once (the others read the cache)."""
     __tracebackhide__ = True
     fields = {"output": output, "expected": expected, "input": input, "context": context}
     return (await _score_async(scorer, fields, _protect(kwargs), get_context()))[1]

@@ -7,6 +7,7 @@ first call to :func:`get_context` builds one from the environment (or :func:`con
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import threading
 import time
@@ -190,6 +191,11 @@ class ScoringContext:
         #: the run's judge rate limit (``--llm-eval-rpm``/``--llm-eval-tpm``), or None
         self.limiter = limiter
         self._lock = threading.Lock()
+        #: judged scorings in flight by cache key: an identical one started meanwhile (a repeat
+        #: sample, a case with the same inputs, in flight at once) waits for it and reads the
+        #: cache, as it would have one after the other, instead of paying the judge again
+        self.inflight: dict[str, concurrent.futures.Future[None]] = {}
+        self.inflight_lock = threading.Lock()
         self._judges: dict[Any, JudgeClient] = {}
         self._embedders: dict[Any, Embedder] = {}
         # A store given here (from pytest_llmeval_make_cache) is the bare store: the mode

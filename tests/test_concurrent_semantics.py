@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from pytest_llmeval.testing import OpenAITestServer, delay, text
+
 HEADER = """
 import asyncio, logging, os, time
 import pytest
@@ -895,3 +897,53 @@ def test_after():
     )
     result = _run(pytester)
     result.assert_outcomes(passed=4 if kw else 7)
+
+
+def test_identical_judged_scorings_in_flight_at_once_pay_the_judge_once(
+    pytester: pytest.Pytester, judge_server: OpenAITestServer
+) -> None:
+    """Repeat samples of a case (same inputs, so the same cache key) in flight together each
+    called the judge: 27 calls instead of 10 for 10 cases x 3 samples, and the budget ran out
+    faster than at concurrency 1. Now the first one's result serves the others from the cache,
+    as one after the other; the records are the same at either concurrency."""
+    _cases(pytester, [f"c{i}" for i in range(10)])
+    source = (
+        HEADER
+        + """
+@pytest.mark.llm_eval
+@pytest.mark.llm_eval_dataset("cases.jsonl", concurrency={conc}, repeat=3)
+async def test_j(case):
+    await assert_score_async(
+        "l3score", input=case.input, output=case.expected, expected=case.expected, min=0.5
+    )
+"""
+    )
+    pytester.makeini("[pytest]\nllm_eval_judge_model = test-judge\nllm_eval_max_tries = 1\n")
+    pytester._monkeypatch.setenv("OPENAI_BASE_URL", judge_server.base_url)
+    pytester._monkeypatch.setenv("OPENAI_API_KEY", "sk-single-flight-SECRET")
+    judge_server.set_default(
+        delay(0.2, text("Yes", top_logprobs=[("Yes", -0.1), ("No", -2.5)], usage=(10, 1)))
+    )
+    records = {}
+    for conc in (4, 1):
+        judge_server.clear()
+        pytester.makepyfile(test_j=source.format(conc=conc))
+        report = pytester.path / f"r{conc}.json"
+        cache = pytester.path / f"cache{conc}"
+        result = pytester.runpytest_subprocess(
+            "--llm-eval",
+            "-p",
+            "no:cacheprovider",
+            f"--llm-eval-cache-dir={cache}",
+            f"--llm-eval-report={report}",
+            timeout=120,
+        )
+        result.assert_outcomes(passed=30)
+        assert len(judge_server.requests_to("chat")) == 10, conc
+        result.stdout.fnmatch_lines(["30 scores, 20 from cache, 10 judge calls*"])
+        data = json.loads(report.read_text())
+        records[conc] = sorted(
+            (r["case_id"], r["sample"], r["score"], r["passed"], r["cached"])
+            for r in data["records"]
+        )
+    assert records[4] == records[1]
