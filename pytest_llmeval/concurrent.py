@@ -199,10 +199,22 @@ def _concurrency_kw(item: pytest.Item) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _group_key(item: pytest.Item) -> tuple[str, str, tuple[tuple[str, int], ...]]:
+_GroupKey = tuple[str, str, tuple[tuple[str, int], ...]]
+_group_key_of = pytest.StashKey[_GroupKey]()
+
+
+def _group_key(item: pytest.Item) -> _GroupKey:
     """The items whose cases may be in flight together: one test function, and the same values
     of its parameters of broader scope than the function (a module-scoped parametrized fixture
-    is torn down for its next value: cases of the old value must all be done by then)."""
+    is torn down for its next value: cases of the old value must all be done by then). Asked
+    for every look-ahead item each time a case finishes: worked out once per item."""
+    key = item.stash.get(_group_key_of, None)
+    if key is None:
+        key = item.stash[_group_key_of] = _work_out_group_key(item)
+    return key
+
+
+def _work_out_group_key(item: pytest.Item) -> _GroupKey:
     parent = item.parent.nodeid if item.parent is not None else ""
     callspec = getattr(item, "callspec", None)
     broader: tuple[tuple[str, int], ...] = ()
@@ -547,7 +559,7 @@ class ConcurrentCases:
         #: context variables the async fixtures of an item set, for its body
         self._vars: dict[pytest.Item, dict[contextvars.ContextVar[Any], Any]] = {}
         #: tests whose cases are set up one at a time from now on (see CaseFixtureError)
-        self._serial: set[tuple[str, str, tuple[tuple[str, int], ...]]] = set()
+        self._serial: set[_GroupKey] = set()
 
     # -- which items -------------------------------------------------------------------------
 
@@ -1199,21 +1211,29 @@ class ConcurrentCases:
 
     def _cancel(self, case: _Case, wait: float = 10.0) -> None:
         """Cancel a running case's body and wait (at most ``wait`` s) for it to finish."""
+        deadline = time.monotonic() + wait
+        if self._ask_to_cancel(case, deadline):
+            case.finished.wait(max(0.0, deadline - time.monotonic()))
+
+    def _ask_to_cancel(self, case: _Case, deadline: float) -> bool:
+        """Cancel a case's body without waiting for it; whether there is a cancellation to
+        wait for (not when it never started or had finished)."""
         future, loop = case.future, self._loop
         if future is None or future.done():
-            return
+            return False
+        # Not started on the loop yet: cancelling the future keeps it from starting. Once it
+        # runs, the future cannot be cancelled and the task (set first thing) is.
         if case.task is None and future.cancel():
             if case.coro is not None:
                 case.coro.close()  # never started: no "never awaited" warning
-            return
-        deadline = time.monotonic() + wait
+            return False
         while case.task is None and not case.finished.wait(0.01):
             if time.monotonic() > deadline:
-                return
+                return False
         task = case.task
         if task is not None and loop is not None and not case.finished.is_set():
             loop.call_soon_threadsafe(task.cancel)
-        case.finished.wait(max(0.0, deadline - time.monotonic()))
+        return task is not None
 
     # -- detaching pytest's per-item state ---------------------------------------------------
 
@@ -1248,26 +1268,11 @@ class ConcurrentCases:
     def abandon(self, cases: list[_Case]) -> None:
         """Cancel these cases and tear them down without reports (the session stops: ``-x``,
         Ctrl-C; or the case went to another xdist worker)."""
-        loop = self._loop
-        started = [c for c in cases if c.future is not None and not c.future.done()]
-        for c in started:
-            assert c.future is not None
-            # Not started on the loop yet: cancelling the future keeps it from starting. Once
-            # it runs, the future cannot be cancelled and the task (set first thing) is.
-            if c.task is None and c.future.cancel():
-                if c.coro is not None:
-                    c.coro.close()  # never started: no "never awaited" warning
-                continue
-            while c.task is None and not c.finished.wait(0.01):
-                pass
-            task = c.task
-            if task is not None and loop is not None and not c.finished.is_set():
-                loop.call_soon_threadsafe(task.cancel)
         deadline = time.monotonic() + 10
-        for c in started:
+        cancelled = [c for c in cases if self._ask_to_cancel(c, deadline)]
+        for c in cancelled:
             # wait for the coroutine's own cancellation cleanup before its fixtures go
-            if c.task is not None:
-                c.finished.wait(max(0.0, deadline - time.monotonic()))
+            c.finished.wait(max(0.0, deadline - time.monotonic()))
         for c in cases:
             self._attach(c)
             stack = c.item.session._setupstate.stack

@@ -383,15 +383,14 @@ class CaseShares:
         if order and order[0] in self._concurrent:
             crashitem = self.collection[order[0]]
             pending = [i for i in pending if i != order[0]]
-            if inner_crash is not None:
+            if inner_crash is not None and not _requeues_whole_work(self.inner):
                 # The wrapped scheduler's first item was still queued, never started: it runs
                 # again elsewhere. Load and worksteal put it back on request; loadscope-based
-                # modes (loadscope, loadfile, loadgroup) cannot put one item back
-                # (NotImplementedError) and need not: their remove_node already returned the
-                # node's whole unfinished work, this item included, to the queue. Tested in
-                # tests/test_concurrent_xdist.py (a crash mid-share with sync tests behind it).
-                with contextlib.suppress(NotImplementedError):
-                    self.inner.mark_test_pending(inner_crash)
+                # modes (loadscope, loadfile, loadgroup) cannot put one item back and need not:
+                # their remove_node already returned the node's whole unfinished work, this
+                # item included, to the queue. Tested in tests/test_concurrent_xdist.py (a
+                # crash mid-share with sync tests behind it, under load/worksteal/loadgroup).
+                self.inner.mark_test_pending(inner_crash)
         self._unassigned.extend(pending)
         self._unassigned.sort()
         self._distribute()
@@ -531,6 +530,14 @@ class CaseShares:
         for node, view in self._views.items():
             if view.released and not node.shutting_down:
                 node.shutdown()
+
+
+def _requeues_whole_work(scheduler: Any) -> bool:
+    """A loadscope-based scheduler (loadscope, loadfile, loadgroup): its ``remove_node`` puts a
+    crashed node's unfinished work back in the queue itself."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    return isinstance(scheduler, LoadScopeScheduling)
 
 
 def _discard(values: list[int] | None, value: int) -> None:

@@ -13,6 +13,9 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from case_files import max_overlap as _max_overlap
+from case_files import read_events as _events
+from case_files import write_cases as _cases
 
 from pytest_llmeval.testing import OpenAITestServer, delay, text
 
@@ -33,31 +36,11 @@ def event(text):
 """
 
 
-def _cases(p: pytest.Pytester, ids: list[str], name: str = "cases.jsonl") -> None:
-    rows = [json.dumps({"id": i, "input": f"q-{i}", "expected": i}) for i in ids]
-    (p.path / name).write_text("\n".join(rows) + "\n")
-
-
 def _times(p: pytest.Pytester) -> list[dict[str, float]]:
     path = p.path / "times.jsonl"
     if not path.exists():
         return []
     return [json.loads(line) for line in path.read_text().splitlines()]
-
-
-def _max_overlap(times: list[dict[str, float]]) -> int:
-    """The largest number of cases whose [start, end) intervals share one instant."""
-    points = sorted([(t["start"], 1) for t in times] + [(t["end"], -1) for t in times])
-    best = now = 0
-    for _, step in points:  # an end sorts before a start at the same instant
-        now += step
-        best = max(best, now)
-    return best
-
-
-def _events(p: pytest.Pytester) -> list[str]:
-    path = p.path / "events.txt"
-    return path.read_text().splitlines() if path.exists() else []
 
 
 SLEEPER = (

@@ -7,9 +7,10 @@ through real pytest runs (pytester)."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
+from case_files import read_events as _events
+from case_files import write_cases as _cases
 
 from pytest_llmeval.testing import OpenAITestServer, delay, text
 
@@ -23,16 +24,6 @@ def event(text):
     with open("events.txt", "a") as f:
         f.write(text + "\\n")
 """
-
-
-def _cases(p: pytest.Pytester, ids: list[str]) -> None:
-    rows = [json.dumps({"id": i, "input": f"q-{i}", "expected": i}) for i in ids]
-    (p.path / "cases.jsonl").write_text("\n".join(rows) + "\n")
-
-
-def _events(p: pytest.Pytester) -> list[str]:
-    path = Path(p.path / "events.txt")
-    return path.read_text().splitlines() if path.exists() else []
 
 
 def _run(p: pytest.Pytester, *args: str) -> pytest.RunResult:

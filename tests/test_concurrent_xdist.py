@@ -13,6 +13,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from case_files import max_overlap as _max_overlap
+from case_files import write_cases as _cases
 
 pytest.importorskip("xdist")
 
@@ -49,11 +51,6 @@ def _ids(n: int) -> list[str]:
     return [f"c{i:02d}" for i in range(n)]
 
 
-def _cases(p: pytest.Pytester, ids: list[str]) -> None:
-    rows = [json.dumps({"id": i, "input": f"q-{i}", "expected": i}) for i in ids]
-    (p.path / "cases.jsonl").write_text("\n".join(rows) + "\n")
-
-
 def _log(p: pytest.Pytester) -> list[dict[str, object]]:
     path = p.path / "times.jsonl"
     if not path.exists():
@@ -67,18 +64,6 @@ def _starts(p: pytest.Pytester) -> list[dict[str, object]]:
 
 def _ends(p: pytest.Pytester) -> list[dict[str, object]]:
     return [e for e in _log(p) if e["end"] is not None]
-
-
-def _max_overlap(entries: list[dict[str, object]]) -> int:
-    points = sorted(
-        [(float(str(e["start"])), 1) for e in entries]
-        + [(float(str(e["end"])), -1) for e in entries]
-    )
-    best = now = 0
-    for _, step in points:
-        now += step
-        best = max(best, now)
-    return best
 
 
 def _by_worker(entries: list[dict[str, object]]) -> dict[str, list[str]]:
