@@ -9,7 +9,7 @@ import json
 import math
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, cast, final
 
 from pytest_llmeval import _aio
@@ -23,6 +23,7 @@ from pytest_llmeval.errors import (
     ScorerInputError,
     describe_value,
 )
+from pytest_llmeval.model import Instrument
 from pytest_llmeval.records import ScoreRecord, current_recorder
 from pytest_llmeval.registry import default_registry
 from pytest_llmeval.scoring import Score, Scorer, _new_object
@@ -592,6 +593,7 @@ def _record(
     duration_s: float = 0.0,
     gated: bool = False,
     inputs: Mapping[str, Any] | None = None,
+    instrument: Instrument | None = None,
 ) -> None:
     rec = current_recorder.get()
     if rec is None:
@@ -627,6 +629,7 @@ def _record(
             sample=rec.sample,
             gated=gated,
             inputs=inputs or {},
+            instrument=instrument.digest if instrument is not None else None,
         )
     )
 
@@ -860,6 +863,7 @@ def _check_and_record(
         hi,
         gated=soft,
         inputs=recorded_inputs(fields, kwargs, inst.input_fields(), ctx.settings.record_chars),
+        instrument=inst.instrument(ctx),
     )
     if checked.passed is False:
         if soft and rec is not None:
@@ -920,6 +924,8 @@ class BatchResult:
 
     scorer: str
     scores: tuple[Score, ...]
+    #: the instrument behind each score (what the rows' records name)
+    instruments: tuple[Instrument, ...] = field(default=(), repr=False, compare=False)
 
     @property
     def values(self) -> list[float]:
@@ -950,12 +956,12 @@ async def _score_rows(
     rows: Sequence[Mapping[str, Any]],
     options: Mapping[str, Any],
     ctx: ScoringContext,
-) -> list[Score]:
-    async def one(i: int, row: Mapping[str, Any]) -> Score:
+) -> list[tuple[Scorer, Score]]:
+    async def one(i: int, row: Mapping[str, Any]) -> tuple[Scorer, Score]:
         fields = {k: row.get(k) for k in _STANDARD_FIELDS}
         extra = {k: v for k, v in row.items() if k not in _STANDARD_FIELDS and k != "id"}
         try:
-            return (await _score_async(scorer, fields, {**extra, **options}, ctx))[1]
+            return await _score_async(scorer, fields, {**extra, **options}, ctx)
         except ScorerInputError as exc:
             raise exc.at(f"row {i}") if not exc.where else exc from None
 
@@ -973,9 +979,11 @@ def score_many(
     ctx = get_context()
     _protect(options)
     materialized = [_row_fields(r) for r in rows]
-    scores = ctx.run(_score_rows(scorer, materialized, options, ctx))
-    name = scores[0].scorer if scores else str(scorer)
-    return BatchResult(name, tuple(scores))
+    scored = ctx.run(_score_rows(scorer, materialized, options, ctx))
+    name = scored[0][1].scorer if scored else str(scorer)
+    return BatchResult(
+        name, tuple(s for _, s in scored), tuple(inst.instrument(ctx) for inst, _ in scored)
+    )
 
 
 def assert_scores(
@@ -1034,8 +1042,12 @@ async def assert_scores_async(
         ctx = get_context()
         _protect(options)
         materialized = [_row_fields(r) for r in rows]
-        scores = await _score_rows(scorer, materialized, options, ctx)
-        result = BatchResult(scores[0].scorer if scores else str(scorer), tuple(scores))
+        scored = await _score_rows(scorer, materialized, options, ctx)
+        result = BatchResult(
+            scored[0][1].scorer if scored else str(scorer),
+            tuple(s for _, s in scored),
+            tuple(inst.instrument(ctx) for inst, _ in scored),
+        )
     except BaseException as exc:
         _record(
             str(scorer) if isinstance(scorer, str) else getattr(scorer, "name", "?"),
@@ -1114,7 +1126,8 @@ def _finish_scores(
     inst_higher = kind.higher_is_better if kind is not None else True
     limit = get_context().settings.record_chars
     declared = kind.input_fields() if kind is not None else frozenset()
-    for s, row in zip(result.scores, rows, strict=True):
+    instruments: Sequence[Instrument | None] = result.instruments or [None] * len(result.scores)
+    for s, row, made in zip(result.scores, rows, instruments, strict=True):
         passed = None
         if min is not None or max is not None:
             passed = (min is None or s.value >= min) and (max is None or s.value <= max)
@@ -1125,6 +1138,7 @@ def _finish_scores(
             min,
             max,
             inputs=recorded_inputs(row_fields, row, declared, limit),
+            instrument=made,
         )
     problems = []
     mean = result.mean

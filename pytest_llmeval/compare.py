@@ -1,10 +1,18 @@
 """Compare two runs (issue 10): paired tests on matched cases, per scorer and per gate.
 
-Records of the two runs are matched on ``(file, test, case id, scorer, assertion index,
-sample)``; a record without ``sample`` is sample 0. The unit of every statistic is the **case**
-``(file, test, case id, assertion index)`` of one scorer: its samples (repeats) are not
-independent, so a case's score on each side is the mean of its samples that both runs scored, and
-the paired tests resample cases, never samples.
+Both runs are :class:`pytest_llmeval.model.Run` (read from files with :func:`load_run`, which
+validates them). The unit of every statistic is the **case** ``(file, test, case id, assertion
+index)`` of one scorer: its samples (repeats) are not independent, so a case's score on each side
+is its samples reduced (the mean; a gate's own reducer for a gate), over **all** of that side's
+samples (a change of ``repeat`` changes how many samples a case has, not what it is compared on;
+the samples on one side only are counted and shown), and the paired tests resample cases, never
+samples. A case with an errored sample on a side is unscored there (listed, never paired).
+
+**Instruments.** Every record names the instrument that scored it (scorer, version, options,
+code, judge model and sampling, prompt hashes; :class:`pytest_llmeval.model.Instrument`). A
+scorer whose paired cases were scored with different instruments is ``incomparable``, with the
+differences listed, unless the user accepts it (``accept``); the direction of a scorer (higher or
+lower is better) is what its instruments declared, never a guess when the files say it.
 
 Per scorer:
 
@@ -23,7 +31,9 @@ Per scorer:
 
 A scorer *regressed* when its mean moved in its worse direction (a lower mean for a
 higher-is-better scorer) with p < alpha; a move in the worse direction with p >= alpha is
-reported as not significant. Pure Python (``math`` and ``random``): the plugin may import it.
+reported as not significant. :meth:`Comparison.problems` says why a comparison cannot stand for
+"no regression" (an incomparable instrument, a scorer nothing paired with, nothing compared).
+Pure Python (``math`` and ``random``): the plugin may import it.
 """
 
 from __future__ import annotations
@@ -31,24 +41,30 @@ from __future__ import annotations
 import json
 import math
 import random
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, final
 
-from pytest_llmeval.stats import t_interval
+from pytest_llmeval.model import Instrument, Run
+from pytest_llmeval.records import ScoreRecord
+from pytest_llmeval.stats import CaseSamples, Sample, reduce_case, t_interval
 
 __all__ = [
+    "COMPARISON_VERDICTS",
     "EXACT_MAX",
     "CaseChange",
     "Comparison",
     "ComparisonError",
     "ScorerComparison",
     "compare_reports",
+    "compare_runs",
+    "comparison_failures",
+    "comparison_json",
     "format_comparison",
-    "load_report",
+    "load_run",
     "mcnemar_exact",
-    "records_of",
+    "scorer_direction",
     "sign_flip_test",
 ]
 
@@ -60,7 +76,8 @@ CaseKey = tuple[str, str, str, int]  # (file, test, case id or "", assertion ind
 
 
 class ComparisonError(ValueError):
-    """A file that cannot be compared (not a report or saved run), with the reason."""
+    """A file that cannot be compared (not a valid report or saved run), naming the file and
+    the field."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -149,56 +166,21 @@ def mcnemar_exact(worse: int, better: int) -> float:
 # --------------------------------------------------------------------------------------------
 
 
-def records_of(data: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The records of a JSON report or of a saved run (whose ``report`` holds them)."""
-    report = data.get("report") if isinstance(data.get("report"), Mapping) else data
-    assert isinstance(report, Mapping)
-    records = report.get("records")
-    if not isinstance(records, list):
-        raise ComparisonError("no 'records' list: not a pytest-llmeval JSON report or saved run")
-    return [r for r in records if isinstance(r, Mapping)]  # type: ignore[misc]
+def load_run(path: Path) -> Run:
+    """Read and validate a JSON report, saved run or shard report; raise
+    :class:`ComparisonError` naming the file and the field that is wrong."""
+    from pytest_llmeval.model import RunFileError
+    from pytest_llmeval.model import load_run as _load
 
-
-def report_of(data: Mapping[str, Any]) -> Mapping[str, Any]:
-    inner = data.get("report")
-    return inner if isinstance(inner, Mapping) else data
-
-
-def load_report(path: Path) -> dict[str, Any]:
-    """Read a JSON report or saved run; raise :class:`ComparisonError` saying what is wrong."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ComparisonError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise ComparisonError(f"{path}: not JSON ({exc})") from None
-    if not isinstance(data, dict):
-        raise ComparisonError(f"{path}: not a pytest-llmeval JSON report or saved run")
-    try:
-        records_of(data)
-    except ComparisonError as exc:
-        raise ComparisonError(f"{path}: {exc}") from None
-    return data
+        return _load(path)[0]
+    except RunFileError as exc:
+        raise ComparisonError(str(exc)) from None
 
 
 # --------------------------------------------------------------------------------------------
 # Matching and comparing
 # --------------------------------------------------------------------------------------------
-
-
-def _finite(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-
-
-def _case_key(r: Mapping[str, Any]) -> CaseKey:
-    return (
-        str(r.get("file", "")),
-        str(r.get("test", "")),
-        "" if r.get("case_id") is None else str(r.get("case_id")),
-        int(r.get("index", 0) or 0),
-    )
 
 
 def case_label(key: CaseKey) -> str:
@@ -211,17 +193,17 @@ def case_label(key: CaseKey) -> str:
     return text
 
 
-def _output_of(r: Mapping[str, Any] | None) -> Any:
+def _output_of(r: ScoreRecord | None) -> Any:
     if r is None:
         return None
-    inputs = r.get("inputs")
-    return inputs.get("output") if isinstance(inputs, Mapping) else None
+    return r.inputs.get("output") if isinstance(r.inputs, Mapping) else None
 
 
 @final
 @dataclass(frozen=True)
 class CaseChange:
-    """One matched case of one scorer: its score on each side (mean of matched samples)."""
+    """One matched case of one scorer: its score on each side (its samples reduced, as a gate
+    reduces them: the mean unless the gate says otherwise)."""
 
     case: str
     baseline: float
@@ -254,10 +236,28 @@ def _jf(x: float) -> float | None:
     return x if math.isfinite(x) else None
 
 
+#: verdicts of a scorer's (or gate's) comparison
+COMPARISON_VERDICTS: tuple[str, ...] = (
+    "regressed",
+    "improved",
+    "worse-not-significant",
+    "better-not-significant",
+    "unchanged",
+    "not-comparable",  # both runs have it, no case was scored on both sides
+    "incomparable",  # measured with another instrument (judge, version, prompt, options, code)
+    "new",  # only in the current run
+    "missing",  # only in the baseline
+)
+
+
 @final
 @dataclass(frozen=True)
 class ScorerComparison:
-    """The comparison of one scorer (or one gate, ``kind="gate"``) between two runs."""
+    """The comparison of one scorer (or one gate, ``kind="gate"``) between two runs.
+
+    ``change`` is what the paired test says (regressed, improved, ...); ``verdict`` is the
+    comparison's conclusion: ``change``, unless the two runs measured with different instruments
+    (``incomparable``, unless the user accepted it), or nothing could be paired."""
 
     name: str
     kind: str  # "scorer" | "gate"
@@ -273,13 +273,26 @@ class ScorerComparison:
     flips_worse: int  # pass -> fail
     flips_better: int  # fail -> pass
     mcnemar_p: float | None
-    verdict: str  # regressed | improved | worse-not-significant | better-not-significant |
-    # unchanged | not-comparable
+    verdict: str  # one of COMPARISON_VERDICTS
     regressed: tuple[CaseChange, ...] = ()
     improved: tuple[CaseChange, ...] = ()
     only_baseline: tuple[str, ...] = ()
     only_current: tuple[str, ...] = ()
     errored: tuple[str, ...] = ()  # cases matched by key but without a score on a side
+    change: str = "-"
+    #: "same", "changed", or "unknown" (a side does not record its instruments: an old file)
+    instrument: str = "same"
+    instrument_changes: tuple[str, ...] = ()
+    accepted: bool = False
+    #: where higher_is_better came from: "declared" (by the runs' instruments), "registry"
+    #: (this process's scorer), "guessed" (from the records' bounds: an old file)
+    direction_source: str = "declared"
+    samples_only_baseline: int = 0
+    samples_only_current: int = 0
+    #: cases with two records for one sample on a side (an old file that merged
+    #: parametrizations): not paired
+    ambiguous: tuple[str, ...] = ()
+    reducer: str = "mean"
 
     @property
     def is_regression(self) -> bool:
@@ -290,6 +303,7 @@ class ScorerComparison:
             "name": self.name,
             "kind": self.kind,
             "higher_is_better": self.higher_is_better,
+            "direction_source": self.direction_source,
             "n": self.n,
             "baseline_mean": self.baseline_mean,
             "current_mean": self.current_mean,
@@ -302,11 +316,19 @@ class ScorerComparison:
             "flips_better": self.flips_better,
             "mcnemar_p": self.mcnemar_p,
             "verdict": self.verdict,
+            "change": self.change,
+            "instrument": self.instrument,
+            "instrument_changes": list(self.instrument_changes),
+            "accepted": self.accepted,
+            "reducer": self.reducer,
             "regressed": [c.to_json() for c in self.regressed],
             "improved": [c.to_json() for c in self.improved],
             "only_baseline": list(self.only_baseline),
             "only_current": list(self.only_current),
             "errored": list(self.errored),
+            "ambiguous": list(self.ambiguous),
+            "samples_only_baseline": self.samples_only_baseline,
+            "samples_only_current": self.samples_only_current,
         }
 
 
@@ -327,6 +349,43 @@ class Comparison:
     def regressions(self) -> list[ScorerComparison]:
         return [s for s in (*self.scorers, *self.gates) if s.is_regression]
 
+    @property
+    def compared(self) -> int:
+        """Cases paired over all scorers (0: nothing was compared)."""
+        return sum(s.n for s in self.scorers)
+
+    def problems(self) -> list[str]:
+        """Why this comparison cannot stand for "no regression" (with
+        ``--llm-eval-fail-on-regression`` each fails the run): a scorer measured with another
+        instrument, a scorer of the baseline that nothing in this run paired with, nothing
+        compared at all. Accepted scorers (``--llm-eval-accept-incomparable``) are left out."""
+        out = []
+        for s in self.scorers:
+            if s.verdict == "incomparable":
+                out.append(
+                    f"{s.name}: measured with another instrument than the baseline "
+                    f"({'; '.join(s.instrument_changes[:3]) or 'see the comparison'}); not "
+                    f"compared (accept it with --llm-eval-accept-incomparable={s.name}, or "
+                    "re-record the baseline)"
+                )
+            elif s.verdict == "not-comparable" and not s.accepted:
+                out.append(
+                    f"{s.name}: no case was scored in both runs ({len(s.only_baseline)} only in "
+                    f"the baseline, {len(s.only_current)} only in this run, {len(s.errored)} "
+                    "without a score on a side): nothing compared is not 'no regression'"
+                )
+            elif s.verdict == "missing" and not s.accepted:
+                out.append(
+                    f"{s.name}: scored in the baseline ({len(s.only_baseline)} cases) but not in "
+                    f"this run (accept it with --llm-eval-accept-incomparable={s.name})"
+                )
+        if not self.compared and not out:
+            out.append(
+                "nothing compared: no case of the baseline was scored in this run "
+                "(renamed cases or another suite?)"
+            )
+        return out
+
     def to_json(self) -> dict[str, Any]:
         return {
             "alpha": self.alpha,
@@ -336,76 +395,127 @@ class Comparison:
             "scorers": [s.to_json() for s in self.scorers],
             "gates": [g.to_json() for g in self.gates],
             "notes": list(self.notes),
+            "problems": self.problems(),
         }
 
 
-@dataclass
-class _Side:
-    scores: list[float] = field(default_factory=list)
-    verdicts: list[bool] = field(default_factory=list)
-    output: Any = None
-    where: str | None = None
+def _usable(r: ScoreRecord) -> bool:
+    return r.error is None and r.score is not None and math.isfinite(r.score)
 
 
-def _collect(
-    records: Iterable[Mapping[str, Any]],
-) -> dict[str, dict[CaseKey, dict[int, Mapping[str, Any]]]]:
-    """scorer -> case -> sample -> record (a duplicate key keeps the first record)."""
-    out: dict[str, dict[CaseKey, dict[int, Mapping[str, Any]]]] = {}
-    for r in records:
-        scorer = str(r.get("scorer", ""))
-        sample = int(r.get("sample", 0) or 0)
-        out.setdefault(scorer, {}).setdefault(_case_key(r), {}).setdefault(sample, r)
+Side = dict[CaseKey, list[ScoreRecord]]
+
+
+def _by_scorer(run: Run) -> dict[str, Side]:
+    """scorer -> case -> its records (every sample and error)."""
+    out: dict[str, Side] = {}
+    for r in run.records:
+        key = (r.file, r.test, r.case_id or "", r.index)
+        out.setdefault(r.scorer, {}).setdefault(key, []).append(r)
     return out
 
 
-def _usable(r: Mapping[str, Any]) -> bool:
-    return r.get("error") is None and _finite(r.get("score"))
+def _duplicated(records: Sequence[ScoreRecord]) -> bool:
+    samples = [(r.sample, r.index) for r in records]
+    return len(samples) != len(set(samples))
+
+
+def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(value, Mapping):
+        out: dict[str, Any] = {}
+        for k in sorted(value):
+            out.update(_flatten(value[k], f"{prefix}.{k}" if prefix else str(k)))
+        return out
+    return {prefix: value}
+
+
+def describe_instrument_change(
+    before: Instrument | None, after: Instrument | None, b_digest: str, a_digest: str
+) -> str:
+    """One line saying how two instruments differ (``version: '3' -> '4'``, ...)."""
+    if before is None or after is None:
+        return f"instrument {b_digest} -> {a_digest} (the details are not in the files)"
+    old = _flatten({"version": before.version, "identity": before.identity})
+    new = _flatten({"version": after.version, "identity": after.identity})
+    diffs = []
+    for key in sorted(set(old) | set(new)):
+        if key == "identity.version" or old.get(key) == new.get(key):
+            continue
+        name = key.removeprefix("identity.")
+        diffs.append(f"{name}: {_short(old.get(key), 40)} -> {_short(new.get(key), 40)}")
+    if before.higher_is_better != after.higher_is_better:
+        diffs.append(f"higher_is_better: {before.higher_is_better} -> {after.higher_is_better}")
+    return (
+        "; ".join(diffs[:4]) + ("; ..." if len(diffs) > 4 else "")
+        if diffs
+        else (f"instrument {b_digest} -> {a_digest}")
+    )
 
 
 def _compare_cases(
     name: str,
     kind: str,
     higher_is_better: bool,
-    base: Mapping[CaseKey, Mapping[int, Mapping[str, Any]]],
-    cur: Mapping[CaseKey, Mapping[int, Mapping[str, Any]]],
+    base: Side,
+    cur: Side,
+    baseline: Run,
+    current: Run,
     *,
+    reducer: str = "mean",
     alpha: float,
     confidence: float,
     resamples: int,
     seed: int,
+    accepted: bool,
+    direction_source: str,
     label: Callable[[CaseKey], str] = case_label,
 ) -> ScorerComparison:
     changes: list[CaseChange] = []
     errored: list[str] = []
+    ambiguous: list[str] = []
+    instrument_changes: list[str] = []
+    unknown = False
+    only_b_samples = only_c_samples = 0
     for key in sorted(set(base) & set(cur)):
-        b_side, c_side = _Side(), _Side()
-        for sample in sorted(set(base[key]) & set(cur[key])):
-            rb, rc = base[key][sample], cur[key][sample]
-            if not (_usable(rb) and _usable(rc)):
-                continue
-            for side, r in ((b_side, rb), (c_side, rc)):
-                side.scores.append(float(r["score"]))
-                if isinstance(r.get("passed"), bool):
-                    side.verdicts.append(bool(r["passed"]))
-                if side.output is None:
-                    side.output = _output_of(r)
-                    side.where = r.get("where") if isinstance(r.get("where"), str) else None
-        if not b_side.scores:
+        rb, rc = base[key], cur[key]
+        if _duplicated(rb) or _duplicated(rc):
+            ambiguous.append(label(key))
+            continue
+        sb, sc = {(r.sample, r.index) for r in rb}, {(r.sample, r.index) for r in rc}
+        only_b_samples += len(sb - sc)
+        only_c_samples += len(sc - sb)
+        case_b = reduce_case(_samples(rb), reducer)
+        case_c = reduce_case(_samples(rc), reducer)
+        if case_b.score is None or case_c.score is None:
             errored.append(label(key))
             continue
+        db = {r.instrument for r in rb if _usable(r)}
+        dc = {r.instrument for r in rc if _usable(r)}
+        if None in db or None in dc:
+            unknown = True
+        elif db != dc and len(instrument_changes) < 3:
+            b_d = min(d for d in db if d is not None)
+            c_d = min(d for d in dc if d is not None)
+            line = describe_instrument_change(
+                baseline.instruments.get(b_d), current.instruments.get(c_d), b_d, c_d
+            )
+            if line not in instrument_changes:
+                instrument_changes.append(line)
+        first_b = next((r for r in rb if _usable(r)), rb[0])
+        first_c = next((r for r in rc if _usable(r)), rc[0])
         changes.append(
             CaseChange(
                 case=label(key),
-                baseline=math.fsum(b_side.scores) / len(b_side.scores),
-                current=math.fsum(c_side.scores) / len(c_side.scores),
-                baseline_passed=all(b_side.verdicts) if b_side.verdicts else None,
-                current_passed=all(c_side.verdicts) if c_side.verdicts else None,
-                baseline_output=b_side.output,
-                current_output=c_side.output,
-                where=c_side.where or b_side.where,
+                baseline=case_b.score,
+                current=case_c.score,
+                baseline_passed=case_b.passed,
+                current_passed=case_c.passed,
+                baseline_output=_output_of(first_b),
+                current_output=_output_of(first_c),
+                where=first_c.where or first_b.where,
             )
         )
+    instrument = "changed" if instrument_changes else ("unknown" if unknown else "same")
     only_base = tuple(label(k) for k in sorted(set(base) - set(cur)))
     only_cur = tuple(label(k) for k in sorted(set(cur) - set(base)))
     sign = 1.0 if higher_is_better else -1.0
@@ -419,7 +529,7 @@ def _compare_cases(
     flips_better = sum(
         1 for c in changes if c.baseline_passed is False and c.current_passed is True
     )
-    common = {
+    common: dict[str, Any] = {
         "name": name,
         "kind": kind,
         "higher_is_better": higher_is_better,
@@ -434,8 +544,22 @@ def _compare_cases(
         "only_baseline": only_base,
         "only_current": only_cur,
         "errored": tuple(errored),
+        "ambiguous": tuple(ambiguous),
+        "instrument": instrument,
+        "instrument_changes": tuple(instrument_changes),
+        "accepted": accepted,
+        "direction_source": direction_source,
+        "samples_only_baseline": only_b_samples,
+        "samples_only_current": only_c_samples,
+        "reducer": reducer,
     }
     if not changes:
+        if not base:
+            verdict = "new"
+        elif not cur:
+            verdict = "missing"
+        else:
+            verdict = "not-comparable"
         return ScorerComparison(
             baseline_mean=None,
             current_mean=None,
@@ -444,19 +568,21 @@ def _compare_cases(
             ci_high=None,
             p_value=None,
             p_method="-",
-            verdict="not-comparable",
-            **common,  # type: ignore[arg-type]
+            verdict=verdict,
+            change="-",
+            **common,
         )
     diffs = [c.delta for c in changes]
     iv = t_interval(diffs, confidence)
     p, method = sign_flip_test(diffs, resamples=resamples, seed=seed)
     diff = iv.estimate
     if diff == 0.0:
-        verdict = "unchanged"
+        change = "unchanged"
     elif sign * diff < 0:
-        verdict = "regressed" if p < alpha else "worse-not-significant"
+        change = "regressed" if p < alpha else "worse-not-significant"
     else:
-        verdict = "improved" if p < alpha else "better-not-significant"
+        change = "improved" if p < alpha else "better-not-significant"
+    verdict = "incomparable" if instrument == "changed" and not accepted else change
     return ScorerComparison(
         baseline_mean=math.fsum(c.baseline for c in changes) / len(changes),
         current_mean=math.fsum(c.current for c in changes) / len(changes),
@@ -466,64 +592,55 @@ def _compare_cases(
         p_value=p,
         p_method=method,
         verdict=verdict,
-        **common,  # type: ignore[arg-type]
+        change=change,
+        **common,
     )
 
 
-def scorer_direction(name: str, records: Sequence[Mapping[str, Any]]) -> bool:
-    """Whether a higher score is better for scorer ``name``: the registered scorer's own
-    declaration; for an unknown scorer, lower is better only when every bound its records
-    asserted is a maximum."""
+def _samples(records: Sequence[ScoreRecord]) -> CaseSamples:
+    recs = sorted(records, key=lambda r: (r.sample, r.index))
+    bounded = next((r for r in recs if r.error is None), recs[0])
+    return CaseSamples(
+        case="",
+        samples=tuple(
+            Sample(
+                score=None if r.error is not None else r.score,
+                passed=None if r.error is not None else r.passed,
+                error=r.error,
+                sample=r.sample,
+            )
+            for r in recs
+        ),
+        min=bounded.min,
+        max=bounded.max,
+    )
+
+
+def scorer_direction(name: str, current: Run, baseline: Run | None = None) -> tuple[bool, str]:
+    """Whether a higher score is better for scorer ``name``, and where that came from: the
+    runs' instruments (what the scorer declared when it ran; the current run first), else the
+    scorer registered in this process, else a guess from the records' bounds (lower is better
+    only when every bound asserted is a maximum), for files that do not record it."""
+    for run in (current, baseline):
+        if run is not None:
+            way = run.direction(name)
+            if way is not None:
+                return way, "declared"
     from pytest_llmeval.errors import LLMEvalError
     from pytest_llmeval.registry import default_registry
 
     try:
-        return bool(default_registry.get(name).higher_is_better)
+        return bool(default_registry.get(name).higher_is_better), "registry"
     except (LLMEvalError, ImportError, KeyError):
         pass
-    bounded = [r for r in records if r.get("min") is not None or r.get("max") is not None]
-    return not (bounded and all(r.get("min") is None for r in bounded))
+    records = [r for run in (current, baseline) if run is not None for r in run.records]
+    bounded = [r for r in records if r.scorer == name and (r.min is not None or r.max is not None)]
+    return not (bounded and all(r.min is None for r in bounded)), "guessed"
 
 
-def _gate_cases(
-    gates: Any,
-) -> tuple[dict[str, tuple[bool, dict[CaseKey, dict[int, Mapping[str, Any]]]]], list[str]]:
-    """gate name -> (higher is better, case -> {0: pseudo-record}) from a report's ``gates``
-    section (a list of gate outcomes, each with ``spec`` and ``result.cases``, or gate results
-    with ``spec`` and ``cases``); a malformed entry is
-    noted, not fatal: gates are optional in a report."""
-    out: dict[str, tuple[bool, dict[CaseKey, dict[int, Mapping[str, Any]]]]] = {}
-    notes: list[str] = []
-    if gates is None:
-        return out, notes
-    entries = list(gates.values()) if isinstance(gates, Mapping) else gates
-    if not isinstance(entries, list):
-        return out, ["the 'gates' section is not a list; gates not compared"]
-    for g in entries:
-        spec = g.get("spec") if isinstance(g, Mapping) else None
-        cases = g.get("cases") if isinstance(g, Mapping) else None
-        result = g.get("result") if isinstance(g, Mapping) else None
-        if cases is None and isinstance(result, Mapping):
-            cases = result.get("cases")  # a gate outcome: {"test", "spec", "result": {"cases"}}
-        if isinstance(g, Mapping) and cases is None and "result" in g:
-            continue  # a gate that had nothing to compute (its "problem" says why)
-        if not isinstance(spec, Mapping) or not isinstance(cases, list):
-            notes.append("a gate entry without 'spec' and 'cases' was not compared")
-            continue
-        where = g.get("test") or spec.get("source") or ""
-        name = f"gate {spec.get('scorer', '?')}" + (f" ({where})" if where else "")
-        higher = not (spec.get("min_mean") is None and spec.get("max_mean") is not None)
-        table: dict[CaseKey, dict[int, Mapping[str, Any]]] = {}
-        for c in cases:
-            if isinstance(c, Mapping):
-                table[("", "", str(c.get("case")), 0)] = {0: c}
-        out[name] = (higher, table)
-    return out, notes
-
-
-def compare_reports(
-    baseline: Mapping[str, Any],
-    current: Mapping[str, Any],
+def compare_runs(
+    baseline: Run,
+    current: Run,
     *,
     alpha: float = 0.05,
     confidence: float = 0.95,
@@ -531,51 +648,139 @@ def compare_reports(
     seed: int = 0,
     baseline_label: str = "baseline",
     current_label: str = "current",
-    directions: Mapping[str, bool] | None = None,
+    accept: Sequence[str] = (),
+    gates: Sequence[Any] = (),
 ) -> Comparison:
-    """Compare two JSON reports (or saved runs). ``directions``: scorer -> higher is better,
-    overriding :func:`scorer_direction`."""
+    """Compare ``current`` with ``baseline``: per scorer, its cases ``(file, test, case id,
+    assertion index)`` paired across the runs, each case's samples reduced to its mean (all of
+    its samples, on each side: a change of ``repeat`` compares the same thing); per gate of the
+    current run (``gates``: its :class:`~pytest_llmeval.gates.GateOutcome` list), its cases
+    reduced by the gate's reducer on both sides. Scorers measured with a different instrument
+    (judge model, version, prompt, options or code) are ``incomparable`` unless named in
+    ``accept`` (or ``"all"`` is)."""
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"alpha must be strictly between 0 and 1, got {alpha!r}")
-    base_recs, cur_recs = records_of(baseline), records_of(current)
-    base, cur = _collect(base_recs), _collect(cur_recs)
-    opts = {"alpha": alpha, "confidence": confidence, "resamples": resamples, "seed": seed}
+    base, cur = _by_scorer(baseline), _by_scorer(current)
+    opts: dict[str, Any] = {
+        "alpha": alpha,
+        "confidence": confidence,
+        "resamples": resamples,
+        "seed": seed,
+    }
+    accepted = set(accept)
+    notes: list[str] = []
     scorers = []
     for name in sorted(set(base) | set(cur)):
-        if directions is not None and name in directions:
-            higher = directions[name]
-        else:
-            higher = scorer_direction(
-                name, [r for r in (*base_recs, *cur_recs) if r.get("scorer") == name]
+        higher, source = scorer_direction(name, current, baseline)
+        if source == "guessed":
+            notes.append(
+                f"{name}: neither run records whether a higher score is better, and this "
+                f"process does not know the scorer: taken as {'higher' if higher else 'lower'} "
+                "is better from its bounds"
             )
         scorers.append(
-            _compare_cases(name, "scorer", higher, base.get(name, {}), cur.get(name, {}), **opts)  # type: ignore[arg-type]
-        )
-    gb, notes_b = _gate_cases(report_of(baseline).get("gates"))
-    gc, notes_c = _gate_cases(report_of(current).get("gates"))
-    gates = []
-    for name in sorted(set(gb) | set(gc)):
-        higher = (gc.get(name) or gb[name])[0]
-        gates.append(
             _compare_cases(
                 name,
-                "gate",
+                "scorer",
                 higher,
-                gb.get(name, (higher, {}))[1],
-                gc.get(name, (higher, {}))[1],
-                label=lambda k: k[2],
-                **opts,  # type: ignore[arg-type]
+                base.get(name, {}),
+                cur.get(name, {}),
+                baseline,
+                current,
+                accepted=name in accepted or "all" in accepted,
+                direction_source=source,
+                **opts,
             )
         )
+    gate_rows = []
+    for outcome in gates:
+        if outcome.result is None:
+            continue
+        spec = outcome.spec
+        file, _, test = outcome.test.partition("::")
+        higher, source = scorer_direction(spec.scorer, current, baseline)
+        b_side = _gate_side(base.get(spec.scorer, {}), file, test)
+        c_side = _gate_side(cur.get(spec.scorer, {}), file, test)
+        gate_rows.append(
+            _compare_cases(
+                f"gate {spec.scorer} ({outcome.test})",
+                "gate",
+                higher,
+                b_side,
+                c_side,
+                baseline,
+                current,
+                reducer=spec.reducer,
+                accepted=spec.scorer in accepted or "all" in accepted,
+                direction_source=source,
+                label=lambda k: case_label(k),
+                **opts,
+            )
+        )
+    for s in scorers:
+        if s.instrument == "unknown":
+            notes.append(
+                f"{s.name}: a run does not record the instruments it measured with (a report "
+                "written before pytest-llmeval recorded them): compared as if the same"
+            )
+        if s.samples_only_baseline or s.samples_only_current:
+            notes.append(
+                f"{s.name}: {s.samples_only_baseline} sample(s) only in the baseline and "
+                f"{s.samples_only_current} only in this run (repeat changed?): each case is "
+                "compared on the mean of all its samples on each side"
+            )
+        if s.ambiguous:
+            notes.append(
+                f"{s.name}: {len(s.ambiguous)} case(s) have two records for one sample on a side "
+                "(a report that merged parametrizations of one case): not paired"
+            )
+    notes.extend(_repeat_notes(baseline, current))
     return Comparison(
         tuple(scorers),
-        tuple(gates),
+        tuple(gate_rows),
         alpha=alpha,
         confidence=confidence,
         baseline_label=baseline_label,
         current_label=current_label,
-        notes=tuple(dict.fromkeys([*notes_b, *notes_c])),
+        notes=tuple(dict.fromkeys(notes)),
     )
+
+
+def compare_reports(
+    baseline: Mapping[str, Any], current: Mapping[str, Any], **options: Any
+) -> Comparison:
+    """:func:`compare_runs` over two JSON reports (or saved runs) given as parsed JSON, each
+    validated first (:class:`ComparisonError` names the field that is wrong); the current run's
+    gates are judged from its own plan. ``options`` are :func:`compare_runs`'s."""
+    from pytest_llmeval.gates import evaluate_gates
+    from pytest_llmeval.model import RunFileError, run_from_json
+
+    try:
+        base = run_from_json(baseline, str(options.pop("baseline_where", "baseline")))
+        cur = run_from_json(current, str(options.pop("current_where", "current")))
+    except RunFileError as exc:
+        raise ComparisonError(str(exc)) from None
+    options.setdefault("gates", evaluate_gates(cur))
+    return compare_runs(base, cur, **options)
+
+
+def _gate_side(records: Side, file: str, test: str) -> Side:
+    """The records of one test as a gate sees them: a case is all of its assertions' samples."""
+    out: Side = {}
+    for (f, t, c, _i), recs in records.items():
+        if f == file and t == test:
+            out.setdefault((f, t, c, 0), []).extend(recs)
+    return out
+
+
+def _repeat_notes(baseline: Run, current: Run) -> list[str]:
+    out = []
+    before = {(p.file, p.test): p.repeat for p in baseline.plan}
+    for p in current.plan:
+        old = before.get((p.file, p.test))
+        if old is not None and old != p.repeat:
+            out.append(f"{p.name}: repeat {old} in the baseline, {p.repeat} in this run")
+    return out
 
 
 # --------------------------------------------------------------------------------------------
@@ -588,7 +793,10 @@ _VERDICT_TEXT = {
     "worse-not-significant": "lower, not significant",
     "better-not-significant": "higher, not significant",
     "unchanged": "unchanged",
-    "not-comparable": "no matched cases",
+    "not-comparable": "NOT COMPARED: no case scored in both runs",
+    "incomparable": "INCOMPARABLE: another instrument",
+    "new": "new in this run",
+    "missing": "MISSING from this run",
 }
 
 
@@ -616,6 +824,12 @@ def _verdict_text(s: ScorerComparison) -> str:
     text = _VERDICT_TEXT.get(s.verdict, s.verdict)
     if not s.higher_is_better and s.verdict in ("worse-not-significant", "better-not-significant"):
         text = "worse, not significant" if s.verdict.startswith("worse") else "better, n.s."
+    if s.verdict == "incomparable" and s.change not in ("-", "unchanged"):
+        text += f" (would be: {_VERDICT_TEXT.get(s.change, s.change)})"
+    if s.instrument == "changed" and s.accepted:
+        text += " (instrument changed: accepted)"
+    if not s.higher_is_better:
+        text += " [lower is better]"
     return text
 
 
@@ -669,10 +883,13 @@ def format_comparison(cmp: Comparison, *, max_cases: int = 5) -> list[str]:
                     lines.append(f"      now: {_short(c.current_output)}")
             if len(cases) > max_cases:
                 lines.append(f"  ... and {len(cases) - max_cases} more")
+        for change in s.instrument_changes:
+            lines.append(f"{s.name}: instrument changed: {change}")
         for title, names in (
             ("only in the baseline", s.only_baseline),
             ("only in the current run", s.only_current),
             ("without a score on one side (error)", s.errored),
+            ("with two records for one sample (not paired)", s.ambiguous),
         ):
             if names:
                 shown = ", ".join(names[:max_cases])
@@ -682,14 +899,28 @@ def format_comparison(cmp: Comparison, *, max_cases: int = 5) -> list[str]:
     return lines
 
 
+def comparison_failures(cmp: Comparison) -> list[str]:
+    """What fails a run that asked to fail on regression: each significant regression, and each
+    of :meth:`Comparison.problems`."""
+    out = [
+        f"regression: {s.name} mean {s.baseline_mean:.3f} -> {s.current_mean:.3f} "
+        f"(p={_p(s.p_value)} < {cmp.alpha:g})"
+        for s in cmp.regressions
+        if s.baseline_mean is not None and s.current_mean is not None
+    ]
+    return out + cmp.problems()
+
+
 # --------------------------------------------------------------------------------------------
 # Command line: python -m pytest_llmeval compare BASELINE CURRENT
 # --------------------------------------------------------------------------------------------
 
 
 def main(argv: Sequence[str]) -> int:
-    """``compare BASELINE CURRENT``: print the comparison; exit 1 on a significant regression
-    with ``--fail-on-regression``, 2 for unusable input."""
+    """``compare BASELINE CURRENT``: print the comparison; with ``--fail-on-regression`` exit 1
+    on a significant regression or on a comparison that cannot stand for "no regression"
+    (another instrument, nothing compared); 2 for unusable input (a file that is not a valid
+    report, named with the field that is wrong)."""
     import argparse
     import sys
 
@@ -706,9 +937,18 @@ def main(argv: Sequence[str]) -> int:
         default=None,
         type=float,
         metavar="ALPHA",
-        help="exit 1 when a scorer's mean gets worse with p < ALPHA (default 0.05)",
+        help="exit 1 when a scorer's mean gets worse with p < ALPHA (default 0.05), or when a "
+        "scorer cannot be compared (another instrument, nothing paired)",
     )
     parser.add_argument("--alpha", type=float, default=None, help="significance level (0.05)")
+    parser.add_argument(
+        "--accept-incomparable",
+        action="append",
+        default=[],
+        metavar="SCORER",
+        help="compare SCORER although its instrument changed (or it is missing); 'all' for "
+        "every scorer; repeatable",
+    )
     parser.add_argument("--json", action="store_true", help="print the comparison as JSON")
     parser.add_argument("--max-cases", type=int, default=5, help="cases listed per scorer")
     parser.add_argument("--seed", type=int, default=0, help="seed of the Monte Carlo test")
@@ -717,28 +957,81 @@ def main(argv: Sequence[str]) -> int:
     alpha = 0.05 if alpha is None else alpha
     if not 0.0 < alpha < 1.0:
         parser.error(f"ALPHA must be strictly between 0 and 1, got {alpha!r}")
+    accept = [a.strip() for item in args.accept_incomparable for a in item.split(",") if a.strip()]
     try:
-        base = load_report(args.baseline)
-        cur = load_report(args.current)
+        base = load_run(args.baseline)
+        cur = load_run(args.current)
     except ComparisonError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    cmp = compare_reports(
+    from pytest_llmeval.gates import evaluate_gates
+
+    cmp = compare_runs(
         base,
         cur,
         alpha=alpha,
         seed=args.seed,
         baseline_label=str(args.baseline),
         current_label=str(args.current),
+        accept=accept,
+        gates=evaluate_gates(cur),
     )
+    failures = comparison_failures(cmp)
     if args.json:
         print(json.dumps(cmp.to_json(), indent=2, allow_nan=False))
     else:
         for line in format_comparison(cmp, max_cases=args.max_cases):
             print(line)
-        for s in cmp.regressions:
-            print(
-                f"regression: {s.name} mean {s.baseline_mean:.3f} -> {s.current_mean:.3f} "
-                f"(p={_p(s.p_value)} < {alpha:g})"
-            )
-    return 1 if cmp.regressions and args.fail_on_regression is not None else 0
+        for line in failures:
+            print(line)
+    return 1 if failures and args.fail_on_regression is not None else 0
+
+
+def comparison_json(
+    cmp: Comparison,
+    baseline: Run,
+    current: Run,
+    *,
+    path: str | None = None,
+    choice: str | None = None,
+) -> dict[str, Any]:
+    """The comparison as the JSON and HTML reports carry it: the comparison's own JSON (each
+    scorer also under ``scorer``), the baseline run's metadata (``path``; ``choice``: how it was
+    chosen), and for every current record matched in the baseline the baseline's side of it
+    (score, verdict, rationale, judged inputs), so a report can show both outputs per case."""
+    out: dict[str, Any] = cmp.to_json()
+    for entry in (*out.get("scorers", []), *out.get("gates", [])):
+        entry.setdefault("scorer", entry.get("name"))
+    out["baseline_label"] = out.get("baseline")
+    out["baseline"] = {
+        "label": out["baseline_label"],
+        "path": path,
+        "choice": choice,
+        "git_commit": baseline.info.get("git_commit"),
+        "started": baseline.info.get("started"),
+    }
+    by_key = {r.key: r for r in baseline.records}
+    cases = []
+    for r in current.records:
+        b = by_key.get(r.key)
+        if b is None:
+            continue
+        delta = r.score - b.score if r.score is not None and b.score is not None else None
+        ident = ("file", "test", "case_id", "scorer", "index", "sample")
+        cases.append(
+            {
+                "key": [r.file, r.test, r.case_id, r.scorer, r.index, r.sample],
+                "current": {k: getattr(r, k) for k in ident},
+                "baseline": {
+                    **{k: getattr(b, k) for k in ident},
+                    "score": b.score,
+                    "passed": b.passed,
+                    "error": b.error,
+                    "rationale": b.rationale,
+                    "inputs": dict(b.inputs),
+                },
+                "delta": delta,
+            }
+        )
+    out["cases"] = cases
+    return out

@@ -1,15 +1,17 @@
 """Suite gates (issue 9): declaring them, checking them against the scorer registry, and judging
-them on the controller from the run's merged records.
+them from a :class:`pytest_llmeval.model.Run`.
 
 A gate bounds a statistic of one scorer over every case and sample of one test function (the
 mean score, the pass rate), optionally with a confidence level. It is declared with
 ``@pytest.mark.llm_eval_gate(scorer, ...)`` or, for a whole run, ``--llm-eval-gate
 "FILE::TEST:SCORER:KEY=VALUE,..."`` (``FILE::TEST`` an fnmatch pattern; ini ``llm_eval_gates``).
+A run gate only tightens: it adds a verdict, and never turns a failing case into a pass (only a
+test's own markers let a gate decide instead of its per-case bounds).
 
-Gates are judged from records only, on the controller: the records reach it the same way with and
-without xdist, so ``-n 2`` and ``-n 0`` give the same verdicts. What the controller cannot see
-in the records (which gates a test has, how many cases its dataset has, which items were skipped)
-the workers put on each gated item's teardown report as :func:`item_info`.
+:func:`evaluate_gates` and :func:`dataset_statistics` are pure functions of a run; pytest, ``merge``
+and ``compare`` call them on the same :class:`~pytest_llmeval.model.Run` and so agree. What the
+records cannot say (which items were selected, which ran, were skipped or were lost to a crash or
+a stop) is the run's plan, made at collection.
 
 No pytest import here: plugin.py turns :class:`GateError` into collection and usage errors.
 The statistics themselves are :mod:`pytest_llmeval.stats`.
@@ -18,14 +20,22 @@ The statistics themselves are :mod:`pytest_llmeval.stats`.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import fnmatch
-import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, final
 
 from pytest_llmeval.errors import GateError, LLMEvalError, describe_value
+from pytest_llmeval.model import (
+    INCONCLUSIVE_POLICIES,
+    SKIPPED_POLICIES,
+    GateRule,
+    ItemKey,
+    Run,
+    TestPlan,
+)
 from pytest_llmeval.records import ScoreRecord
 from pytest_llmeval.registry import ScorerRegistry
 from pytest_llmeval.stats import (
@@ -42,17 +52,17 @@ from pytest_llmeval.stats import (
 __all__ = [
     "GATE_KEYWORDS",
     "INCONCLUSIVE_POLICIES",
-    "GateBook",
+    "OUTCOME_VERDICTS",
+    "SKIPPED_POLICIES",
+    "UNREACHED",
     "GateOutcome",
     "GateRule",
     "TestGates",
     "TestStatistics",
     "case_samples",
-    "dataset_ranges",
     "dataset_statistics",
     "evaluate_gates",
     "failing_outcomes",
-    "item_info",
     "make_spec",
     "parse_gate_option",
     "resolve_spec",
@@ -69,8 +79,6 @@ GATE_KEYWORDS: tuple[str, ...] = (
     "max_errors",
 )
 _BOUNDS = ("min_mean", "max_mean", "min_pass_rate", "max_pass_rate")
-#: ``--llm-eval-inconclusive``: what an inconclusive gate does to the exit status.
-INCONCLUSIVE_POLICIES: tuple[str, ...] = ("fail", "pass")
 _EXAMPLE = "e.g. 'tests/test_qa.py::test_qa:factuality:min_mean=0.7,confidence=0.95'"
 
 
@@ -172,30 +180,6 @@ def resolve_spec(spec: GateSpec, registry: ScorerRegistry) -> GateSpec:
     )
 
 
-@final
-@dataclass(frozen=True)
-class GateRule:
-    """A gate given for a run (``--llm-eval-gate`` or ini ``llm_eval_gates``): it applies to
-    each test function whose ``FILE::TEST`` (as in node ids) matches ``pattern`` (fnmatch)."""
-
-    pattern: str
-    spec: GateSpec
-
-    @property
-    def wildcard(self) -> bool:
-        return any(ch in self.pattern for ch in "*?[")
-
-    def matches(self, file: str, test: str) -> bool:
-        return fnmatch.fnmatchcase(f"{file}::{test}", self.pattern)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"pattern": self.pattern, "spec": _json_safe(self.spec.to_json())}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> GateRule:
-        return cls(str(data["pattern"]), _spec_from_json(data["spec"]))
-
-
 def _option_value(source: str, key: str, text: str) -> Any:
     if key == "reducer":
         return text
@@ -234,143 +218,33 @@ def parse_gate_option(text: str, origin: str = "--llm-eval-gate") -> GateRule:
     return GateRule(pattern, make_spec(scorer, options, source))
 
 
-# -- worker side: what the controller needs besides the records ------------------------------
+# -- worker side: what a test function's gates are -------------------------------------------
 
 
 @final
 @dataclass
 class TestGates:
-    """The gates of one test function, found at collection (worker side), plus what the
-    controller needs to say "gate over 12 of 40 cases"."""
+    """The gates of one test function, found at collection (worker side), with what the plan
+    needs: the dataset size, the repeat, and which scorers the test's own markers gate."""
 
     __test__ = False  # not a test class
 
     specs: list[GateSpec] = field(default_factory=list)
     total: int | None = None  # dataset cases, when the test has a dataset
     repeat: int = 1
+    #: scorers gated by the test's own ``llm_eval_gate`` markers
+    marker_scorers: frozenset[str] = frozenset()
 
     @property
     def scorers(self) -> frozenset[str]:
         return frozenset(s.scorer for s in self.specs)
 
 
-def _json_safe(value: Any) -> Any:
-    """JSON has no infinity (reports are written with allow_nan=False): a non-finite float, such
-    as the open end of an unbounded scorer's range, becomes null."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, Mapping):
-        return {k: _json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
-    return value
+# -- judging (pure functions of a Run) --------------------------------------------------------
 
 
-def item_info(
-    file: str, test: str, case: str | None, sample: int, ran: bool, gates: TestGates
-) -> str:
-    """The JSON a gated item's teardown report carries to the controller."""
-    return json.dumps(
-        {
-            "file": file,
-            "test": test,
-            "case": case,
-            "sample": sample,
-            "ran": ran,
-            "total": gates.total,
-            "repeat": gates.repeat,
-            "gates": [_json_safe(s.to_json()) for s in gates.specs],
-        },
-        allow_nan=False,
-    )
-
-
-# -- controller side -------------------------------------------------------------------------
-
-
-@dataclass
-class _TestRun:
-    specs: list[GateSpec]
-    total: int | None
-    repeat: int
-    selected: set[tuple[str | None, int]] = field(default_factory=set)
-    ran: set[tuple[str | None, int]] = field(default_factory=set)
-
-
-def _spec_from_json(data: Mapping[str, Any]) -> GateSpec:
-    known = {f.name for f in dataclasses.fields(GateSpec)}
-    values = {k: v for k, v in data.items() if k in known}
-    if values.get("score_range") is not None:
-        lo, hi = values["score_range"]  # an unbounded side travels as null
-        values["score_range"] = (
-            -math.inf if lo is None else float(lo),
-            math.inf if hi is None else float(hi),
-        )
-    return GateSpec(**values)
-
-
-def _item_order(item: tuple[str | None, int]) -> tuple[bool, str, int]:
-    return (item[0] is not None, item[0] or "", item[1])
-
-
-@final
-class GateBook:
-    """Controller side: the gated tests and which of their items were run, from the item infos
-    of the teardown reports (in any order: the same book results with and without xdist)."""
-
-    def __init__(self) -> None:
-        self.tests: dict[tuple[str, str], _TestRun] = {}
-
-    def add(self, payload: str) -> None:
-        data = json.loads(payload)
-        key = (str(data["file"]), str(data["test"]))
-        run = self.tests.get(key)
-        if run is None:
-            specs = [_spec_from_json(s) for s in data["gates"]]
-            run = _TestRun(specs, data["total"], int(data["repeat"]))
-            self.tests[key] = run
-        item = (data["case"], int(data["sample"]))
-        run.selected.add(item)
-        if data["ran"]:
-            run.ran.add(item)
-
-    def to_json(self) -> list[dict[str, Any]]:
-        """The book as JSON (a shard's report carries it, so that ``merge`` can judge the gates
-        of the whole run): per gated test its gates, dataset size, repeat and the items
-        ``[case, sample]`` selected and run."""
-        return [
-            {
-                "file": file,
-                "test": test,
-                "gates": [_json_safe(s.to_json()) for s in run.specs],
-                "total": run.total,
-                "repeat": run.repeat,
-                "selected": [[c, s] for c, s in sorted(run.selected, key=_item_order)],
-                "ran": [[c, s] for c, s in sorted(run.ran, key=_item_order)],
-            }
-            for (file, test), run in sorted(self.tests.items())
-        ]
-
-    def add_json(self, entries: Sequence[Mapping[str, Any]]) -> None:
-        """Add the items of another book's :meth:`to_json` (another shard of the same run).
-        Raises ValueError when a test's gates, dataset size or repeat differ from the ones
-        already in the book (the books are not of one run)."""
-        for e in entries:
-            key = (str(e["file"]), str(e["test"]))
-            specs = [_spec_from_json(s) for s in e["gates"]]
-            total = None if e["total"] is None else int(e["total"])
-            repeat = int(e["repeat"])
-            run = self.tests.get(key)
-            if run is None:
-                run = self.tests[key] = _TestRun(specs, total, repeat)
-            elif (run.specs, run.total, run.repeat) != (specs, total, repeat):
-                raise ValueError(
-                    f"{key[0]}::{key[1]} has other gates, dataset size or repeat here "
-                    f"({len(specs)} gates, {total} cases, repeat {repeat}) than before "
-                    f"({len(run.specs)} gates, {run.total} cases, repeat {run.repeat})"
-                )
-            run.selected.update((c, int(s)) for c, s in e["selected"])
-            run.ran.update((c, int(s)) for c, s in e["ran"])
+#: verdicts of a gate outcome: the statistic's verdicts, and "skipped" (every case skipped)
+OUTCOME_VERDICTS: tuple[str, ...] = ("pass", "fail", "inconclusive", "error", "skipped")
 
 
 @final
@@ -402,142 +276,119 @@ class GateOutcome:
         }
 
 
+def _json_safe(value: Any) -> Any:
+    """JSON has no infinity (reports are written with allow_nan=False): a non-finite float, such
+    as the open end of an unbounded scorer's range, becomes null."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    return value
+
+
 def _case_key(file: str, test: str, case_id: str | None) -> str:
     return f"{file}::{test}" + (f"[{case_id}]" if case_id is not None else "")
 
 
-def case_samples(records: Iterable[ScoreRecord]) -> list[CaseSamples]:
+def case_samples(
+    records: Iterable[ScoreRecord],
+    lost: Mapping[ItemKey, str] | None = None,
+    file: str = "",
+    test: str = "",
+) -> list[CaseSamples]:
     """The records of one scorer in one test as cases (key ``file::test[case_id]``) of samples,
-    in a stable order. An errored record is an unscored sample, never a score."""
+    in a stable order. An errored record is an unscored sample, never a score; so is each lost
+    item (selected, never reported: ``lost`` maps it to why), which makes its case unscored."""
     groups: dict[str | None, list[ScoreRecord]] = {}
     for r in records:
         groups.setdefault(r.case_id, []).append(r)
+    missing: dict[str | None, list[tuple[int, str]]] = {}
+    for (case_id, sample), why in (lost or {}).items():
+        missing.setdefault(case_id, []).append((sample, why))
     out = []
-    for case_id in sorted(groups, key=lambda c: (c is not None, c or "")):
-        recs = sorted(groups[case_id], key=lambda r: (r.sample, r.index))
-        bounded = next((r for r in recs if r.error is None), recs[0])
+    for case_id in sorted(set(groups) | set(missing), key=lambda c: (c is not None, c or "")):
+        recs = sorted(groups.get(case_id, ()), key=lambda r: (r.sample, r.index))
+        samples = [
+            Sample(
+                score=None if r.error is not None else r.score,
+                passed=None if r.error is not None else r.passed,
+                error=r.error,
+                sample=r.sample,
+            )
+            for r in recs
+        ]
+        samples += [
+            Sample(score=None, passed=None, error=f"never reported: {why}", sample=sample)
+            for sample, why in sorted(missing.get(case_id, ()))
+        ]
+        bounded = next((r for r in recs if r.error is None), recs[0] if recs else None)
+        f, t = (recs[0].file, recs[0].test) if recs else (file, test)
         out.append(
             CaseSamples(
-                case=_case_key(recs[0].file, recs[0].test, case_id),
-                samples=tuple(
-                    Sample(
-                        score=None if r.error is not None else r.score,
-                        passed=None if r.error is not None else r.passed,
-                        error=r.error,
-                        sample=r.sample,
-                    )
-                    for r in recs
-                ),
-                min=bounded.min,
-                max=bounded.max,
+                case=_case_key(f, t, case_id),
+                samples=tuple(samples),
+                min=bounded.min if bounded is not None else None,
+                max=bounded.max if bounded is not None else None,
             )
         )
     return out
 
 
+def _lost_reasons(lost: Mapping[ItemKey, str]) -> str:
+    counts: dict[str, int] = {}
+    for why in lost.values():
+        counts[why] = counts.get(why, 0) + 1
+    return "; ".join(
+        f"{n} sample{'' if n == 1 else 's'}: {why}" for why, n in sorted(counts.items())
+    )
+
+
 def _subset_note(
-    run: _TestRun,
+    plan: TestPlan,
     scorer: str,
     recs: Sequence[ScoreRecord],
-    stopped: bool,
-    shard: tuple[int, int] | None = None,
+    shard: tuple[int, int] | None,
 ) -> str | None:
-    """Say when a gate saw fewer cases or samples than the test has (``-k``, ``--deselect``,
-    skips, items that ended before scoring): a gate over a subset must say so."""
-    cases = {r.case_id for r in recs}
-    samples = {(r.case_id, r.sample) for r in recs}
-    selected_cases = {c for c, _ in run.selected}
-    ran_cases = {c for c, _ in run.ran}
-    total = run.total
+    """Say when a gate saw fewer cases or samples than the test has: deselected (-k, -m,
+    --deselect, another shard), skipped, lost (crash, stop: counted as unscored), or items that
+    ran without recording the scorer. A gate over a subset must say so."""
+    selected_cases = {c for c, _ in plan.selected}
+    skipped_cases = (
+        {c for c, _ in plan.skipped} - {c for c, _ in plan.ran} - {c for c, _ in plan.lost}
+    )
+    lost_cases = {c for c, _ in plan.lost}
+    ran_cases = {c for c, _ in plan.ran}
+    scored_cases = {r.case_id for r in recs}
+    total = plan.total
     parts = []
     if total is not None and len(selected_cases) < total:
-        why = "not run: the run stopped early" if stopped else "not selected: -k/deselect subset"
-        if shard is not None and not stopped:
+        why = "not selected: -k/-m/--deselect subset"
+        if shard is not None:
             why = f"in the other shards (this is shard {shard[0]}/{shard[1]}) or not selected"
         parts.append(f"{total - len(selected_cases)} {why}")
-    if len(selected_cases) > len(ran_cases):
-        parts.append(f"{len(selected_cases) - len(ran_cases)} skipped")
-    if len(ran_cases) > len(cases):
-        parts.append(f"{len(ran_cases) - len(cases)} ran without a {scorer} record")
+    if skipped_cases:
+        parts.append(f"{len(skipped_cases)} skipped")
+    if lost_cases:
+        parts.append(
+            f"{len(lost_cases)} never reported, counted as unscored: {_lost_reasons(plan.lost)}"
+        )
+    unrecorded = ran_cases - scored_cases - lost_cases
+    if unrecorded:
+        parts.append(f"{len(unrecorded)} ran without a {scorer} record")
     whole = total if total is not None else len(selected_cases)
+    judged = len((scored_cases | lost_cases) & (selected_cases | scored_cases))
     if parts:
-        return f"gate over {len(cases)} of {whole} cases ({'; '.join(parts)})"
-    if total is not None and run.repeat > 1 and len(samples) < total * run.repeat:
-        gap = total * run.repeat - len(samples)
-        why = "-k/deselect subset, skipped or unscored samples"
-        if stopped:
-            why = "the run stopped early, " + why
-        return f"gate over {len(samples)} of {total * run.repeat} samples ({gap} missing: {why})"
+        return f"gate over {judged} of {whole} cases ({'; '.join(parts)})"
+    samples = {(r.case_id, r.sample) for r in recs}
+    if total is not None and plan.repeat > 1 and len(samples) < total * plan.repeat:
+        gap = total * plan.repeat - len(samples)
+        return (
+            f"gate over {len(samples)} of {total * plan.repeat} samples ({gap} missing: "
+            "-k/deselect subset, skipped or unscored samples)"
+        )
     return None
-
-
-def evaluate_gates(
-    records: Sequence[ScoreRecord],
-    book: GateBook,
-    rules: Sequence[GateRule],
-    *,
-    stopped: bool = False,
-    shard: tuple[int, int] | None = None,
-) -> tuple[list[GateOutcome], list[str]]:
-    """Judge every gate of every gated test that ran (skipped tests have no verdict), in a
-    stable order. Returns the outcomes and the run gates (``rules``) that matched no test that
-    ran, for a note (a ``-k`` run or a run of other files legitimately matches none).
-
-    A gate on a test without any record of its scorer is an ``error`` outcome ("no records of
-    scorer X in test Y"); for a wildcard run gate that is judged over all its tests: it is an
-    error only when none of them recorded the scorer. ``stopped``: the session stopped early
-    (-x, --maxfail), so missing items were not run rather than deselected. ``shard``: (i, n) of
-    a shard run (``--llm-eval-shard``), whose missing cases are mostly in the other shards.
-    """
-    by_test: dict[tuple[str, str, str], list[ScoreRecord]] = {}
-    for r in records:
-        by_test.setdefault((r.file, r.test, r.scorer), []).append(r)
-    wildcard = {rule.spec.source for rule in rules if rule.wildcard}
-    outcomes: list[GateOutcome] = []
-    used: set[str] = set()
-    matched: dict[str, int] = {}
-    for (file, test), run in sorted(book.tests.items()):
-        if not run.ran:
-            continue  # every item skipped or deselected: nothing to judge
-        name = f"{file}::{test}"
-        for spec in sorted(run.specs, key=lambda s: (s.scorer, s.source)):
-            matched[spec.source] = matched.get(spec.source, 0) + 1
-            recs = by_test.get((file, test, spec.scorer), [])
-            if not any(not _unreached(r) for r in recs):
-                if spec.source in wildcard:
-                    continue
-                problem = f"no records of scorer {spec.scorer!r} in test {name}"
-                if recs:
-                    problem += f" ({len(recs)} samples failed before reaching it)"
-                outcomes.append(GateOutcome(name, spec, "error", problem=problem))
-                continue
-            used.add(spec.source)
-            result = evaluate_gate(spec, case_samples(recs))
-            outcomes.append(
-                GateOutcome(
-                    name,
-                    spec,
-                    result.verdict,
-                    result,
-                    note=_subset_note(run, spec.scorer, recs, stopped, shard),
-                )
-            )
-    unmatched = []
-    for rule in rules:
-        source = rule.spec.source
-        if source in wildcard and source in matched and source not in used:
-            outcomes.append(
-                GateOutcome(
-                    rule.pattern,
-                    rule.spec,
-                    "error",
-                    problem=f"no records of scorer {rule.spec.scorer!r} in any of the "
-                    f"{matched[source]} test(s) matching {rule.pattern!r}",
-                )
-            )
-        elif source not in matched:
-            unmatched.append(source)
-    return outcomes, unmatched
 
 
 #: metadata of the error record the plugin adds for a gated scorer a failed test never reached
@@ -548,18 +399,155 @@ def _unreached(rec: ScoreRecord) -> bool:
     return bool(rec.metadata.get("unreached"))
 
 
-def failing_outcomes(outcomes: Iterable[GateOutcome], inconclusive: str) -> list[GateOutcome]:
+def _nearest(pattern: str, run: Run) -> str:
+    """Where a run gate's pattern might have meant to point: the collected tests it matches but
+    that were not selected, else the nearest test ids."""
+    selected = {p.name for p in run.plan}
+    names = sorted(set(run.collected) | selected)
+    deselected = [n for n in names if fnmatch.fnmatchcase(n, pattern) and n not in selected]
+    if deselected:
+        shown = ", ".join(deselected[:3]) + (" ..." if len(deselected) > 3 else "")
+        return (
+            f"it matches {shown}, not selected in this run (-k, -m, --deselect, the paths "
+            "given, or another shard)"
+        )
+    close = difflib.get_close_matches(pattern, names, n=3, cutoff=0.4)
+    if close:
+        return f"nearest test ids: {', '.join(close)}"
+    if names:
+        return f"no test id is close; collected: {', '.join(names[:3])}" + (
+            " ..." if len(names) > 3 else ""
+        )
+    return "no test was collected"
+
+
+def evaluate_gates(run: Run) -> list[GateOutcome]:
+    """Judge every gate of every gated test in ``run``'s plan, in a stable order.
+
+    * A gate on a test whose every selected item was skipped is ``skipped`` (it judged nothing;
+      ``--llm-eval-skipped`` says whether that fails the run).
+    * Items selected but never reported (a crashed worker, a run stopped by -x or Ctrl-C) are
+      unscored samples: their cases count against ``max_errors``, never as "not selected".
+    * A gate on a test without any record of its scorer is ``error``; for a wildcard run gate
+      that is judged over all its tests: an error only when none of them recorded the scorer.
+    * A run gate (``--llm-eval-gate``, ini ``llm_eval_gates``) that matched no selected test is
+      an ``error`` outcome naming the pattern and the nearest test ids: a gate that was asked for
+      and judged nothing does not pass.
+
+    In a shard (``run.shard``) the outcomes are the shard's own; the caller reports them as
+    partial, and ``merge`` judges the whole run's plan.
+    """
+    by_test: dict[tuple[str, str, str], list[ScoreRecord]] = {}
+    for r in run.records:
+        by_test.setdefault((r.file, r.test, r.scorer), []).append(r)
+    rules = run.settings.gate_rules
+    wildcard = {rule.spec.source for rule in rules if rule.wildcard}
+    outcomes: list[GateOutcome] = []
+    used: set[str] = set()
+    matched: dict[str, int] = {}
+    skipped_only: dict[str, int] = {}
+    for plan in sorted(run.plan, key=lambda p: (p.file, p.test)):
+        if not plan.gates or not plan.selected:
+            continue
+        name = plan.name
+        all_skipped = not plan.ran and not plan.lost
+        for spec in sorted(plan.gates, key=lambda s: (s.scorer, s.source)):
+            matched[spec.source] = matched.get(spec.source, 0) + 1
+            if all_skipped:
+                if spec.source in wildcard:
+                    skipped_only[spec.source] = skipped_only.get(spec.source, 0) + 1
+                    continue
+                outcomes.append(
+                    GateOutcome(
+                        name,
+                        spec,
+                        "skipped",
+                        problem=f"all {len(plan.skipped)} selected item(s) were skipped: "
+                        "the gate judged nothing",
+                    )
+                )
+                continue
+            recs = by_test.get((plan.file, plan.test, spec.scorer), [])
+            reached = [r for r in recs if not _unreached(r)]
+            if not reached and not plan.lost:
+                if spec.source in wildcard:
+                    continue
+                problem = f"no records of scorer {spec.scorer!r} in test {name}"
+                if recs:
+                    problem += f" ({len(recs)} samples failed before reaching it)"
+                outcomes.append(GateOutcome(name, spec, "error", problem=problem))
+                continue
+            used.add(spec.source)
+            cases = case_samples(recs, plan.lost, plan.file, plan.test)
+            result = evaluate_gate(spec, cases)
+            outcomes.append(
+                GateOutcome(
+                    name,
+                    spec,
+                    result.verdict,
+                    result,
+                    note=_subset_note(plan, spec.scorer, recs, run.shard),
+                )
+            )
+    for rule in rules:
+        source = rule.spec.source
+        if source in used:
+            continue
+        if source in matched:
+            if source not in wildcard:
+                continue  # its one test's outcome is already there
+            if skipped_only.get(source) == matched[source]:
+                outcomes.append(
+                    GateOutcome(
+                        rule.pattern,
+                        rule.spec,
+                        "skipped",
+                        problem=f"every selected item of the {matched[source]} test(s) "
+                        f"matching {rule.pattern!r} was skipped: the gate judged nothing",
+                    )
+                )
+            else:
+                outcomes.append(
+                    GateOutcome(
+                        rule.pattern,
+                        rule.spec,
+                        "error",
+                        problem=f"no records of scorer {rule.spec.scorer!r} in any of the "
+                        f"{matched[source]} test(s) matching {rule.pattern!r}",
+                    )
+                )
+            continue
+        outcomes.append(
+            GateOutcome(
+                rule.pattern,
+                rule.spec,
+                "error",
+                problem=f"run gate {rule.pattern!r} matched no selected test, so it judged "
+                f"nothing; {_nearest(rule.pattern, run)}",
+            )
+        )
+    return outcomes
+
+
+def failing_outcomes(
+    outcomes: Iterable[GateOutcome], inconclusive: str, skipped: str = "fail"
+) -> list[GateOutcome]:
     """The outcomes that fail the run: fail and error always, inconclusive unless the policy
-    (``--llm-eval-inconclusive``) is ``pass``."""
-    bad = {"fail", "error"} | ({"inconclusive"} if inconclusive != "pass" else set())
+    (``--llm-eval-inconclusive``) is ``pass``, skipped unless ``--llm-eval-skipped`` is
+    ``pass``."""
+    bad = {"fail", "error"}
+    if inconclusive != "pass":
+        bad.add("inconclusive")
+    if skipped != "pass":
+        bad.add("skipped")
     return [o for o in outcomes if o.verdict in bad]
 
 
 @final
 @dataclass(frozen=True)
 class TestStatistics:
-    """Per-scorer statistics of one dataset test (mean with its CI over cases as clusters,
-    pass rate with its Wilson CI, flaky cases)."""
+    """Per-scorer statistics of one dataset test (see :class:`pytest_llmeval.stats.ScorerStats`:
+    the mean and pass rate over cases, each case's samples reduced by ``stats.reducer``)."""
 
     __test__ = False  # not a test class
 
@@ -570,45 +558,39 @@ class TestStatistics:
         return _json_safe({"test": self.test, **self.stats.to_json()})  # type: ignore[no-any-return]
 
 
-def dataset_statistics(
-    records: Sequence[ScoreRecord],
-    confidence: float = 0.95,
-    ranges: Mapping[str, tuple[float, float] | None] | None = None,
-) -> list[TestStatistics]:
-    """Statistics for every scorer of every dataset test (records with a case location).
-    ``ranges``: the declared range of each scorer as the run knew it (``merge`` passes the
-    shards' :func:`dataset_ranges`); a scorer not in it is looked up in this process."""
+def _reducer_for(plan: TestPlan | None, scorer: str) -> tuple[str, str | None]:
+    """The reducer the statistics of ``scorer`` in a test use: its gates' when they agree on
+    one (so the statistics and the gate print the same numbers), else ``mean``."""
+    if plan is None:
+        return "mean", None
+    reducers = {s.reducer for s in plan.gates if s.scorer == scorer}
+    if len(reducers) == 1:
+        return reducers.pop(), "as its gate"
+    return "mean", None
+
+
+def dataset_statistics(run: Run) -> list[TestStatistics]:
+    """Statistics for every scorer of every dataset test (records with a case location), over
+    the run's cases: each case's samples reduced (the scorer's gate's reducer in that test, when
+    it has one, else the mean), the mean of the case scores with its interval, the pass rate of
+    the case verdicts with its Wilson interval. The scorer's declared range comes from the
+    run's instruments."""
     groups: dict[tuple[str, str, str], list[ScoreRecord]] = {}
-    for r in records:
+    for r in run.records:
         if r.where is not None:
             groups.setdefault((r.file, r.test, r.scorer), []).append(r)
-
-    def declared(scorer: str) -> tuple[float, float] | None:
-        if ranges is not None and scorer in ranges:
-            return ranges[scorer]
-        return _declared_range(scorer)
-
-    return [
-        TestStatistics(
-            f"{file}::{test}",
-            scorer_stats(scorer, case_samples(recs), confidence, declared(scorer)),
+    out = []
+    for (file, test, scorer), recs in sorted(groups.items()):
+        plan = run.test_plan(file, test)
+        reducer, why = _reducer_for(plan, scorer)
+        lost = plan.lost if plan is not None and scorer in plan.scorers_gated() else None
+        stats = scorer_stats(
+            scorer,
+            case_samples(recs, lost, file, test),
+            run.settings.confidence,
+            run.score_range(scorer),
+            reducer=reducer,
+            reducer_note=why,
         )
-        for (file, test, scorer), recs in sorted(groups.items())
-    ]
-
-
-def dataset_ranges(records: Sequence[ScoreRecord]) -> dict[str, tuple[float, float] | None]:
-    """The declared range :func:`dataset_statistics` uses for each scorer of these records."""
-    return {s: _declared_range(s) for s in sorted({r.scorer for r in records if r.where})}
-
-
-def _declared_range(scorer: str) -> tuple[float, float] | None:
-    """The range a scorer declares, when this process knows the scorer (a custom scorer defined
-    in a test module may be known to the xdist workers only: then no cut)."""
-    from pytest_llmeval.registry import default_registry
-
-    try:
-        lo, hi = default_registry.get(scorer).score_range
-    except LLMEvalError:
-        return None
-    return (float(lo), float(hi))
+        out.append(TestStatistics(f"{file}::{test}", stats))
+    return out

@@ -7,10 +7,14 @@ registered by :mod:`pytest_llmeval.plugin`.
   ``NNNN.claim`` with ``O_CREAT | O_EXCL`` (a collision means another run took it: try the next),
   the file is written to a temporary name and renamed into place, so a reader never sees half a
   run and concurrent runs never overwrite each other. ``--llm-eval-history N`` keeps the last N.
-* **Baseline.** ``--llm-eval-baseline=last|NUMBER|PATH`` compares this run with a saved run (the
-  latest one before this run, or a number) or any JSON report, with :mod:`pytest_llmeval.compare`;
-  the table follows the llm-eval summary. ``--llm-eval-fail-on-regression[=ALPHA]`` turns a
-  significant regression into exit status 1.
+* **Baseline.** ``--llm-eval-baseline=last|NUMBER|PATH`` compares this run with a saved run or
+  any JSON report, with :mod:`pytest_llmeval.compare`; the table follows the llm-eval summary.
+  ``last`` is the newest saved run **that passed** (exit status 0, every gate passing, no
+  significant regression against its own baseline, not a shard): a failing run never becomes the
+  reference, so re-running a regressed commit keeps failing; the choice, and the runs passed
+  over, are shown. Pruning never deletes that run. ``--llm-eval-fail-on-regression[=ALPHA]``
+  turns a significant regression (or a comparison that cannot stand for "no regression") into
+  exit status 1. The comparison itself runs in :mod:`pytest_llmeval.controller`.
 * **JUnit.** With ``--junitxml`` each test's scores become ``llm_eval:<scorer>`` properties, set on
   the process that ran the test, so they cross xdist with the report.
 """
@@ -24,27 +28,32 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Generator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from pytest_llmeval.model import RUN_FORMAT
+
 __all__ = [
+    "BaselineChoice",
+    "HistorySettings",
+    "baseline_refusal",
+    "history_key",
     "list_runs",
     "load_run",
+    "newest_passing",
     "prune_runs",
     "resolve_baseline",
     "runs_dir",
     "save_run",
 ]
 
-RUN_FORMAT = "pytest-llmeval-run"
 RUN_VERSION = 1
 DEFAULT_KEEP = 100
 _RUN_NAME = re.compile(r"^(\d+)\.(json|claim)$")
 _MAX_CLAIM_TRIES = 1000
-
-_state_key = pytest.StashKey[dict[str, Any]]()
 
 
 # -- the store ---------------------------------------------------------------------------------
@@ -77,9 +86,13 @@ def run_path(directory: Path, number: int) -> Path:
 
 
 def load_run(directory: Path, number: int) -> dict[str, Any]:
-    from pytest_llmeval.compare import load_report
+    """Saved run ``number``, read and validated (RunFileError names the file and field)."""
+    from pytest_llmeval.model import read_json, validate_report
 
-    return load_report(run_path(directory, number))
+    path = run_path(directory, number)
+    data = read_json(path)
+    validate_report(data, str(path))
+    return dict(data)
 
 
 def _git(args: list[str], cwd: Path) -> str | None:
@@ -160,9 +173,14 @@ def save_run(directory: Path, report: dict[str, Any], extra: dict[str, Any] | No
 
 
 def prune_runs(directory: Path, keep: int) -> list[int]:
-    """Delete all but the ``keep`` newest saved runs; return the numbers deleted."""
+    """Delete all but the ``keep`` newest saved runs, and never the newest run that passed (the
+    baseline ``last`` names: a streak of failing runs must not prune it away and leave nothing
+    to compare with); return the numbers deleted."""
     numbers = list_runs(directory)
     gone = numbers[: max(0, len(numbers) - keep)]
+    if gone:
+        newest = newest_passing(directory).number
+        gone = [n for n in gone if n != newest]
     for n in gone:
         try:
             run_path(directory, n).unlink()
@@ -171,12 +189,82 @@ def prune_runs(directory: Path, keep: int) -> list[int]:
     return gone
 
 
-def resolve_baseline(spec: str, directory: Path, invocation_dir: Path) -> Path | None:
-    """The file a ``--llm-eval-baseline`` value names: ``last`` (None when nothing is saved),
-    a saved run's number, or a path to a saved run or JSON report. Raises UsageError."""
+def baseline_refusal(data: Any) -> str | None:
+    """Why a saved run cannot be the baseline ``last`` names, or None when it can: a shard (its
+    gates were partial), a run that failed (its recorded verdict, or for runs saved before
+    verdicts were recorded its exit status and its comparison), a run with a significant
+    regression against its own baseline."""
+    report = data.get("report") if isinstance(data, dict) else None
+    if not isinstance(report, dict):
+        return "not a saved run"
+    if isinstance(report.get("shard"), dict):
+        return "a shard (its gates were partial)"
+    verdict = report.get("verdict")
+    if isinstance(verdict, dict):
+        if not verdict.get("passed"):
+            failures = verdict.get("failures") or []
+            return "failed" + (f": {failures[0]}" if failures else "")
+        if verdict.get("regressions"):
+            return "had a significant regression"
+        return None
+    run = report.get("run")
+    status = run.get("exitstatus") if isinstance(run, dict) else None
+    if status not in (0, 5, None):
+        return f"failed (exit status {status})"
+    cmp = data.get("comparison") or report.get("comparison")
+    if isinstance(cmp, dict):
+        for entry in [*(cmp.get("scorers") or []), *(cmp.get("gates") or [])]:
+            if isinstance(entry, dict) and entry.get("verdict") == "regressed":
+                return "had a significant regression"
+    return None
+
+
+@dataclass(frozen=True)
+class BaselineChoice:
+    """The run ``--llm-eval-baseline`` names: its file (None: nothing to compare with), its
+    label, how it was chosen, and the saved runs passed over (number, why)."""
+
+    spec: str
+    path: Path | None
+    label: str
+    choice: str
+    passed_over: tuple[tuple[int, str], ...] = ()
+    number: int | None = None
+
+
+def newest_passing(directory: Path) -> BaselineChoice:
+    """The newest saved run that can be the baseline (see :func:`baseline_refusal`); the runs
+    passed over on the way (a file that does not read or validate is passed over too)."""
+    from pytest_llmeval.model import RunFileError
+
+    skipped: list[tuple[int, str]] = []
+    for number in reversed(list_runs(directory)):
+        try:
+            data = load_run(directory, number)
+        except RunFileError as exc:
+            skipped.append((number, f"unreadable: {exc.problem}"))
+            continue
+        why = baseline_refusal(data)
+        if why is None:
+            return BaselineChoice(
+                "last",
+                run_path(directory, number),
+                f"run {number}",
+                "the newest saved run that passed",
+                tuple(skipped),
+                number,
+            )
+        skipped.append((number, why))
+    choice = "no saved run passed yet" if skipped else "no saved run yet"
+    return BaselineChoice("last", None, "none", choice, tuple(skipped))
+
+
+def resolve_baseline(spec: str, directory: Path, invocation_dir: Path) -> BaselineChoice:
+    """What a ``--llm-eval-baseline`` value names: ``last`` (the newest saved run that passed;
+    no path when none did), a saved run's number, or a path to a saved run or JSON report.
+    Raises UsageError for a number or path that names no file."""
     if spec == "last":
-        numbers = list_runs(directory)
-        return run_path(directory, numbers[-1]) if numbers else None
+        return newest_passing(directory)
     if spec.isdigit():
         path = run_path(directory, int(spec))
         if not path.is_file():
@@ -185,7 +273,7 @@ def resolve_baseline(spec: str, directory: Path, invocation_dir: Path) -> Path |
             raise pytest.UsageError(
                 f"--llm-eval-baseline={spec}: no saved run {int(spec)} in {directory} ({have})"
             )
-        return path
+        return BaselineChoice(spec, path, f"run {int(spec)}", "given by number", (), int(spec))
     path = Path(spec)
     if not path.is_absolute():
         path = invocation_dir / path
@@ -194,7 +282,7 @@ def resolve_baseline(spec: str, directory: Path, invocation_dir: Path) -> Path |
             f"--llm-eval-baseline={spec}: {path} is not a file; give 'last', a saved run's "
             "number or the path of a JSON report"
         )
-    return path
+    return BaselineChoice(spec, path, spec, "given by path")
 
 
 # -- options -----------------------------------------------------------------------------------
@@ -274,6 +362,18 @@ def _keep(config: pytest.Config) -> int:
     return int(value)
 
 
+@dataclass(frozen=True)
+class HistorySettings:
+    """What the controller needs of this module's options."""
+
+    keep: int
+    alpha: float | None
+    baseline: BaselineChoice | None
+
+
+history_key = pytest.StashKey[HistorySettings]()
+
+
 def pytest_configure(config: pytest.Config) -> None:
     from pytest_llmeval.plugin import _enabled, _is_worker
 
@@ -287,18 +387,16 @@ def pytest_configure(config: pytest.Config) -> None:
             "--llm-eval-fail-on-regression needs a baseline: add --llm-eval-baseline=last "
             "(or a saved run's number, or a JSON report)"
         )
-    state: dict[str, Any] = {"keep": keep, "alpha": alpha, "enabled": _enabled(config)}
-    if spec is not None and state["enabled"]:
-        directory = runs_dir(_cache_dir(config))
-        # Resolved now: "last" is the latest run saved before this one.
-        state["baseline"] = resolve_baseline(
-            str(spec), directory, Path(config.invocation_params.dir)
+    baseline = None
+    if spec is not None and _enabled(config):
+        # Resolved now: "last" is chosen among the runs saved before this one.
+        baseline = resolve_baseline(
+            str(spec), runs_dir(cache_dir(config)), Path(config.invocation_params.dir)
         )
-        state["baseline_spec"] = str(spec)
-    config.stash[_state_key] = state
+    config.stash[history_key] = HistorySettings(keep, alpha, baseline)
 
 
-def _cache_dir(config: pytest.Config) -> Path:
+def cache_dir(config: pytest.Config) -> Path:
     from pytest_llmeval.plugin import context_key
 
     ctx = config.stash.get(context_key, None)
@@ -307,220 +405,6 @@ def _cache_dir(config: pytest.Config) -> Path:
     from pytest_llmeval.plugin import build_settings
 
     return Path(build_settings(config).cache_dir)
-
-
-def pytest_llmeval_update_json_report(config: pytest.Config, report: dict[str, Any]) -> None:
-    """Keep the JSON report the run writes (the saved run is that same report), and put the
-    comparison with the baseline in it, so that the JSON and HTML reports show it too."""
-    state = config.stash.get(_state_key, None)
-    if state is None:
-        return
-    state["report"] = report
-    wanted = state["enabled"] and "baseline" in state and "comparison" not in state
-    if wanted and report.get("records"):
-        _compare(config, state, report)
-    if "comparison" in state:
-        report["comparison"] = _report_comparison(state, report)
-
-
-def _current_report(config: pytest.Config, exitstatus: int) -> dict[str, Any] | None:
-    from pytest_llmeval.plugin import _worker_count, context_key, session_key
-
-    state = config.stash[_state_key]
-    if "report" in state:
-        report: dict[str, Any] = state["report"]
-        return report
-    session = config.stash.get(session_key, None)
-    if session is None or not session.records:
-        return None
-    from pytest_llmeval.report.json_report import build_report
-
-    ctx = config.stash.get(context_key, None)
-    report = build_report(
-        session.sorted_records(),
-        started=session.started,
-        settings=ctx.settings if ctx else None,
-        rootdir=config.rootpath,
-        exitstatus=exitstatus,
-        workers=_worker_count(config),
-    )
-    config.hook.pytest_llmeval_update_json_report(config=config, report=report)
-    return report
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Controller side, after the JSON report is written: compare with the baseline, save the
-    run, prune old runs, and fail the run on a significant regression when asked to."""
-    config = session.config
-    state = config.stash.get(_state_key, None)
-    if state is None or not state["enabled"]:
-        return
-    want_compare = "baseline" in state
-    if not want_compare and state["keep"] == 0:
-        return
-    report = _current_report(config, int(exitstatus))
-    if report is None or not report.get("records"):
-        return
-    if want_compare and "comparison" not in state and "compare_note" not in state:
-        _compare(config, state, report)
-    if state["keep"] > 0:
-        directory = runs_dir(_cache_dir(config))
-        judge = report.get("run", {}).get("judge")
-        extra: dict[str, Any] = {"git": git_info(config.rootpath), "judge": judge}
-        if "comparison" in state:
-            extra["comparison"] = state["comparison"].to_json()
-        try:
-            state["saved"] = save_run(directory, report, extra)
-            prune_runs(directory, state["keep"])
-        except OSError as exc:
-            state["save_error"] = f"{directory}: {exc}"
-    regressions = state.get("regressions")
-    from pytest_llmeval.shard import shard_of
-
-    # a shard compared only its cases: partial, not the verdict (merge decides)
-    fails = regressions and state["alpha"] is not None and shard_of(config) is None
-    if fails and session.exitstatus == 0:
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
-
-
-def _compare(config: pytest.Config, state: dict[str, Any], report: dict[str, Any]) -> None:
-    from pytest_llmeval.compare import ComparisonError, compare_reports, load_report
-
-    path: Path | None = state["baseline"]
-    if path is None:
-        state["compare_note"] = (
-            f"--llm-eval-baseline={state['baseline_spec']}: no saved run yet; nothing compared "
-            "(this run becomes the baseline)"
-        )
-        return
-    try:
-        baseline = load_report(path)
-    except ComparisonError as exc:
-        raise pytest.UsageError(f"--llm-eval-baseline: {exc}") from None
-    label = f"run {baseline['number']}" if "number" in baseline else state["baseline_spec"]
-    alpha = state["alpha"] if state["alpha"] is not None else 0.05
-    cmp = compare_reports(
-        baseline, report, alpha=alpha, baseline_label=label, current_label="this run"
-    )
-    state["comparison"] = cmp
-    state["regressions"] = cmp.regressions
-    state["baseline_report"] = baseline
-    state["baseline_path"] = str(path)
-
-
-def _record_key(r: Any) -> tuple[Any, ...]:
-    return (
-        r.get("file"),
-        r.get("test"),
-        r.get("case_id"),
-        r.get("scorer"),
-        r.get("index", 0),
-        r.get("sample", 0) or 0,
-    )
-
-
-def _report_comparison(state: dict[str, Any], report: dict[str, Any]) -> dict[str, Any]:
-    """The comparison as the JSON and HTML reports carry it: the comparison's own JSON, each
-    scorer also under ``scorer``, the baseline run's metadata, and for every current record
-    matched in the baseline the baseline's side of it (score, verdict, rationale, judged
-    inputs), so a report can show both outputs and the change per case."""
-    out: dict[str, Any] = state["comparison"].to_json()
-    for entry in (*out.get("scorers", []), *out.get("gates", [])):
-        entry.setdefault("scorer", entry.get("name"))
-    baseline: dict[str, Any] = state.get("baseline_report") or {}
-    nested = baseline.get("report")
-    inner: dict[str, Any] = nested if isinstance(nested, dict) else baseline
-    run_meta = inner.get("run")
-    run: dict[str, Any] = run_meta if isinstance(run_meta, dict) else {}
-    out["baseline_label"] = out.get("baseline")
-    out["baseline"] = {
-        "label": out["baseline_label"],
-        "path": state.get("baseline_path"),
-        "git_commit": run.get("git_commit"),
-        "started": run.get("started"),
-    }
-    by_key = {_record_key(r): r for r in inner.get("records", []) if isinstance(r, dict)}
-    cases = []
-    for r in report.get("records", []):
-        b = by_key.get(_record_key(r))
-        if b is None:
-            continue
-        delta = None
-        if isinstance(b.get("score"), (int, float)) and isinstance(r.get("score"), (int, float)):
-            delta = r["score"] - b["score"]
-        cases.append(
-            {
-                "key": list(_record_key(r)),
-                "current": {
-                    k: r.get(k) for k in ("file", "test", "case_id", "scorer", "index", "sample")
-                },
-                "baseline": {
-                    k: b.get(k)
-                    for k in (
-                        "file",
-                        "test",
-                        "case_id",
-                        "scorer",
-                        "index",
-                        "sample",
-                        "score",
-                        "passed",
-                        "error",
-                        "rationale",
-                        "inputs",
-                    )
-                },
-                "delta": delta,
-            }
-        )
-    out["cases"] = cases
-    return out
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    """Controller side: the comparison table after the llm-eval summary."""
-    state = config.stash.get(_state_key, None)
-    if state is None:
-        return
-    tr = terminalreporter
-    if "compare_note" in state:
-        tr.write_sep("=", "llm-eval comparison")
-        tr.write_line(state["compare_note"], yellow=True)
-    cmp = state.get("comparison")
-    if cmp is not None:
-        from pytest_llmeval.compare import format_comparison
-        from pytest_llmeval.shard import shard_of
-
-        tr.write_sep("=", "llm-eval comparison")
-        for line in format_comparison(cmp):
-            tr.write_line(line, red="REGRESSED" in line)
-        for s in cmp.regressions:
-            tr.write_line(
-                f"regression: {s.name} mean {s.baseline_mean:.3f} -> {s.current_mean:.3f} "
-                f"(p={s.p_value:.3g} < {cmp.alpha:g})"
-                + (
-                    "; failing the run (--llm-eval-fail-on-regression)"
-                    if state["alpha"] and shard_of(config) is None
-                    else "; partial (a shard): merge the shard reports for the verdict"
-                    if state["alpha"]
-                    else ""
-                ),
-                red=True,
-                bold=True,
-            )
-        drops = [s for s in cmp.scorers if s.verdict == "worse-not-significant"]
-        for s in drops:
-            tr.write_line(
-                f"{s.name}: got worse ({s.diff:+.4g}) but not significantly (p={s.p_value:.3g} "
-                f">= {cmp.alpha:g}); not a regression",
-                yellow=True,
-            )
-    if "saved" in state and config.get_verbosity() > 0:
-        tr.write_line(f"llm-eval: saved run {state['saved']} in {runs_dir(_cache_dir(config))}")
-    if "save_error" in state:
-        tr.write_line(f"llm-eval: run not saved: {state['save_error']}", yellow=True)
 
 
 # -- JUnit properties --------------------------------------------------------------------------

@@ -10,16 +10,18 @@ gate settings (run gates, inconclusive policy, repeat, strict cases, fail-on-reg
 plugin version, scorer versions, git commit or collected tests (the collection digest), a case
 (``FILE::TEST[CASE]``) in two shards, or shards compared with different baselines.
 
-Then everything a run computes from its records is computed again over all of them, with the
-functions the plugin uses: the per-scorer aggregates (:func:`pytest_llmeval.records.aggregate`),
-the gates (:func:`pytest_llmeval.gates.evaluate_gates` over the union of the shards' gate books),
-the per-test statistics (:func:`pytest_llmeval.gates.dataset_statistics`, with the scorer ranges
-the shards knew) and, when the shards compared with a baseline, the comparison
-(:func:`pytest_llmeval.compare.compare_reports`, shaped as the plugin shapes it). Records are
-sorted as a run sorts them, so the numbers are the unsharded run's to the last bit.
+Every shard report is read and validated (:func:`pytest_llmeval.model.load_run`: a malformed
+one is an error naming the file and the field). The shards' runs are then merged into one
+:class:`pytest_llmeval.model.Run` (their records, the union of their plans and instruments, their
+verdict settings) and everything is decided over it with the functions pytest uses at the end
+of an unsharded run: the gates (:func:`pytest_llmeval.gates.evaluate_gates`), the statistics,
+the comparison with the baseline (:func:`pytest_llmeval.compare.compare_runs`) and the verdict
+(:func:`pytest_llmeval.verdict.decide`). Records are sorted as a run sorts them, so the numbers
+are the unsharded run's to the last bit, and so are the verdicts (a property test checks it).
 
-Exit status: 0 when the merged run passes, 1 when it fails: a gate fails (or is inconclusive,
-unless the shards ran with ``--llm-eval-inconclusive=pass``), a significant regression under
+Exit status: 0 when the merged run passes, 1 when it fails: a gate fails, errs, is inconclusive
+or skipped (unless the shards ran with ``--llm-eval-inconclusive=pass`` / ``--llm-eval-skipped=
+pass``), a significant regression or an incomparable scorer under
 ``--llm-eval-fail-on-regression``, or a shard whose own tests failed (its recorded exit status;
 the unsharded run would have failed too). 2 for unusable input.
 """
@@ -27,27 +29,20 @@ the unsharded run would have failed too). 2 for unusable input.
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from pytest_llmeval.compare import ComparisonError, compare_reports, load_report, report_of
-from pytest_llmeval.gates import (
-    GateBook,
-    GateOutcome,
-    GateRule,
-    TestStatistics,
-    dataset_statistics,
-    evaluate_gates,
-    failing_outcomes,
-)
-from pytest_llmeval.records import ScoreRecord, aggregate
-from pytest_llmeval.report.json_report import DISTRIBUTION, REPORT_VERSION
+from pytest_llmeval.compare import Comparison, compare_runs, comparison_json
+from pytest_llmeval.gates import GateOutcome, TestStatistics, dataset_statistics, evaluate_gates
+from pytest_llmeval.model import Run, RunFileError, TestPlan, load_run, sort_key
+from pytest_llmeval.records import ScoreRecord
+from pytest_llmeval.report.json_report import DISTRIBUTION, build_report
+from pytest_llmeval.verdict import Verdict, decide
 
-__all__ = ["MergeError", "Merged", "Shard", "load_shards", "main", "merge_shards"]
+__all__ = ["MergeError", "Merged", "Shard", "load_shards", "main", "merge_runs", "merge_shards"]
 
 #: the judge settings every shard must share (``run.judge`` of the report)
 JUDGE_KEYS = ("model", "temperature", "seed", "mode")
@@ -63,6 +58,7 @@ class MergeError(ValueError):
 class Shard:
     path: Path
     report: Mapping[str, Any]
+    run: Run
     index: int
     count: int
 
@@ -76,16 +72,23 @@ class Shard:
         return shard
 
     @property
-    def run(self) -> Mapping[str, Any]:
+    def info(self) -> Mapping[str, Any]:
         return _mapping(self.report.get("run"))
 
     @property
     def judge(self) -> Mapping[str, Any]:
-        return _mapping(self.run.get("judge"))
+        return _mapping(self.info.get("judge"))
 
     @property
     def settings(self) -> Mapping[str, Any]:
         return _mapping(self.section.get("settings"))
+
+    @property
+    def exitstatus(self) -> int | None:
+        """The shard's pytest status before its own (partial) verdicts."""
+        verdict = _mapping(self.report.get("verdict"))
+        status = verdict.get("pytest_exitstatus", self.info.get("exitstatus"))
+        return status if isinstance(status, int) else None
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:
@@ -94,45 +97,49 @@ def _mapping(value: Any) -> Mapping[str, Any]:
 
 @dataclass
 class Merged:
-    """The merged report and what the terminal shows of it."""
+    """The merged run, what was decided over it, and its report."""
 
     report: dict[str, Any]
-    records: list[ScoreRecord]
+    run: Run
     outcomes: list[GateOutcome]
-    unmatched: list[str]
     statistics: list[TestStatistics]
-    inconclusive: str
-    comparison: Any = None
+    verdict: Verdict
+    comparison: Comparison | None = None
     #: why the merged run fails (empty: it passes)
     failures: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
+
+    @property
+    def records(self) -> tuple[ScoreRecord, ...]:
+        return self.run.records
 
 
 # -- reading and checking -----------------------------------------------------------------------
 
 
 def load_shards(paths: Sequence[Path]) -> list[Shard]:
-    """Read the shard reports (JSON reports, or saved runs of shard runs), sorted by index.
-    Raises :class:`MergeError`."""
+    """Read and validate the shard reports (JSON reports, or saved runs of shard runs), sorted
+    by index. Raises :class:`MergeError`."""
+    from pytest_llmeval.model import report_of
+
     if not paths:
         raise MergeError("no shard reports given")
     shards = []
     for path in paths:
         try:
-            data = load_report(path)
-        except ComparisonError as exc:
+            run, data = load_run(path)
+        except RunFileError as exc:
             raise MergeError(str(exc)) from None
-        report = report_of(data)
+        report = report_of(data, str(path))
         section = report.get("shard")
-        if not isinstance(section, Mapping):
+        if not isinstance(section, Mapping) or run.shard is None:
             raise MergeError(
                 f"{path}: not a shard report (no 'shard' section): run each shard with "
                 "--llm-eval-shard I/N --llm-eval-report FILE"
             )
-        index, count = section.get("index"), section.get("count")
-        if not (isinstance(index, int) and isinstance(count, int) and 1 <= index <= count):
+        index, count = run.shard
+        if not 1 <= index <= count:
             raise MergeError(f"{path}: shard section has no valid index/count ({index}/{count})")
-        shards.append(Shard(path, report, index, count))
+        shards.append(Shard(path, report, run, index, count))
     return sorted(shards, key=lambda s: s.index)
 
 
@@ -173,10 +180,10 @@ def check_shards(shards: Sequence[Shard]) -> None:
     _differ(
         shards,
         f"{DISTRIBUTION} version",
-        lambda s: (s.run.get("versions") or {}).get(DISTRIBUTION),
+        lambda s: (s.info.get("versions") or {}).get(DISTRIBUTION),
     )
-    commits = [s for s in shards if s.run.get("git_commit")]
-    _differ(commits, "git commit", lambda s: s.run.get("git_commit"))
+    commits = [s for s in shards if s.info.get("git_commit")]
+    _differ(commits, "git commit", lambda s: s.info.get("git_commit"))
     digests = [s for s in shards if s.section.get("collection_digest")]
     _differ(
         digests,
@@ -207,13 +214,11 @@ def check_shards(shards: Sequence[Shard]) -> None:
 
 
 def _cases(shard: Shard) -> set[str]:
-    """The cases ``FILE::TEST[CASE]`` a shard ran: from its records and its gate book."""
-    out = set()
-    for r in shard.report.get("records") or []:
-        out.add(_case_name(r.get("file"), r.get("test"), r.get("case_id")))
-    for entry in shard.section.get("gate_book") or []:
-        for case, _sample in entry.get("selected") or []:
-            out.add(_case_name(entry.get("file"), entry.get("test"), case))
+    """The cases ``FILE::TEST[CASE]`` a shard ran: from its records and its plan."""
+    out = {_case_name(r.file, r.test, r.case_id) for r in shard.run.records}
+    for plan in shard.run.plan:
+        for case, _sample in plan.selected:
+            out.add(_case_name(plan.file, plan.test, case))
     return out
 
 
@@ -232,105 +237,110 @@ def _baseline_identity(shard: Shard) -> Any:
 # -- merging ------------------------------------------------------------------------------------
 
 
-def _range(value: Any) -> tuple[float, float] | None:
-    if value is None:
-        return None
-    lo, hi = value
-    return (-math.inf if lo is None else float(lo), math.inf if hi is None else float(hi))
+def merge_runs(runs: Sequence[Run]) -> Run:
+    """The whole run of checked shards: their records (sorted as a run sorts them), the union
+    of their plans (a test's items from every shard) and instruments, the first shard's verdict
+    settings (equal in all, checked), the worst of their pytest statuses. Raises MergeError
+    when two plans of one test disagree."""
+    records = tuple(sorted((r for run in runs for r in run.records), key=sort_key))
+    plans: dict[tuple[str, str], TestPlan] = {}
+    for run in runs:
+        for p in run.plan:
+            key = (p.file, p.test)
+            try:
+                plans[key] = plans[key].union(p) if key in plans else p
+            except ValueError as exc:
+                raise MergeError(f"the shards' plans do not fit together: {exc}") from None
+    instruments = {d: i for run in runs for d, i in run.instruments.items()}
+    collected: dict[str, None] = {}
+    for run in runs:
+        collected.update(dict.fromkeys(run.collected))
+    statuses = [run.exitstatus for run in runs]
+    bad = [x for x in statuses if isinstance(x, int) and x not in _HARMLESS]
+    if bad:
+        status = bad[0]
+    elif statuses and all(x == 5 for x in statuses):
+        status = 5
+    else:
+        status = 0
+    return Run(
+        records=records,
+        plan=tuple(plans[k] for k in sorted(plans)),
+        instruments=dict(sorted(instruments.items())),
+        settings=runs[0].settings,
+        collected=tuple(collected),
+        stopped=any(run.stopped for run in runs),
+        shard=None,
+        exitstatus=status,
+    )
 
 
 def merge_shards(shards: Sequence[Shard], *, baseline: Path | None = None) -> Merged:
-    """The merged report of checked shards (see the module docstring). Raises MergeError."""
+    """The merged run of checked shards, judged (see the module docstring). Raises MergeError."""
     check_shards(shards)
-    first = shards[0]
-    settings = first.settings
-    records = sorted(
-        (ScoreRecord.from_json(r) for s in shards for r in s.report.get("records") or []),
-        # the order a run's report has (LLMEvalSession.sorted_records)
-        key=lambda r: (r.file, r.test, r.case_id or "", r.scorer, r.sample, r.index),
-    )
-    book = GateBook()
-    for s in shards:
-        try:
-            book.add_json(s.section.get("gate_book") or [])
-        except (ValueError, KeyError, TypeError) as exc:
-            raise MergeError(f"{s.name}: gate book does not fit the other shards: {exc}") from None
-    rules = [GateRule.from_json(r) for r in settings.get("gate_rules") or []]
-    stopped = any(bool(s.section.get("stopped")) for s in shards)
-    outcomes, unmatched = evaluate_gates(records, book, rules, stopped=stopped)
-    ranges: dict[str, tuple[float, float] | None] = {}
-    for s in shards:
-        for scorer, value in (s.section.get("scorer_ranges") or {}).items():
-            ranges.setdefault(scorer, _range(value))
-    statistics = dataset_statistics(records, ranges=ranges)
-    policy = str(settings.get("inconclusive") or "fail")
-
-    report: dict[str, Any] = {
-        "version": REPORT_VERSION,
-        "run": _merged_run(shards, records),
-        "aggregates": {name: agg.to_json() for name, agg in aggregate(records).items()},
-        "records": [r.to_json() for r in records],
-        "gates": [o.to_json() for o in outcomes],
-        "gates_unmatched": list(unmatched),
-        "gate_policy": {"inconclusive": policy},
-        "statistics": [s.to_json() for s in statistics],
-    }
-    merged = Merged(report, records, outcomes, unmatched, statistics, policy)
-    _compare(merged, shards, baseline)
-    failures = merged.failures
-    for s in shards:
-        status = s.run.get("exitstatus")
-        if isinstance(status, int) and status not in _HARMLESS:
-            failures.append(f"shard {s.index} ({s.name}) exited {status}: its tests failed")
-    failing = failing_outcomes(outcomes, policy)
-    if failing:
-        failures.append(f"{len(failing)} of {len(outcomes)} gate(s) do not pass")
-    alpha = settings.get("fail_on_regression")
-    if merged.comparison is not None and alpha is not None and merged.comparison.regressions:
-        failures.append(
-            f"{len(merged.comparison.regressions)} significant regression(s) "
-            "(--llm-eval-fail-on-regression)"
-        )
-    statuses = [s.run.get("exitstatus") for s in shards]
-    bad = [x for x in statuses if isinstance(x, int) and x not in _HARMLESS]
-    if bad:
-        report["run"]["exitstatus"] = bad[0]
-    elif failures:
-        report["run"]["exitstatus"] = 1
-    elif all(x == 5 for x in statuses):
-        report["run"]["exitstatus"] = 5
+    run = merge_runs([s.run for s in shards])
+    outcomes = evaluate_gates(run)
+    statistics = dataset_statistics(run)
+    comparison, baseline_run, base_path, label = _compare(run, outcomes, shards, baseline)
+    verdict = decide(run, outcomes, comparison)
+    failures = [
+        f"shard {s.index} ({s.name}) exited {s.exitstatus}: its tests failed"
+        for s in shards
+        if isinstance(s.exitstatus, int) and s.exitstatus not in _HARMLESS
+    ]
+    failures += [f for f in verdict.failures if not f.startswith("pytest exit status")]
+    exitstatus = verdict.exitstatus
+    if run.exitstatus == 5 and not failures:
         failures.append("no test ran in any shard")
-    else:
-        report["run"]["exitstatus"] = 0
+    report = build_report(
+        run.records,
+        started=0.0,
+        settings=None,
+        rootdir=Path("."),
+        exitstatus=exitstatus,
+        run=run,
+        outcomes=outcomes,
+        statistics=statistics,
+        verdict=verdict,
+        comparison=(
+            comparison_json(comparison, baseline_run, run, path=base_path, choice=label)
+            if comparison is not None and baseline_run is not None
+            else None
+        ),
+    )
+    report["run"] = _merged_info(shards, run.records, exitstatus)
     report["merged"] = {
-        "count": first.count,
+        "count": shards[0].count,
         "shards": [
             {
                 "index": s.index,
                 "file": s.name,
-                "started": s.run.get("started"),
-                "finished": s.run.get("finished"),
-                "exitstatus": s.run.get("exitstatus"),
+                "started": s.info.get("started"),
+                "finished": s.info.get("finished"),
+                "exitstatus": s.info.get("exitstatus"),
                 "cases": s.section.get("cases_in_shard"),
-                "records": len(s.report.get("records") or []),
+                "records": len(s.run.records),
             }
             for s in shards
         ],
     }
-    return merged
+    return Merged(report, run, outcomes, statistics, verdict, comparison, failures)
 
 
-def _merged_run(shards: Sequence[Shard], records: Sequence[ScoreRecord]) -> dict[str, Any]:
+def _merged_info(
+    shards: Sequence[Shard], records: Sequence[ScoreRecord], exitstatus: int
+) -> dict[str, Any]:
     """The ``run`` section: the first shard's (keys a conftest added included), with the times,
     workers and served models of all shards."""
-    run = dict(shards[0].run)
-    starts = [s.run["started"] for s in shards if isinstance(s.run.get("started"), (int, float))]
-    ends = [s.run["finished"] for s in shards if isinstance(s.run.get("finished"), (int, float))]
+    run = dict(shards[0].info)
+    starts = [s.info["started"] for s in shards if isinstance(s.info.get("started"), (int, float))]
+    ends = [s.info["finished"] for s in shards if isinstance(s.info.get("finished"), (int, float))]
     if starts and ends:
         run["started"], run["finished"] = min(starts), max(ends)
         run["duration_s"] = run["finished"] - run["started"]
-    run["workers"] = sum(int(s.run.get("workers") or 0) for s in shards)
-    modes = {s.run.get("cache_mode") for s in shards}
+    run["workers"] = sum(int(s.info.get("workers") or 0) for s in shards)
+    run["exitstatus"] = exitstatus
+    modes = {s.info.get("cache_mode") for s in shards}
     if "cache_mode" in run and len(modes) > 1:
         run["cache_mode"] = "mixed: " + ", ".join(sorted(str(m) for m in modes))
     if isinstance(run.get("judge"), Mapping):
@@ -342,16 +352,16 @@ def _merged_run(shards: Sequence[Shard], records: Sequence[ScoreRecord]) -> dict
     return run
 
 
-def _compare(merged: Merged, shards: Sequence[Shard], baseline: Path | None) -> None:
+def _compare(
+    run: Run, outcomes: Sequence[GateOutcome], shards: Sequence[Shard], baseline: Path | None
+) -> tuple[Comparison | None, Run | None, str | None, str | None]:
     """The comparison with the baseline the shards compared with (or ``baseline``)."""
-    from pytest_llmeval.history import _report_comparison
-
     recorded = next(
         (s.report["comparison"] for s in shards if isinstance(s.report.get("comparison"), Mapping)),
         None,
     )
     if recorded is None and baseline is None:
-        return
+        return None, None, None, None
     path = baseline
     if path is None:
         assert recorded is not None
@@ -364,29 +374,34 @@ def _compare(merged: Merged, shards: Sequence[Shard], baseline: Path | None) -> 
             )
         path = Path(where)
     try:
-        base = load_report(path)
-    except ComparisonError as exc:
+        base, data = load_run(path)
+    except RunFileError as exc:
         raise MergeError(f"--baseline: {exc}") from None
-    inner = report_of(base)
-    run = _mapping(inner.get("run"))
     if recorded is not None and baseline is None:
         started = _mapping(recorded.get("baseline")).get("started")
-        if started is not None and run.get("started") != started:
+        if started is not None and base.info.get("started") != started:
             raise MergeError(
                 f"{path} is not the baseline the shards compared with (it started at "
-                f"{run.get('started')}, theirs at {started}); give it with --baseline PATH"
+                f"{base.info.get('started')}, theirs at {started}); give it with --baseline PATH"
             )
-    alpha = float(recorded.get("alpha", 0.05)) if recorded is not None else 0.05
+    alpha = run.settings.fail_on_regression
+    if alpha is None and recorded is not None and isinstance(recorded.get("alpha"), float):
+        alpha = recorded["alpha"]
     if recorded is not None:
         label = str(recorded.get("baseline_label"))
     else:
-        label = f"run {base['number']}" if "number" in base else str(path)
-    cmp = compare_reports(
-        base, merged.report, alpha=alpha, baseline_label=label, current_label="this run"
+        label = f"run {data['number']}" if "number" in data else str(path)
+    cmp = compare_runs(
+        base,
+        run,
+        alpha=0.05 if alpha is None else alpha,
+        baseline_label=label,
+        current_label="this run",
+        accept=run.settings.accept_incomparable,
+        gates=outcomes,
     )
-    state = {"comparison": cmp, "baseline_report": base, "baseline_path": str(path)}
-    merged.report["comparison"] = _report_comparison(state, merged.report)
-    merged.comparison = cmp
+    choice = _mapping(_mapping(recorded).get("baseline")).get("choice") if recorded else None
+    return cmp, base, str(path), choice if isinstance(choice, str) else "given with --baseline"
 
 
 # -- terminal -----------------------------------------------------------------------------------
@@ -408,27 +423,28 @@ class _Terminal:
 
 
 def write_merged(out: TextIO, merged: Merged, shards: Sequence[Shard], target: Path) -> None:
-    from pytest_llmeval.compare import format_comparison
+    from pytest_llmeval.compare import comparison_failures, format_comparison
     from pytest_llmeval.report.gates import write_gates, write_statistics
     from pytest_llmeval.report.terminal import write_summary
 
     tr = _Terminal(out)
     tr.write_sep("=", f"llm-eval merge of {len(shards)} shards")
     for s in shards:
-        sec = s.section
         tr.write_line(
-            f"shard {s.index}/{s.count}: {s.name} ({sec.get('cases_in_shard')} cases, "
-            f"{len(s.report.get('records') or [])} records, exit status {s.run.get('exitstatus')})"
+            f"shard {s.index}/{s.count}: {s.name} ({s.section.get('cases_in_shard')} cases, "
+            f"{len(s.run.records)} records, exit status {s.info.get('exitstatus')})"
         )
     if merged.records:
         write_summary(tr, merged.records, 0, report_written=True)
     if merged.statistics:
         write_statistics(tr, merged.statistics)
-    if merged.outcomes or merged.unmatched:
-        write_gates(tr, merged.outcomes, merged.unmatched, merged.inconclusive, 0)
+    if merged.outcomes:
+        write_gates(tr, merged.outcomes, merged.run.settings, 0)
     if merged.comparison is not None:
         tr.write_sep("=", "llm-eval comparison")
         for line in format_comparison(merged.comparison):
+            tr.write_line(line)
+        for line in comparison_failures(merged.comparison):
             tr.write_line(line)
     tr.write_line(f"llm-eval: JSON report written to {target}")
     if merged.failures:

@@ -14,7 +14,6 @@ import itertools
 import json
 import math
 import os
-import sys
 from collections.abc import Generator, Iterator
 from pathlib import Path
 from types import TracebackType
@@ -26,8 +25,10 @@ import pytest
 from pytest_llmeval import hookspecs
 from pytest_llmeval.concurrent import ConcurrentCases, check_marker, prepared_recorder_key
 from pytest_llmeval.context import ScoringContext, get_context, set_context
+from pytest_llmeval.controller import INSTRUMENTS_ATTR, RECORDS_ATTR, RunController
 from pytest_llmeval.dataset import Case, load_dataset
 from pytest_llmeval.errors import DatasetError, LLMEvalError
+from pytest_llmeval.model import KNOWN_INSTRUMENTS
 from pytest_llmeval.ratelimit import RateLimits
 from pytest_llmeval.records import ScoreRecord, TestRecorder, current_recorder
 from pytest_llmeval.registry import default_registry
@@ -47,13 +48,14 @@ if TYPE_CHECKING:
     from pytest_llmeval.redis_store import TieredStore
     from pytest_llmeval.spend import SharedSpend
 
-RECORDS_ATTR = "llm_eval_records"
 ERROR_ATTR = "llm_eval_error"
 
 recorder_key = pytest.StashKey[TestRecorder]()
 context_key = pytest.StashKey[ScoringContext]()
 previous_context_key = pytest.StashKey["ScoringContext | None"]()
-session_key = pytest.StashKey["LLMEvalSession"]()
+session_key = pytest.StashKey["RunController"]()
+#: the instruments this process has shipped to the controller (once each)
+shipped_key = pytest.StashKey[set[str]]()
 spend_key = pytest.StashKey["SharedSpend"]()
 #: ``workerinput`` key: the path of the run's shared spend file (see :mod:`pytest_llmeval.spend`)
 SPEND_FILE_KEY = "llm_eval_spend_file"
@@ -565,8 +567,14 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     _load_ini_judges(config)
     config.pluginmanager.register(_concurrent_cases(config), "llm-eval-concurrent-cases")
+    config.stash[shipped_key] = set()
     if not _is_worker(config):
-        session = LLMEvalSession(config)
+        from pytest_llmeval.plan import PlanTracker
+
+        collector = config.pluginmanager.get_plugin("llm-eval-plan")
+        tracker = PlanTracker(config, collector)
+        config.pluginmanager.register(tracker, "llm-eval-plan-tracker")
+        session = RunController(config, tracker)
         config.stash[session_key] = session
         config.pluginmanager.register(session, "llm-eval-session")
         if config.pluginmanager.has_plugin("xdist"):
@@ -842,8 +850,13 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         config.pluginmanager.unregister(shares)
     session = config.stash.get(session_key, None)
     if session is not None:
+        session.pytest_unconfigure()  # the plan directory, whatever the hook order
         config.pluginmanager.unregister(session)
         del config.stash[session_key]
+    for name in ("llm-eval-plan-tracker", "llm-eval-plan", "llm-eval-gate-hooks"):
+        plugin = config.pluginmanager.get_plugin(name)
+        if plugin is not None:
+            config.pluginmanager.unregister(plugin)
 
 
 # -- collection ----------------------------------------------------------------------------
@@ -943,14 +956,41 @@ def llm_eval_context(request: pytest.FixtureRequest) -> ScoringContext:
 # -- recording -----------------------------------------------------------------------------
 
 
-def _record_identity(item: pytest.Item) -> tuple[str, str, str | None, str | None]:
+def function_identity(item: pytest.Item) -> tuple[str, str]:
+    """(file, test) of an item: the test function as records, gates and shards name it
+    (``Class::name`` for a method), without its parametrization."""
+    nodeid, name = item.nodeid, item.name
+    # The parametrization id may itself contain "::": cut the item's own name off the end first.
+    if nodeid.endswith(name):
+        prefix = nodeid[: len(nodeid) - len(name)]
+    else:
+        prefix = nodeid.rpartition("::")[0] + "::"
+    file, _, middle = prefix.partition("::")
+    return file, middle + getattr(item, "originalname", name)
+
+
+def _case_id(callspec: Any, case: Case) -> str:
+    """The record's case id of a dataset item: the dataset case's id, or, when the test is also
+    parametrized otherwise, pytest's own parametrization id with the repeat sample's suffix taken
+    out (``gpt4-q1`` for ``test[gpt4-q1-s2]``), so that two parametrizations of one case never
+    share a record identity."""
+    full = str(getattr(callspec, "id", "") or "")
+    parts = list(getattr(callspec, "_idlist", ()) or ())
+    if parts:
+        for i, part in enumerate(parts):
+            if part == case.id or (
+                part.startswith(f"{case.id}-s") and part[len(case.id) + 2 :].isdigit()
+            ):
+                parts[i] = case.id
+                return "-".join(parts)
+    return full  # pytest without CallSpec2._idlist: the whole id (sample suffix included)
+
+
+def record_identity(item: pytest.Item) -> tuple[str, str, str | None, str | None]:
     """(file, test, case id, case location) of an item: records are keyed on these, not on raw
-    node ids, so that reports of the same run with and without xdist compare equal."""
-    nodeid = item.nodeid
-    file = nodeid.split("::", 1)[0]
-    name = getattr(item, "originalname", item.name)
-    parts = nodeid.split("::")[1:-1]
-    test = "::".join([*parts, name])
+    node ids, so that reports of the same run with and without xdist compare equal. With the
+    sample (repeat index) they are unique per node id: every parametrization is its own case."""
+    file, test = function_identity(item)
     case_id: str | None = None
     where: str | None = None
     callspec = getattr(item, "callspec", None)
@@ -958,8 +998,8 @@ def _record_identity(item: pytest.Item) -> tuple[str, str, str | None, str | Non
         params = callspec.params
         c = params.get("case")
         if isinstance(c, Case):
-            case_id = c.id
             where = c.location
+            case_id = c.id if len(params) == 1 else _case_id(callspec, c)
         else:
             case_id = callspec.id
     return file, test, case_id, where
@@ -990,7 +1030,7 @@ def item_recorder(item: pytest.Item) -> TestRecorder | None:
 
 
 def _new_recorder(item: pytest.Item) -> TestRecorder:
-    file, test, case_id, where = _record_identity(item)
+    file, test, case_id, where = record_identity(item)
     return TestRecorder(file, test, case_id, where, sample=_sample_of(item))
 
 
@@ -1146,7 +1186,28 @@ def pytest_runtest_makereport(
                 RECORDS_ATTR,
                 json.dumps([r.to_json() for r in recorder.records], allow_nan=False),
             )
+            _ship_instruments(item.config, recorder, report)
     return report
+
+
+def _ship_instruments(config: pytest.Config, recorder: TestRecorder, report: Any) -> None:
+    """Put on the teardown report each instrument of the test's records that this process has
+    not shipped before: the controller learns each instrument once per process, from the first
+    report that needs it (a report that arrives carries its records, so never a record without
+    its instrument; a crashed worker's lost reports lose both)."""
+    shipped = config.stash.get(shipped_key, None)
+    if shipped is None:
+        return
+    new = {}
+    for r in recorder.records:
+        digest = r.instrument
+        if digest is not None and digest not in shipped:
+            inst = KNOWN_INSTRUMENTS.get(digest)
+            if inst is not None:
+                new[digest] = inst.to_json()
+                shipped.add(digest)
+    if new:
+        setattr(report, INSTRUMENTS_ATTR, json.dumps(new, allow_nan=False))
 
 
 def pytest_report_teststatus(
@@ -1155,141 +1216,6 @@ def pytest_report_teststatus(
     if report.when == "call" and report.failed and getattr(report, ERROR_ATTR, None):
         return "error", "E", ("ERROR", {"red": True})
     return None
-
-
-class LLMEvalSession:
-    """Controller-only collector of score records: summary, JSON report (registered on the
-    xdist controller or the only process, like junitxml's LogXML)."""
-
-    def __init__(self, config: pytest.Config) -> None:
-        self.config = config
-        self.records: list[ScoreRecord] = []
-        import time
-
-        self.started = time.time()
-        #: where the JSON report went (set in pytest_sessionfinish, shown in the summary)
-        self.report_path: Path | None = None
-        #: why the JSON report could not be written (the OS error), or None
-        self.report_error: str | None = None
-        #: the same for the HTML report (--llm-eval-html)
-        self.html_path: Path | None = None
-        self.html_error: str | None = None
-
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        """Controller side: collect the records a teardown report carries."""
-        payload = getattr(report, RECORDS_ATTR, None)
-        if not payload:
-            return
-        try:
-            data = json.loads(payload)
-        except ValueError:
-            return
-        self.records.extend(ScoreRecord.from_json(d) for d in data)
-
-    @pytest.hookimpl(optionalhook=True)
-    def pytest_configure_node(self, node: Any) -> None:
-        """xdist controller: give each worker the path of the run's spend file."""
-        spend = self.config.stash.get(spend_key, None)
-        if spend is not None:
-            node.workerinput[SPEND_FILE_KEY] = str(spend.path)
-        rate_file = self.config.stash.get(rate_file_key, None)
-        if rate_file is not None:
-            node.workerinput[RATE_FILE_KEY] = str(rate_file.path)
-
-    def sorted_records(self) -> list[ScoreRecord]:
-        # Reports arrive in completion order under xdist; sort for a stable output.
-        return sorted(
-            self.records,
-            key=lambda r: (r.file, r.test, r.case_id or "", r.scorer, r.sample, r.index),
-        )
-
-    def pytest_terminal_summary(
-        self, terminalreporter: Any, exitstatus: int, config: pytest.Config
-    ) -> None:
-        """Controller side: the ``llm-eval summary`` section, then where the JSON report went
-        (or why it could not be written)."""
-        from pytest_llmeval.report.terminal import write_report_outcome, write_summary
-
-        report_written = self.report_path is not None and self.report_error is None
-        if self.records:
-            write_summary(
-                terminalreporter,
-                self.sorted_records(),
-                config.get_verbosity(),
-                report_written=report_written,
-            )
-        ctx = config.stash.get(context_key, None)
-        limiter = ctx.limiter if ctx is not None else None
-        waited, waits, fallbacks = limiter.run_totals() if limiter is not None else (0.0, 0, 0)
-        if limiter is not None and (self.records or waits) and config.get_verbosity() >= 0:
-            terminalreporter.write_line(
-                f"rate limit {limiter.limits.describe()} for {limiter.scope}: "
-                f"{waits} judge request{'' if waits == 1 else 's'} waited {waited:.1f} s in all"
-                + (
-                    f" (Redis failed in {fallbacks} process{'' if fallbacks == 1 else 'es'}: "
-                    "limited locally from then on)"
-                    if fallbacks
-                    else ""
-                )
-            )
-        if self.report_path is not None:
-            write_report_outcome(terminalreporter, self.report_path, self.report_error)
-        if self.html_path is not None:
-            write_report_outcome(terminalreporter, self.html_path, self.html_error, "HTML")
-
-    @pytest.hookimpl(trylast=True)
-    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        """Controller side: write the JSON report (and the HTML one) atomically.
-
-        A report that cannot be written (unwritable path, disk full) must not end the run with a
-        traceback that swallows the summary: the summary is printed, then the error naming the
-        path and the OS error, and the run exits non-zero (pytest's INTERNAL_ERROR status, 3,
-        unless it already failed)."""
-        target = _opt(self.config, "llm_eval_report")
-        html_target = _opt(self.config, "llm_eval_html")
-        if not target and not html_target:
-            return
-        from pytest_llmeval.report.json_report import build_report, write_report
-
-        base = Path(self.config.invocation_params.dir)  # an absolute target replaces base
-        ctx = self.config.stash.get(context_key, None)
-        report = build_report(
-            self.sorted_records(),
-            started=self.started,
-            settings=ctx.settings if ctx else None,
-            rootdir=self.config.rootpath,
-            # session.exitstatus: a failing suite gate (issue 9) may have changed it
-            exitstatus=int(session.exitstatus),
-            workers=_worker_count(self.config),
-        )
-        self.config.hook.pytest_llmeval_update_json_report(config=self.config, report=report)
-        if target:
-            self.report_path = base / target
-            self.report_error = self._write_one(
-                session, "JSON", self.report_path, write_report, report
-            )
-        if html_target:
-            from pytest_llmeval.report.html import write_html
-
-            self.html_path = base / html_target
-            self.html_error = self._write_one(session, "HTML", self.html_path, write_html, report)
-
-    def _write_one(
-        self, session: pytest.Session, kind: str, path: Path, write: Any, report: dict[str, Any]
-    ) -> str | None:
-        """Write one report; on an OS error, the error text (and the run fails)."""
-        try:
-            write(path, report)
-        except OSError as exc:
-            if session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
-                session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
-            if self.config.pluginmanager.get_plugin("terminalreporter") is None:
-                from pytest_llmeval.report.terminal import report_error_message
-
-                sys.stderr.write(report_error_message(path, str(exc), kind) + "\n")
-            return str(exc)
-        return None
 
 
 def _worker_count(config: pytest.Config) -> int:
@@ -1302,19 +1228,28 @@ def _worker_count(config: pytest.Config) -> int:
 # -- suite gates and repeated samples (issue 9) ------------------------------------------------
 #
 # Worker side (and the only process): GateHooks finds each test function's gates at collection
-# (a bad gate is a collection error), softens the per-case misses of gated scorers, and puts on
-# each gated item's teardown report what the controller cannot see in the records. Controller
-# side: GateSession judges the gates from the merged records at the end of the session.
+# (a bad gate is a collection error) and softens the per-case misses of the scorers the test's
+# own markers gate; the PlanCollector (plan.py) notes which gated items were selected. Controller
+# side: the RunController (controller.py) judges the gates from the run at the end of the session.
 
-#: teardown report attribute: :func:`pytest_llmeval.gates.item_info` JSON of a gated item
-GATE_INFO_ATTR = "llm_eval_gate_info"
 #: call report attribute: the per-case misses a gate will judge (the test itself passed)
 GATED_MISS_ATTR = "llm_eval_gated_miss"
 
 gate_table_key = pytest.StashKey["dict[tuple[str, str], TestGates]"]()
 gate_rules_key = pytest.StashKey["list[GateRule]"]()
-gate_phases_key = pytest.StashKey[dict[str, str]]()
 gate_failure_key = pytest.StashKey[str]()
+
+
+@dataclasses.dataclass(frozen=True)
+class VerdictPolicies:
+    """``--llm-eval-inconclusive``, ``--llm-eval-skipped``, ``--llm-eval-accept-incomparable``."""
+
+    inconclusive: str = "fail"
+    skipped: str = "fail"
+    accept_incomparable: tuple[str, ...] = ()
+
+
+verdict_policies_key = pytest.StashKey[VerdictPolicies]()
 
 
 def _add_gate_options(group: Any, parser: pytest.Parser) -> None:
@@ -1366,13 +1301,41 @@ def _add_gate_options(group: Any, parser: pytest.Parser) -> None:
         "(default) or pass",
     )
     parser.addini("llm_eval_inconclusive", "fail (default) or pass: what an inconclusive gate does")
+    group.addoption(
+        "--llm-eval-skipped",
+        dest="llm_eval_skipped",
+        choices=("fail", "pass"),
+        default=None,
+        help="exit status of a run with a gate whose every selected case was skipped (it judged "
+        "nothing): fail (default) or pass",
+    )
+    parser.addini(
+        "llm_eval_skipped", "fail (default) or pass: what a gate whose every case was skipped does"
+    )
+    group.addoption(
+        "--llm-eval-accept-incomparable",
+        dest="llm_eval_accept_incomparable",
+        action="append",
+        default=[],
+        metavar="SCORER",
+        help="with --llm-eval-fail-on-regression: compare SCORER with the baseline although it was "
+        "measured with another instrument (judge model, version, prompt, options, code), or "
+        "accept that it is missing from this run; 'all' for every scorer; repeatable",
+    )
+    parser.addini(
+        "llm_eval_accept_incomparable",
+        "scorers whose changed instrument the baseline comparison accepts (one per line; 'all')",
+        type="linelist",
+        default=[],
+    )
 
 
 def _configure_gates(config: pytest.Config) -> None:
-    """Both sides: markers, the run's gates (a malformed one is a usage error), the gate hooks;
-    on the controller also the GateSession."""
+    """Both sides: markers, the run's gates (a malformed one is a usage error), the verdict
+    policies, the gate hooks and the plan collector."""
     from pytest_llmeval.errors import GateError
-    from pytest_llmeval.gates import INCONCLUSIVE_POLICIES, parse_gate_option
+    from pytest_llmeval.gates import INCONCLUSIVE_POLICIES, SKIPPED_POLICIES, parse_gate_option
+    from pytest_llmeval.plan import PlanCollector
 
     config.addinivalue_line(
         "markers",
@@ -1394,23 +1357,46 @@ def _configure_gates(config: pytest.Config) -> None:
         except GateError as exc:
             raise pytest.UsageError(str(exc)) from None
     config.stash[gate_rules_key] = rules
-    config.stash[gate_table_key] = {}
+    table: dict[tuple[str, str], TestGates] = {}
+    config.stash[gate_table_key] = table
     repeat = _number(config, "llm_eval_repeat", int)
     if repeat is not None and repeat < 1:
         raise pytest.UsageError(
             f"--llm-eval-repeat / ini llm_eval_repeat must be >= 1, not {repeat}"
         )
-    policy = _opt(config, "llm_eval_inconclusive") or "fail"
-    if policy not in INCONCLUSIVE_POLICIES:
-        raise pytest.UsageError(
-            f"--llm-eval-inconclusive / ini llm_eval_inconclusive: {policy!r}; use fail or pass"
-        )
+    policies = {}
+    for name, allowed in (
+        ("inconclusive", INCONCLUSIVE_POLICIES),
+        ("skipped", SKIPPED_POLICIES),
+    ):
+        value = _opt(config, f"llm_eval_{name}") or "fail"
+        if value not in allowed:
+            raise pytest.UsageError(
+                f"--llm-eval-{name} / ini llm_eval_{name}: {value!r}; use fail or pass"
+            )
+        policies[name] = value
+    accepted = config.getoption("llm_eval_accept_incomparable", default=None) or []
+    accepted = accepted or list(config.getini("llm_eval_accept_incomparable") or [])
+    config.stash[verdict_policies_key] = VerdictPolicies(
+        inconclusive=policies["inconclusive"],
+        skipped=policies["skipped"],
+        accept_incomparable=tuple(
+            dict.fromkeys(a.strip() for item in accepted for a in item.split(",") if a.strip())
+        ),
+    )
     strict = config.getoption("llm_eval_strict_cases", default=None)
     if strict is None:
         strict = bool(config.getini("llm_eval_strict_cases"))
     config.pluginmanager.register(GateHooks(config, bool(strict)), "llm-eval-gate-hooks")
-    if not _is_worker(config):
-        config.pluginmanager.register(GateSession(config, policy), "llm-eval-gate-session")
+    config.pluginmanager.register(
+        PlanCollector(config, table, record_identity, _counts_for_gates), "llm-eval-plan"
+    )
+
+
+def _counts_for_gates(item: pytest.Item) -> bool:
+    """Whether a gated item's fate counts for its gates: not when it is an llm_eval test that
+    is skipped because evaluations are off (a plain ``pytest`` run judges no llm_eval gate)."""
+    return _enabled(item.config) or item.get_closest_marker("llm_eval") is None
 
 
 def _test_gates(config: pytest.Config, file: str, test: str) -> TestGates:
@@ -1491,6 +1477,7 @@ class GateHooks:
         file, test = _definition_identity(metafunc)
         name = f"{file}::{test}"
         specs = []
+        marker_scorers = set()
         try:
             for mark in metafunc.definition.iter_markers("llm_eval_gate"):
                 source = f"{_mark_text(mark)} on {name}"
@@ -1500,6 +1487,7 @@ class GateHooks:
                     raise GateError(source, "takes one scorer; stack one marker per scorer")
                 spec = make_spec(mark.args[0], mark.kwargs, source)
                 specs.append(resolve_spec(spec, default_registry))
+                marker_scorers.add(specs[-1].scorer)
             for rule in self.config.stash[gate_rules_key]:
                 if rule.matches(file, test):
                     resolved = self._resolved.get(rule.spec.source)
@@ -1512,7 +1500,9 @@ class GateHooks:
         except GateError as exc:
             raise pytest.Collector.CollectError(f"{exc} (test {name})") from None
         if specs:
-            _test_gates(metafunc.config, file, test).specs = specs
+            gates = _test_gates(metafunc.config, file, test)
+            gates.specs = specs
+            gates.marker_scorers = frozenset(marker_scorers)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_protocol(
@@ -1527,11 +1517,13 @@ class GateHooks:
 
     def prime(self, recorder: TestRecorder) -> None:
         """Tell a test's recorder which scorers a gate decides. Also called for a concurrent
-        case's recorder made before its protocol (its body may start ahead)."""
+        case's recorder made before its protocol (its body may start ahead). Only the gates of
+        the test's own markers soften its per-case misses: a run gate (``--llm-eval-gate``, ini
+        ``llm_eval_gates``) adds a verdict and never turns a failing case into a pass."""
         gates = self.config.stash[gate_table_key].get((recorder.file, recorder.test))
         if gates is not None and gates.specs:
             recorder.gated = gates.scorers
-            recorder.soft = frozenset() if self.strict else gates.scorers
+            recorder.soft = frozenset() if self.strict else gates.marker_scorers
 
     @pytest.hookimpl(wrapper=True, trylast=True)
     def pytest_runtest_makereport(
@@ -1539,16 +1531,14 @@ class GateHooks:
     ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
         """Worker side, innermost wrapper (so the records it adds ship with the others): mark a
         passed call with gated misses; at teardown, an error record for each gated scorer a
-        failed test never reached (an unscored sample, never a pass), and the item's gate info."""
-        from pytest_llmeval.gates import UNREACHED, item_info
+        failed test never reached (an unscored sample, never a pass)."""
+        from pytest_llmeval.gates import UNREACHED
 
         report = yield
         recorder = item_recorder(item)
         if recorder is None or not recorder.gated:
             return report
         if call.when in ("setup", "call"):
-            phases = item.stash.setdefault(gate_phases_key, {})
-            phases[call.when] = report.outcome
             if report.failed and call.excinfo is not None:
                 item.stash[gate_failure_key] = " ".join(call.excinfo.exconly().split())[:300]
             if call.when == "call" and report.passed and recorder.gated_misses:
@@ -1580,15 +1570,6 @@ class GateHooks:
                         gated=True,
                     )
                 )
-        phases = item.stash.get(gate_phases_key, {})
-        ran = phases.get("setup") not in (None, "skipped") and phases.get("call") != "skipped"
-        gates = self.config.stash[gate_table_key][(recorder.file, recorder.test)]
-
-        setattr(
-            report,
-            GATE_INFO_ATTR,
-            item_info(recorder.file, recorder.test, recorder.case_id, recorder.sample, ran, gates),
-        )
         return report
 
     def pytest_report_teststatus(
@@ -1598,78 +1579,3 @@ class GateHooks:
         if report.when == "call" and report.passed and getattr(report, GATED_MISS_ATTR, None):
             return "passed", "g", ("PASSED (gated miss)", {"yellow": True})
         return None
-
-
-class GateSession:
-    """Controller-only: judge the gates from the merged records, set the exit status, print them
-    and put them (with per-scorer statistics of dataset tests) in the JSON report."""
-
-    def __init__(self, config: pytest.Config, inconclusive: str) -> None:
-        from pytest_llmeval.gates import GateBook
-
-        self.config = config
-        self.inconclusive = inconclusive
-        self.book = GateBook()
-        self.outcomes: list[Any] = []
-        self.unmatched: list[str] = []
-        self.statistics: list[Any] = []
-        self.stopped = False
-
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        """Controller side: which gated items ran, and their tests' gates."""
-        payload = getattr(report, GATE_INFO_ATTR, None)
-        if payload:
-            self.book.add(payload)
-
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        """Controller side: judge the gates (before the JSON report and the terminal summary);
-        a failing gate makes an otherwise passing run exit 1, like --cov-fail-under."""
-        from pytest_llmeval.gates import dataset_statistics, evaluate_gates, failing_outcomes
-
-        llm = self.config.stash.get(session_key, None)
-        records = llm.sorted_records() if llm is not None else []
-        rules = self.config.stash[gate_rules_key]
-        from pytest_llmeval.shard import shard_of
-
-        self.stopped = stopped = bool(session.shouldstop or session.shouldfail)
-        self.outcomes, self.unmatched = evaluate_gates(
-            records, self.book, rules, stopped=stopped, shard=shard_of(self.config)
-        )
-        self.statistics = dataset_statistics(records)
-        # A shard's gates saw only its cases: partial, not the verdict (merge decides).
-        failing = failing_outcomes(self.outcomes, self.inconclusive)
-        if failing and session.exitstatus == 0 and shard_of(self.config) is None:
-            session.exitstatus = pytest.ExitCode.TESTS_FAILED
-
-    @pytest.hookimpl(trylast=True)
-    def pytest_terminal_summary(
-        self, terminalreporter: Any, exitstatus: int, config: pytest.Config
-    ) -> None:
-        """Controller side: the statistics and gates sections, after the llm-eval summary."""
-        from pytest_llmeval.report.gates import write_gates, write_statistics
-        from pytest_llmeval.shard import shard_of
-
-        verbosity = config.get_verbosity()
-        if self.statistics and verbosity >= 0:
-            write_statistics(terminalreporter, self.statistics)
-        if self.outcomes or self.unmatched:
-            write_gates(
-                terminalreporter,
-                self.outcomes,
-                self.unmatched,
-                self.inconclusive,
-                verbosity,
-                shard=shard_of(config),
-            )
-
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_llmeval_update_json_report(
-        self, config: pytest.Config, report: dict[str, Any]
-    ) -> None:
-        """Controller side: the report's ``gates`` and ``statistics`` sections."""
-        report["gates"] = [o.to_json() for o in self.outcomes]
-        report["gates_unmatched"] = list(self.unmatched)
-        report["gate_policy"] = {"inconclusive": self.inconclusive}
-        report["statistics"] = [s.to_json() for s in self.statistics]

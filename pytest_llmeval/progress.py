@@ -292,7 +292,7 @@ class Progress:
         running = getattr(report, RUNNING_ATTR, None)
         if isinstance(running, int) and source:
             self.running[source] = running
-        from pytest_llmeval.plugin import RECORDS_ATTR
+        from pytest_llmeval.controller import RECORDS_ATTR
 
         payload = getattr(report, RECORDS_ATTR, None)
         if payload:

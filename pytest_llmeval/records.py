@@ -47,6 +47,9 @@ class ScoreRecord:
     and cut to ``--llm-eval-record-chars`` per field (see :func:`recorded_inputs`)."""
     #: the part of ``prompt_tokens`` the judge endpoint served from its prompt cache
     cached_prompt_tokens: int = 0
+    #: the digest of the instrument that made the score (:class:`pytest_llmeval.model.Instrument`:
+    #: scorer, version, options, code, judge); None when the scorer was never resolved
+    instrument: str | None = None
 
     @property
     def key(self) -> tuple[str, str, str | None, str, int, int]:
@@ -79,6 +82,7 @@ class ScoreRecord:
             "sample": self.sample,
             "gated": self.gated,
             "inputs": dict(self.inputs),
+            "instrument": self.instrument,
         }
 
     @classmethod
@@ -87,6 +91,13 @@ class ScoreRecord:
         fields = {k: v for k, v in data.items() if k in known}
         if "judge_models" in fields:
             fields["judge_models"] = tuple(str(m) for m in fields["judge_models"] or ())
+        for name in ("index", "sample"):
+            if fields.get(name) is None:
+                fields.pop(name, None)  # a missing or null index/sample is 0
+        # what older or hand-made reports may leave out: no bound, not cached, not timed
+        for name, default in (("min", None), ("max", None), ("cached", False), ("duration_s", 0.0)):
+            fields.setdefault(name, default)
+        fields.setdefault("index", 0)
         return cls(**fields)
 
 

@@ -21,6 +21,7 @@ from pytest_llmeval.errors import ScorerConfigError, ScorerInputError
 
 if TYPE_CHECKING:
     from pytest_llmeval.context import ScoringContext
+    from pytest_llmeval.model import Instrument
 
 __all__ = ["JUDGE_OPTIONS", "Score", "Scorer", "Usage", "scorer"]
 
@@ -366,6 +367,31 @@ class Scorer:
         text = canonical_json(self.identity(ctx))
         self.__dict__["_identity_memo"] = (ctx, learned, text)
         return text
+
+    def instrument(self, ctx: ScoringContext) -> Instrument:
+        """What this scorer measures with in ``ctx`` (its identity, direction and range), named
+        by a digest of :meth:`identity_json`; every record carries the digest, so a comparison
+        of two runs knows whether they measured with the same instrument. Made once per
+        identity (a cache hit costs one identity lookup)."""
+        text = self.identity_json(ctx)
+        memo = self.__dict__.get("_instrument_memo")
+        if memo is not None and memo[0] is text:
+            made: Instrument = memo[1]
+            return made
+        from pytest_llmeval.model import KNOWN_INSTRUMENTS, Instrument, instrument_digest
+
+        digest = instrument_digest(text)
+        made = KNOWN_INSTRUMENTS.get(digest) or Instrument(
+            digest=digest,
+            scorer=self.name,
+            version=str(self.version),
+            higher_is_better=bool(self.higher_is_better),
+            score_range=(float(self.score_range[0]), float(self.score_range[1])),
+            identity=json.loads(text),
+        )
+        KNOWN_INSTRUMENTS.setdefault(digest, made)
+        self.__dict__["_instrument_memo"] = (text, made)
+        return made
 
     def __repr__(self) -> str:
         opts = ", ".join(f"{k}={v!r}" for k, v in self.public_options().items())

@@ -31,11 +31,22 @@ import hashlib
 import json
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-__all__ = ["SPLIT", "ShardState", "case_key", "parse_shard", "shard_of", "split_keys"]
+if TYPE_CHECKING:
+    from pytest_llmeval.model import Run
+
+__all__ = [
+    "SPLIT",
+    "ShardState",
+    "case_key",
+    "parse_shard",
+    "shard_of",
+    "shard_section",
+    "split_keys",
+]
 
 #: How cases are dealt to shards (recorded in each shard's report).
 SPLIT = "round-robin over the sorted case keys"
@@ -83,9 +94,9 @@ def case_key(item: pytest.Item) -> tuple[bool, str]:
         item.get_closest_marker("llm_eval_dataset") is None
     ):
         return False, item.nodeid
-    from pytest_llmeval.plugin import _record_identity
+    from pytest_llmeval.plugin import record_identity
 
-    file, test, case_id, _where = _record_identity(item)
+    file, test, case_id, _where = record_identity(item)
     return True, f"{file}::{test}" + (f"[{case_id}]" if case_id is not None else "")
 
 
@@ -204,51 +215,6 @@ class _Controller:
         ):
             session.exitstatus = pytest.ExitCode.OK
 
-    @pytest.hookimpl(trylast=True)
-    def pytest_llmeval_update_json_report(
-        self, config: pytest.Config, report: dict[str, Any]
-    ) -> None:
-        """The ``shard`` section; each gate's verdict becomes ``partial``."""
-        from pytest_llmeval.gates import dataset_ranges
-        from pytest_llmeval.history import _state_key as history_key
-        from pytest_llmeval.plugin import _opt, gate_rules_key, session_key
-        from pytest_llmeval.records import ScoreRecord
-
-        for gate in report.get("gates") or []:
-            gate["shard_verdict"] = gate.get("verdict")
-            gate["verdict"] = "partial"
-        gates = config.pluginmanager.get_plugin("llm-eval-gate-session")
-        alpha = config.stash.get(history_key, {}).get("alpha")
-        strict = config.getoption("llm_eval_strict_cases", default=None)
-        if strict is None:
-            strict = bool(config.getini("llm_eval_strict_cases"))
-        session = config.stash.get(session_key, None)
-        records: list[ScoreRecord] = session.sorted_records() if session is not None else []
-        ranges = dataset_ranges(records)
-        state = self.state
-        report["shard"] = {
-            "index": state.index,
-            "count": state.count,
-            "split": SPLIT,
-            "cases": state.cases,
-            "cases_in_shard": state.in_shard,
-            "collection_digest": state.digest,
-            "stopped": bool(getattr(gates, "stopped", False)),
-            # what must be the same in every shard of one run (merge checks it)
-            "settings": {
-                "gate_rules": [r.to_json() for r in config.stash.get(gate_rules_key, [])],
-                "inconclusive": getattr(gates, "inconclusive", "fail"),
-                "repeat": _opt(config, "llm_eval_repeat"),
-                "strict_cases": bool(strict),
-                "fail_on_regression": alpha,
-            },
-            "gate_book": gates.book.to_json() if gates is not None else [],
-            "scorer_versions": _versions(sorted({r.scorer for r in records})),
-            "scorer_ranges": {
-                k: None if v is None else [_finite(v[0]), _finite(v[1])] for k, v in ranges.items()
-            },
-        }
-
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         state = self.state
         if not state.in_shard:
@@ -262,19 +228,34 @@ class _Controller:
         terminalreporter.write_line(line, yellow=True)
 
 
-def _finite(x: float) -> float | None:
-    return x if x not in (float("inf"), float("-inf")) else None
+def shard_section(config: pytest.Config, run: Run) -> dict[str, Any] | None:
+    """The report's ``shard`` section of a shard run (None otherwise): what ``merge`` checks
+    across the shards (the split, the collection digest, the settings that decide verdicts, the
+    scorers' versions); the plan and instruments travel in the report itself."""
+    from pytest_llmeval.plugin import _opt
 
-
-def _versions(scorers: list[str]) -> dict[str, str | None]:
-    """Each scorer's version as this process knows it (None: a scorer only the workers know)."""
-    from pytest_llmeval.errors import LLMEvalError
-    from pytest_llmeval.registry import default_registry
-
-    out: dict[str, str | None] = {}
-    for name in scorers:
-        try:
-            out[name] = str(default_registry.get(name).version)
-        except LLMEvalError:
-            out[name] = None
-    return out
+    state = config.stash.get(_state_key, None)
+    if state is None:
+        return None
+    strict = config.getoption("llm_eval_strict_cases", default=None)
+    if strict is None:
+        strict = bool(config.getini("llm_eval_strict_cases"))
+    versions: dict[str, str | None] = {}
+    for inst in run.instruments.values():
+        versions.setdefault(inst.scorer, inst.version)
+    return {
+        "index": state.index,
+        "count": state.count,
+        "split": SPLIT,
+        "cases": state.cases,
+        "cases_in_shard": state.in_shard,
+        "collection_digest": state.digest,
+        "stopped": run.stopped,
+        # what must be the same in every shard of one run (merge checks it)
+        "settings": {
+            **run.settings.to_json(),
+            "repeat": _opt(config, "llm_eval_repeat"),
+            "strict_cases": bool(strict),
+        },
+        "scorer_versions": dict(sorted(versions.items())),
+    }

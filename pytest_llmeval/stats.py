@@ -778,6 +778,18 @@ def _mean_interval(
     return make(n, True), make
 
 
+def _case_mean_interval(
+    scores: Sequence[float], confidence: float, score_range: tuple[float, float] | None
+) -> Interval:
+    """The mean interval over case scores as a gate's mean check reports it: unbounded when the
+    cases scored alike and the range cannot bound it (zero width would claim certainty)."""
+    iv = _mean_interval(scores, confidence, score_range)[0]
+    bounded = score_range is not None and all(math.isfinite(e) for e in score_range)
+    if len(scores) >= 2 and _mean_sd(scores)[1] == 0.0 and not bounded:
+        return Interval(iv.estimate, -math.inf, math.inf, confidence, "t", len(scores))
+    return iv
+
+
 def _check_mean(spec: GateSpec, side: str, bound: float, scores: Sequence[float]) -> CheckResult:
     if not scores:
         return CheckResult("mean", side, bound, None, "error", None, "no case could be scored")
@@ -931,9 +943,11 @@ def evaluate_gate(spec: GateSpec, cases: Sequence[CaseSamples]) -> GateResult:
 @final
 @dataclass(frozen=True)
 class ScorerStats:
-    """Per scorer in a test: the mean over all scored samples with a cluster-robust interval
-    (clusters = cases), the pass rate over case verdicts (mean reducer) with a Wilson interval,
-    and the flaky cases."""
+    """Per scorer in a test, over its cases (each case's samples reduced by ``reducer``, as a
+    gate with that reducer reduces them): the mean of the case scores with the interval a gate's
+    mean check uses (t over cases, never narrower than the scorer's range allows), the pass rate
+    of the case verdicts with a Wilson interval, and the flaky cases. The same names mean the
+    same numbers as in a gate with the same reducer and confidence."""
 
     scorer: str
     n_cases: int
@@ -941,7 +955,10 @@ class ScorerStats:
     mean: Interval | None
     pass_rate: Interval | None
     flaky: tuple[str, ...]
-    n_errors: int = 0  # cases with at least one errored sample
+    n_errors: int = 0  # cases that could not be scored (an errored or lost sample)
+    reducer: str = "mean"
+    #: why this reducer ("as its gate"), or None for the default
+    reducer_note: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -949,6 +966,7 @@ class ScorerStats:
             "n_cases": self.n_cases,
             "n_samples": self.n_samples,
             "n_errors": self.n_errors,
+            "reducer": self.reducer,
             "mean": self.mean.to_json() if self.mean is not None else None,
             "pass_rate": self.pass_rate.to_json() if self.pass_rate is not None else None,
             "flaky": list(self.flaky),
@@ -960,16 +978,17 @@ def scorer_stats(
     cases: Sequence[CaseSamples],
     confidence: float = 0.95,
     score_range: tuple[float, float] | None = None,
+    *,
+    reducer: str = "mean",
+    reducer_note: str | None = None,
 ) -> ScorerStats:
-    """Summary statistics of one scorer over its cases (see ScorerStats); with ``score_range``
-    (the scorer's declared range) the mean interval is cut to it."""
+    """Summary statistics of one scorer over its cases (see ScorerStats); ``score_range`` (the
+    scorer's declared range) bounds the mean interval as in a gate."""
     _check_confidence(confidence)
-    groups = [
-        [float(s.score) for s in c.samples if not s.errored and s.score is not None] for c in cases
-    ]
-    mean = cluster_mean_interval(groups, confidence).clip(score_range) if any(groups) else None
-    results = [reduce_case(c, "mean") for c in cases]
-    verdicts = [r.passed for r in results if r.passed is not None]
+    results = [reduce_case(c, reducer) for c in cases]
+    scores = [r.score for r in results if r.score is not None]
+    mean = _case_mean_interval(scores, confidence, score_range) if scores else None
+    verdicts = [r.passed for r in results if r.score is not None and r.passed is not None]
     pass_rate = wilson_interval(sum(verdicts), len(verdicts), confidence) if verdicts else None
     return ScorerStats(
         scorer=scorer,
@@ -978,5 +997,7 @@ def scorer_stats(
         mean=mean,
         pass_rate=pass_rate,
         flaky=tuple(r.case for r in results if r.flaky),
-        n_errors=sum(1 for r in results if r.n_errors),
+        n_errors=sum(1 for r in results if r.score is None),
+        reducer=reducer,
+        reducer_note=reducer_note,
     )

@@ -184,7 +184,7 @@ def test_the_json_report_records_samples_and_gated_misses(project: pytest.Pytest
     )
     assert gate["spec"]["min_mean"] == 0.6 and gate["spec"]["min_pass_rate"] == 0.8
     assert gate["note"] is None and gate["problem"] is None
-    assert report["gate_policy"] == {"inconclusive": "fail"}
+    assert report["gate_policy"] == {"inconclusive": "fail", "skipped": "fail"}
     stats = {s["scorer"]: s for s in report["statistics"]}
     assert set(stats) == {"exact_match", "levenshtein"}
     em_stats = stats["exact_match"]
@@ -199,11 +199,14 @@ def test_the_json_report_records_samples_and_gated_misses(project: pytest.Pytest
 def test_statistics_section_in_the_terminal(project: pytest.Pytester) -> None:
     result, report = _run(project)
     lines = _section(result.outlines, "llm-eval statistics")
-    assert lines[1].startswith("mean: over all samples, interval with cases as clusters;")
+    assert lines[1].startswith("over cases, each case's samples reduced (mean, or its gate's")
     assert lines[2] == "test_qa.py::test_qa"
     em = next(line for line in lines if line.startswith("  exact_match:"))
     iv = next(s for s in report["statistics"] if s["scorer"] == "exact_match")["pass_rate"]
     assert em.startswith("  exact_match: 5 cases, 10 samples, mean 0.700 [")
+    mean = next(s for s in report["statistics"] if s["scorer"] == "exact_match")["mean"]
+    # the same interval the gate's mean check uses (t over the case scores, range-bounded)
+    assert mean["method"] in ("t", "t+range") and mean["n"] == 5
     assert f"pass rate 0.600 [{iv['low']:.3f}, {iv['high']:.3f}] (95% wilson)" in em
     assert em.endswith("; flaky: b")
 
@@ -323,7 +326,7 @@ def test_inconclusive_gate_fails_by_default_and_passes_on_request(
     assert lines[-1] == policy
     result, report = _run(pytester, "--llm-eval-inconclusive=pass")
     assert result.ret == 0 and report["run"]["exitstatus"] == 0
-    assert report["gate_policy"] == {"inconclusive": "pass"}
+    assert report["gate_policy"] == {"inconclusive": "pass", "skipped": "fail"}
     pytester.makeini("[pytest]\nllm_eval_inconclusive = pass\n")
     assert _run(pytester)[0].ret == 0
 
@@ -336,7 +339,9 @@ def test_command_line_gate_tightens_a_test_without_editing_it(pytester: pytest.P
     result, report = _run(
         pytester, "--llm-eval-gate", "test_qa.py::test_qa:exact_match:min_mean=0.75"
     )
-    result.assert_outcomes(passed=10)  # the gate now decides the exact_match misses
+    # a run gate only tightens: the per-case misses still fail their tests, and the gate adds
+    # its own verdict (issue 19: it used to turn these 3 failures into passes)
+    result.assert_outcomes(passed=7, failed=3)
     assert result.ret == 1
     gate = _gate(report)
     assert gate["source"] == "--llm-eval-gate 'test_qa.py::test_qa:exact_match:min_mean=0.75'"
@@ -372,13 +377,22 @@ def test_wildcard_and_ini_gates(pytester: pytest.Pytester) -> None:
         "    nothing.py::*:exact_match:min_mean=0.5\n"
     )
     result, report = _run(pytester)
-    assert result.ret == 0
     # test_numbers matches the pattern but never scores exact_match: the wildcard gate covers
-    # the tests that do, and is not an error for the others
-    assert [(g["test"], g["verdict"]) for g in report["gates"]] == [("test_qa.py::test_qa", "pass")]
-    unmatched = "ini llm_eval_gates 'nothing.py::*:exact_match:min_mean=0.5'"
-    assert report["gates_unmatched"] == [unmatched]
-    result.stdout.fnmatch_lines([f"note: {unmatched} matched no test that ran"])
+    # the tests that do, and is not an error for the others; the gate that matched no test
+    # judged nothing, which is an error naming its pattern and the nearest tests (issue 19)
+    result.assert_outcomes(passed=8, failed=3)  # run gates never soften per-case misses
+    assert [(g["test"], g["verdict"]) for g in report["gates"]] == [
+        ("test_qa.py::test_qa", "pass"),
+        ("nothing.py::*", "error"),
+    ]
+    assert report["gates_unmatched"] == ["nothing.py::*"]
+    problem = report["gates"][1]["problem"]
+    assert problem.startswith("run gate 'nothing.py::*' matched no selected test, so it judged")
+    assert "test_other.py::test_numbers" in problem or "test_qa.py::test_qa" in problem
+    result.stdout.fnmatch_lines(["ERROR nothing.py::* exact_match", "*matched no selected test*"])
+    # dropping the ini gates for one run (-o) is the way to run without them
+    result, report = _run(pytester, "-o", "llm_eval_gates=")
+    assert report["gates"] == []
 
 
 def test_wildcard_gate_whose_scorer_no_matching_test_records_is_an_error(
@@ -564,9 +578,9 @@ def test_a_k_subset_gate_says_it_is_over_a_subset(project: pytest.Pytester) -> N
     result, report = _run(project, "-k", "a- or b-")
     result.assert_outcomes(passed=4, deselected=6)
     gate = _gate(report)
-    assert gate["note"] == "gate over 2 of 5 cases (3 not selected: -k/deselect subset)"
+    assert gate["note"] == "gate over 2 of 5 cases (3 not selected: -k/-m/--deselect subset)"
     assert gate["result"]["n_cases"] == 2
-    assert "    gate over 2 of 5 cases (3 not selected: -k/deselect subset)" in _section(
+    assert "    gate over 2 of 5 cases (3 not selected: -k/-m/--deselect subset)" in _section(
         result.outlines, "llm-eval gates"
     )
     result, report = _run(project, "-k", "s0")
@@ -697,4 +711,10 @@ def test_a_gate_of_a_run_stopped_early_says_so(pytester: pytest.Pytester) -> Non
     result, report = _run(pytester, "-x")  # b-s1 misses exact_match (not gated): stop there
     result.assert_outcomes(passed=3, failed=1)
     gate = _gate(report, "levenshtein")
-    assert gate["note"] == "gate over 2 of 5 cases (3 not run: the run stopped early)"
+    # the 3 cases -x left unrun were selected: unscored, never "not selected" (issue 19)
+    assert gate["note"] == (
+        "gate over 5 of 5 cases (3 never reported, counted as unscored: "
+        "6 samples: the run stopped early (-x, --maxfail))"
+    )
+    assert gate["verdict"] == "error" and gate["result"]["n_errors"] == 4
+    assert "max_errors=0" in gate["result"]["reason"]

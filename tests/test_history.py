@@ -72,15 +72,16 @@ def test_prune_keeps_the_newest(tmp_path: Path) -> None:
 
 def test_resolve_baseline(tmp_path: Path) -> None:
     d = tmp_path / "runs"
-    assert resolve_baseline("last", d, tmp_path) is None
+    assert resolve_baseline("last", d, tmp_path).path is None
+    assert resolve_baseline("last", d, tmp_path).choice == "no saved run yet"
     save_run(d, _report("a"))
     save_run(d, _report("b"))
-    assert resolve_baseline("last", d, tmp_path) == run_path(d, 2)
-    assert resolve_baseline("1", d, tmp_path) == run_path(d, 1)
+    assert resolve_baseline("last", d, tmp_path).path == run_path(d, 2)
+    assert resolve_baseline("1", d, tmp_path).path == run_path(d, 1)
     with pytest.raises(pytest.UsageError, match=r"no saved run 9 .*saved runs: 1\.\.2"):
         resolve_baseline("9", d, tmp_path)
     (tmp_path / "r.json").write_text("{}")
-    assert resolve_baseline("r.json", d, tmp_path) == tmp_path / "r.json"
+    assert resolve_baseline("r.json", d, tmp_path).path == tmp_path / "r.json"
 
 
 # -- through pytest ----------------------------------------------------------------------------

@@ -528,9 +528,12 @@ def test_scorer_stats() -> None:
     ]
     st = scorer_stats("exact", cases)
     assert (st.n_cases, st.n_samples, st.n_errors, st.flaky) == (4, 8, 1, ("b",))
-    assert st.mean is not None and st.mean.estimate == pytest.approx(4.5 / 7)
-    ref = cluster_mean_interval([[1.0, 1.0], [0.0, 1.0], [0.2, 0.4], [0.9]])
-    assert st.mean == ref
+    # over cases: a 1.0, b 0.5, c 0.3 (d has an errored sample: unscored, as in a gate)
+    assert st.mean is not None and st.mean.estimate == pytest.approx(0.6)
+    assert st.mean == t_interval([1.0, 0.5, 0.3])
+    # one name, one meaning: a mean gate at the same confidence prints the same interval
+    gate = evaluate_gate(GateSpec("exact", min_mean=0.1, confidence=0.95, max_errors=1), cases)
+    assert gate.checks[0].interval == st.mean
     # case verdicts (mean reducer): a pass, b mean 0.5 pass, c fail, d error (excluded)
     assert st.pass_rate == wilson_interval(2, 3)
     data = json.loads(json.dumps(st.to_json(), allow_nan=False))
@@ -819,9 +822,12 @@ def test_intervals_are_cut_to_the_scorers_range() -> None:
     cut = scorer_stats("s", cases, score_range=(0.0, 1.0)).mean
     assert raw is not None and cut is not None
     assert raw.high > 1.0
-    assert cut.high == 1.0 and cut.low == raw.low and cut.estimate == raw.estimate
+    assert cut.high == 1.0 and cut.estimate == raw.estimate
     unbounded = scorer_stats("s", cases, score_range=(-math.inf, math.inf)).mean
     assert unbounded == raw
-    gate = evaluate_gate(GateSpec("s", min_mean=0.6, score_range=(0.0, 1.0)), cases)
+    # the statistics' interval is the gate's (same range, same confidence)
+    gate = evaluate_gate(
+        GateSpec("s", min_mean=0.6, confidence=0.95, score_range=(0.0, 1.0)), cases
+    )
     (check,) = gate.checks
-    assert check.interval is not None and check.interval.high <= 1.0
+    assert check.interval == cut

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pytest_llmeval.gates import GateOutcome, TestStatistics, failing_outcomes
+from pytest_llmeval.model import RunSettings
 from pytest_llmeval.stats import CheckResult, Interval
 
 __all__ = ["format_check", "format_gate", "write_gates", "write_statistics"]
@@ -16,7 +17,17 @@ _MARKUP = {
     "fail": {"red": True, "bold": True},
     "error": {"red": True, "bold": True},
     "inconclusive": {"yellow": True, "bold": True},
+    "skipped": {"yellow": True, "bold": True},
 }
+
+
+def metric_name(metric: str, reducer: str) -> str:
+    """``mean`` / ``pass rate``, with the reducer when it is not the mean: the same name means
+    the same number wherever it is printed (statistics and gates)."""
+    if metric == "pass_rate":
+        return "pass rate" if reducer == "mean" else f"pass rate ({reducer})"
+    # majority, pass_at_k and pass_all decide a case's verdict; its score is still the mean
+    return f"{metric} ({reducer})" if reducer in ("median", "min", "max") else metric
 
 
 def _interval(iv: Interval | None, *, with_ci: bool = True) -> str:
@@ -35,9 +46,9 @@ def _case_name(key: str) -> str:
     return key
 
 
-def format_check(check: CheckResult, with_ci: bool) -> str:
-    """``pass rate 0.750 [0.409, 0.929] >= 0.9: fail``."""
-    metric = "pass rate" if check.metric == "pass_rate" else check.metric
+def format_check(check: CheckResult, with_ci: bool, reducer: str = "mean") -> str:
+    """``pass rate (majority) 0.750 [0.409, 0.929] >= 0.9: fail``."""
+    metric = metric_name(check.metric, reducer)
     op = ">=" if check.side == "min" else "<="
     text = f"{metric} {_interval(check.interval, with_ci=with_ci)} {op} {check.bound:g}: "
     text += check.verdict
@@ -54,7 +65,7 @@ def format_gate(outcome: GateOutcome) -> list[str]:
     if result is None:
         return [head, f"    {outcome.problem}", f"    declared by {spec.source}"]
     with_ci = spec.confidence is not None
-    checks = "; ".join(format_check(c, with_ci) for c in result.checks)
+    checks = "; ".join(format_check(c, with_ci, spec.reducer) for c in result.checks)
     level = f" ({spec.confidence:g} confidence)" if with_ci else ""
     lines = [f"{head}: {checks}{level}"]
     counts = f"    {result.n_cases} cases, {result.n_samples} samples, {result.n_errors} unscored"
@@ -75,14 +86,13 @@ def format_gate(outcome: GateOutcome) -> list[str]:
 def write_gates(
     tr: Any,
     outcomes: Sequence[GateOutcome],
-    unmatched: Sequence[str],
-    inconclusive: str,
+    settings: RunSettings,
     verbosity: int,
     shard: tuple[int, int] | None = None,
 ) -> None:
-    """Write the gates section: one block per gate (one line with ``-q``), the run gates that
-    matched no test that ran, and a totals line saying what fails the run. ``shard``: (i, n) of
-    a shard run, whose gates saw only its cases: each is PARTIAL, and none is the verdict."""
+    """Write the gates section: one block per gate (one line with ``-q``), and a totals line
+    saying what fails the run. ``shard``: (i, n) of a shard run, whose gates saw only its cases:
+    each is PARTIAL, and none is the verdict."""
     tr.write_sep(
         "=", "llm-eval gates" + (f" (PARTIAL: shard {shard[0]}/{shard[1]})" if shard else "")
     )
@@ -96,14 +106,12 @@ def write_gates(
         if verbosity >= 0:
             for line in lines[1:]:
                 tr.write_line(line)
-            if verbosity > 0:
+            if verbosity > 0 and o.result is not None:
                 tr.write_line(f"    declared by {o.spec.source}")
-    for source in unmatched:
-        tr.write_line(f"note: {source} matched no test that ran", yellow=True)
     counts: dict[str, int] = {}
     for o in outcomes:
         counts[o.verdict] = counts.get(o.verdict, 0) + 1
-    failing = failing_outcomes(outcomes, inconclusive)
+    failing = failing_outcomes(outcomes, settings.inconclusive, settings.skipped)
     summary = ", ".join(f"{n} {v}" for v, n in sorted(counts.items())) or "no gate ran"
     if shard is not None:
         tr.write_line(
@@ -121,19 +129,28 @@ def write_gates(
     if counts.get("inconclusive"):
         policy = (
             "inconclusive gates fail the run (--llm-eval-inconclusive=pass lets them pass)"
-            if inconclusive != "pass"
+            if settings.inconclusive != "pass"
             else "inconclusive gates do not fail the run (--llm-eval-inconclusive=pass)"
+        )
+        tr.write_line(policy, yellow=True)
+    if counts.get("skipped"):
+        policy = (
+            "gates whose every case was skipped fail the run (--llm-eval-skipped=pass lets "
+            "them pass)"
+            if settings.skipped != "pass"
+            else "gates whose every case was skipped do not fail the run (--llm-eval-skipped=pass)"
         )
         tr.write_line(policy, yellow=True)
 
 
 def write_statistics(tr: Any, statistics: Sequence[TestStatistics]) -> None:
-    """Per scorer of each dataset test: mean with its CI (cases as clusters), pass rate with its
-    Wilson CI, flaky cases."""
+    """Per scorer of each dataset test: the mean and the pass rate over its cases, each case's
+    samples reduced as the scorer's gate reduces them (the mean without a gate), with their
+    intervals, and the flaky cases."""
     tr.write_sep("=", "llm-eval statistics")
     tr.write_line(
-        "mean: over all samples, interval with cases as clusters; pass rate: cases whose mean "
-        "score meets their bound, Wilson interval"
+        "over cases, each case's samples reduced (mean, or its gate's reducer, shown); mean: of "
+        "the case scores; pass rate: cases whose reduced score meets their bound"
     )
     current = None
     for item in statistics:
@@ -142,14 +159,21 @@ def write_statistics(tr: Any, statistics: Sequence[TestStatistics]) -> None:
             current = item.test
         s = item.stats
         parts = [f"{s.n_cases} cases", f"{s.n_samples} samples"]
+        if s.n_errors:
+            parts.append(f"{s.n_errors} unscored")
         if s.mean is not None:
-            parts.append(f"mean {_interval(s.mean)} ({s.mean.confidence:.0%} {s.mean.method})")
+            parts.append(
+                f"{metric_name('mean', s.reducer)} {_interval(s.mean)} "
+                f"({s.mean.confidence:.0%} {s.mean.method})"
+            )
         if s.pass_rate is not None:
             parts.append(
-                f"pass rate {_interval(s.pass_rate)} "
+                f"{metric_name('pass_rate', s.reducer)} {_interval(s.pass_rate)} "
                 f"({s.pass_rate.confidence:.0%} {s.pass_rate.method})"
             )
         line = f"  {s.scorer}: " + ", ".join(parts)
+        if s.reducer_note and s.reducer != "mean":
+            line += f" [{s.reducer}: {s.reducer_note}]"
         if s.flaky:
             line += f"; flaky: {', '.join(_case_name(c) for c in s.flaky)}"
         tr.write_line(line)

@@ -10,16 +10,20 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from pytest_llmeval.model import REPORT_VERSION
 from pytest_llmeval.records import ScoreRecord, aggregate
 from pytest_llmeval.settings import Settings
 
-__all__ = ["REPORT_VERSION", "build_report", "git_commit", "write_report"]
+if TYPE_CHECKING:
+    from pytest_llmeval.gates import GateOutcome, TestStatistics
+    from pytest_llmeval.model import Run
+    from pytest_llmeval.verdict import Verdict
 
-REPORT_VERSION = 1
+__all__ = ["REPORT_VERSION", "build_report", "git_commit", "write_report"]
 
 
 def git_commit(directory: Path) -> str | None:
@@ -68,10 +72,22 @@ def build_report(
     rootdir: Path,
     exitstatus: int,
     workers: int = 0,
+    run: Run | None = None,
+    outcomes: Sequence[GateOutcome] = (),
+    statistics: Sequence[TestStatistics] = (),
+    verdict: Verdict | None = None,
+    comparison: Mapping[str, Any] | None = None,
+    shard: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The report as a JSON-safe dict. No secret ever enters it (the API key is not read)."""
+    """The report as a JSON-safe dict. No secret ever enters it (the API key is not read).
+
+    With ``run`` (the run's :class:`~pytest_llmeval.model.Run`) the report carries what the run
+    is read back from (records, instruments, plan, collected tests, verdict settings), its gate
+    outcomes, statistics and verdict, so that ``merge`` and ``compare`` rebuild the same run. In
+    a shard (``shard``: its section) each gate's verdict is ``partial`` (its own is kept as
+    ``shard_verdict``)."""
     finished = time.time()
-    run: dict[str, Any] = {
+    info: dict[str, Any] = {
         "started": started,
         "finished": finished,
         "duration_s": finished - started,
@@ -82,19 +98,45 @@ def build_report(
         "workers": workers,
     }
     if settings is not None:
-        run["cache_mode"] = settings.cache_mode
-        run["judge"] = {
+        info["cache_mode"] = settings.cache_mode
+        info["judge"] = {
             **settings.judge.identity(),
             "base_url": settings.judge.base_url,
             # what the endpoint said answered: a local server may ignore the model asked for
             "served_models": sorted({m for r in records for m in r.judge_models}),
         }
-    return {
+    report: dict[str, Any] = {
         "version": REPORT_VERSION,
-        "run": run,
+        "run": info,
         "aggregates": {name: agg.to_json() for name, agg in aggregate(records).items()},
         "records": [r.to_json() for r in records],
     }
+    if run is None:
+        return report
+    inputs = run.input_json()
+    del inputs["records"]  # the same records, already in
+    report.update(inputs)
+    gates = [o.to_json() for o in outcomes]
+    if shard is not None:
+        for gate in gates:
+            gate["shard_verdict"] = gate.get("verdict")
+            gate["verdict"] = "partial"
+    report["gates"] = gates
+    report["gates_unmatched"] = [
+        o.test for o in outcomes if o.result is None and o.problem and "matched no" in o.problem
+    ]
+    report["gate_policy"] = {
+        "inconclusive": run.settings.inconclusive,
+        "skipped": run.settings.skipped,
+    }
+    report["statistics"] = [t.to_json() for t in statistics]
+    if verdict is not None:
+        report["verdict"] = {**verdict.to_json(), "pytest_exitstatus": run.exitstatus}
+    if comparison is not None:
+        report["comparison"] = dict(comparison)
+    if shard is not None:
+        report["shard"] = dict(shard)
+    return report
 
 
 def write_report(path: Path, report: dict[str, Any]) -> None:

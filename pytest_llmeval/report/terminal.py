@@ -4,11 +4,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_llmeval.records import ScorerAggregate, ScoreRecord, aggregate
 
-__all__ = ["format_table", "report_error_message", "write_report_outcome", "write_summary"]
+if TYPE_CHECKING:
+    from pytest_llmeval.compare import Comparison
+    from pytest_llmeval.history import BaselineChoice
+
+__all__ = [
+    "format_table",
+    "report_error_message",
+    "write_comparison",
+    "write_report_outcome",
+    "write_summary",
+]
 
 _COLUMNS = (
     "scorer",
@@ -200,3 +210,62 @@ def write_report_outcome(tr: Any, path: Path, error: str | None, kind: str = "JS
         tr.write_line(f"llm-eval: {kind} report written to {path}")
     else:
         tr.write_line(report_error_message(path, error, kind), red=True, bold=True)
+
+
+def write_comparison(
+    tr: Any,
+    cmp: Comparison | None,
+    baseline: BaselineChoice | None,
+    problem: str | None,
+    *,
+    has_records: bool,
+    shard: tuple[int, int] | None,
+    fail_on_regression: float | None,
+) -> None:
+    """The ``llm-eval comparison`` section: which baseline was compared with and why (``last``
+    is the newest saved run that passed: the runs passed over are named), the table, each
+    regression and each reason the comparison cannot stand for "no regression"."""
+    from pytest_llmeval.compare import comparison_failures, format_comparison
+
+    if baseline is None and problem is None:
+        return
+    tr.write_sep("=", "llm-eval comparison")
+    if baseline is not None:
+        over = ""
+        if baseline.passed_over:
+            shown = "; ".join(f"run {n}: {why}" for n, why in baseline.passed_over[:5])
+            more = len(baseline.passed_over) - 5
+            over = f" (passed over: {shown}" + (f"; and {more} more" if more > 0 else "") + ")"
+        if baseline.path is None:
+            tr.write_line(
+                f"--llm-eval-baseline={baseline.spec}: {baseline.choice}{over}; nothing compared "
+                "(a run that passes becomes the baseline)",
+                yellow=True,
+            )
+        else:
+            tr.write_line(f"baseline: {baseline.label} ({baseline.choice}; {baseline.path}){over}")
+    if problem is not None:
+        tr.write_line(f"the baseline cannot be used: {problem}", red=True, bold=True)
+        return
+    if cmp is None:
+        if baseline is not None and baseline.path is not None and not has_records:
+            tr.write_line("nothing scored in this run: nothing compared", yellow=True)
+        return
+    for line in format_comparison(cmp):
+        tr.write_line(line, red="REGRESSED" in line or "INCOMPARABLE" in line)
+    partial = shard is not None
+    for line in comparison_failures(cmp):
+        if fail_on_regression is not None and not partial:
+            tail = "; failing the run (--llm-eval-fail-on-regression)"
+        elif fail_on_regression is not None:
+            tail = "; partial (a shard): merge the shard reports for the verdict"
+        else:
+            tail = ""
+        tr.write_line(line + tail, red=True, bold=True)
+    for s in cmp.scorers:
+        if s.verdict == "worse-not-significant" and s.diff is not None and s.p_value is not None:
+            tr.write_line(
+                f"{s.name}: got worse ({s.diff:+.4g}) but not significantly (p={s.p_value:.3g} "
+                f">= {cmp.alpha:g}); not a regression",
+                yellow=True,
+            )

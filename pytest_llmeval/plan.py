@@ -1,0 +1,239 @@
+"""The run's plan: which gated items were selected at collection, and what became of each.
+
+A gate must know which of its test's items were selected (after -k, -m, --deselect and the
+shard split) to tell "not selected" from "selected and never reported" (a crashed xdist worker, a
+run stopped by -x or Ctrl-C): the first narrows the gate and says so, the second is an unscored
+case, never a pass. Records alone cannot say it: a lost item has none.
+
+* :class:`PlanCollector` (every process that collects): at the end of collection, the gated items
+  (node id -> file, test, case id, sample) and every collected test function's ``FILE::TEST``.
+  An xdist worker writes them to a JSON file in a directory the controller put in
+  ``workerinput`` (xdist's protocol has no message for it; every worker collects the same items,
+  so any one file is the plan). It is written before the first test runs, so a worker that
+  crashes later has left it.
+* :class:`PlanTracker` (the controller, or the only process): each planned item's fate from the
+  ordinary test reports (setup/call skipped, teardown arrived, xdist's crash report), and, at the
+  end, the :class:`pytest_llmeval.model.TestPlan` of each gated test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_llmeval.model import ItemKey, TestPlan
+
+if TYPE_CHECKING:
+    from pytest_llmeval.gates import TestGates
+
+__all__ = ["PLAN_DIR_KEY", "PlanCollector", "PlanTracker", "PlannedTests"]
+
+#: ``workerinput`` key: the directory where each xdist worker writes its plan.
+PLAN_DIR_KEY = "llm_eval_plan_dir"
+
+#: why a selected item was never reported
+CRASHED = "an xdist worker crashed"
+STOPPED = "the run stopped early (-x, --maxfail)"
+INTERRUPTED = "the run was interrupted"
+UNREPORTED = "no report arrived"
+
+
+@dataclass
+class PlannedTests:
+    """What a collection planned: gated items by node id, the gates of their tests, and every
+    collected test function."""
+
+    items: dict[str, tuple[str, str, str | None, int]] = field(default_factory=dict)
+    tests: dict[tuple[str, str], TestGates] = field(default_factory=dict)
+    collected: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "items": [[n, f, t, c, s] for n, (f, t, c, s) in self.items.items()],
+            "tests": [
+                {
+                    "file": f,
+                    "test": t,
+                    "gates": [g.to_json() for g in gates.specs],
+                    "marker_scorers": sorted(gates.marker_scorers),
+                    "total": gates.total,
+                    "repeat": gates.repeat,
+                }
+                for (f, t), gates in self.tests.items()
+            ],
+            "collected": self.collected,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> PlannedTests:
+        from pytest_llmeval.gates import TestGates
+        from pytest_llmeval.model import spec_from_json
+
+        out = cls()
+        for n, f, t, c, s in data["items"]:
+            out.items[str(n)] = (str(f), str(t), c, int(s))
+        for e in data["tests"]:
+            out.tests[(str(e["file"]), str(e["test"]))] = TestGates(
+                specs=[spec_from_json(g) for g in e["gates"]],
+                total=e["total"],
+                repeat=int(e["repeat"]),
+                marker_scorers=frozenset(e["marker_scorers"]),
+            )
+        out.collected = [str(x) for x in data["collected"]]
+        return out
+
+
+class PlanCollector:
+    """Every collecting process: the plan of its collection (see the module docstring)."""
+
+    def __init__(
+        self,
+        config: pytest.Config,
+        gate_table: dict[tuple[str, str], TestGates],
+        identity: Any,
+        relevant: Any,
+    ) -> None:
+        self.config = config
+        self.gate_table = gate_table
+        self._identity = identity  # item -> (file, test, case id, where)
+        self._relevant = relevant  # item -> whether its verdict counts (False: evals off)
+        self.planned = PlannedTests()
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        """Every collected test function, before -k/-m/--deselect narrow the list: a run gate
+        that matches none of the selected ones is told which it could have meant."""
+        seen: dict[str, None] = {}
+        for item in items:
+            file, test, _case, _where = self._identity(item)
+            seen.setdefault(f"{file}::{test}", None)
+        self.planned.collected = list(seen)
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """The gated items selected to run, after every narrowing (the shard split included)."""
+        from pytest_llmeval.plugin import _sample_of
+
+        planned = self.planned
+        for item in session.items:
+            file, test, case_id, _where = self._identity(item)
+            gates = self.gate_table.get((file, test))
+            if gates is None or not gates.specs or not self._relevant(item):
+                continue
+            planned.items[item.nodeid] = (file, test, case_id, _sample_of(item))
+            planned.tests[(file, test)] = gates
+        directory = getattr(self.config, "workerinput", {}).get(PLAN_DIR_KEY)
+        if directory:
+            worker = str(self.config.workerinput.get("workerid", "w"))  # type: ignore[attr-defined]
+            target = Path(directory) / f"{worker}.json"
+            tmp = target.with_suffix(".tmp")
+            try:
+                tmp.write_text(json.dumps(planned.to_json()), encoding="utf-8")
+                os.replace(tmp, target)
+            except OSError:
+                pass  # the controller then plans from the reports alone (and says so)
+
+
+class PlanTracker:
+    """Controller side (or the only process): the fate of every planned item, from the test
+    reports; :meth:`test_plans` turns it into the run's plan."""
+
+    def __init__(self, config: pytest.Config, local: PlanCollector | None) -> None:
+        self.config = config
+        self.local = local  # the only process collects itself
+        self.directory: str | None = None
+        self.reported: set[str] = set()
+        self.skipped: set[str] = set()
+        self.crashed: set[str] = set()
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        """xdist controller: where the workers write their plans."""
+        if self.directory is None:
+            self.directory = tempfile.mkdtemp(prefix="pytest-llmeval-plan-")
+        node.workerinput[PLAN_DIR_KEY] = self.directory
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Controller side: an item's fate. xdist reports a crashed item with ``when="???"``."""
+        when = report.when
+        if when == "teardown":
+            self.reported.add(report.nodeid)
+        elif report.skipped and when in ("setup", "call"):
+            self.skipped.add(report.nodeid)
+        elif when not in ("setup", "call"):
+            self.crashed.add(report.nodeid)
+
+    def planned(self) -> PlannedTests | None:
+        """The collection's plan: the only process's own, or a worker's file."""
+        if self.local is not None and self.directory is None:
+            return self.local.planned
+        if self.directory is None:
+            return None
+        try:
+            names = sorted(os.listdir(self.directory))
+        except OSError:
+            return None
+        for name in names:
+            if not name.endswith(".json"):
+                continue
+            try:
+                text = (Path(self.directory) / name).read_text(encoding="utf-8")
+                return PlannedTests.from_json(json.loads(text))
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+        return None
+
+    def test_plans(self, *, stopped: bool, interrupted: bool) -> tuple[TestPlan, ...]:
+        """The plan of every gated test with a selected item: ran, skipped, or lost (with
+        why)."""
+        planned = self.planned()
+        if planned is None:
+            return ()
+        why_lost = INTERRUPTED if interrupted else STOPPED if stopped else UNREPORTED
+        ran: dict[tuple[str, str], set[ItemKey]] = {}
+        skipped: dict[tuple[str, str], set[ItemKey]] = {}
+        lost: dict[tuple[str, str], dict[ItemKey, str]] = {}
+        for nodeid, (file, test, case_id, sample) in planned.items.items():
+            key = (file, test)
+            item = (case_id, sample)
+            if nodeid in self.crashed:
+                lost.setdefault(key, {})[item] = CRASHED
+            elif nodeid not in self.reported:
+                lost.setdefault(key, {})[item] = why_lost
+            elif nodeid in self.skipped:
+                skipped.setdefault(key, set()).add(item)
+            else:
+                ran.setdefault(key, set()).add(item)
+        out = []
+        for key in sorted(set(ran) | set(skipped) | set(lost)):
+            gates = planned.tests[key]
+            out.append(
+                TestPlan(
+                    file=key[0],
+                    test=key[1],
+                    gates=tuple(gates.specs),
+                    marker_scorers=gates.marker_scorers,
+                    total=gates.total,
+                    repeat=gates.repeat,
+                    ran=frozenset(ran.get(key, ())),
+                    skipped=frozenset(skipped.get(key, ())),
+                    lost=dict(lost.get(key, {})),
+                )
+            )
+        return tuple(out)
+
+    def collected(self) -> tuple[str, ...]:
+        planned = self.planned()
+        return tuple(planned.collected) if planned is not None else ()
+
+    def close(self) -> None:
+        if self.directory is not None:
+            shutil.rmtree(self.directory, ignore_errors=True)
+            self.directory = None
