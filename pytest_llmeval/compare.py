@@ -429,6 +429,11 @@ def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
     return {prefix: value}
 
 
+def _quoted(value: Any, limit: int = 40) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def describe_instrument_change(
     before: Instrument | None, after: Instrument | None, b_digest: str, a_digest: str
 ) -> str:
@@ -442,7 +447,7 @@ def describe_instrument_change(
         if key == "identity.version" or old.get(key) == new.get(key):
             continue
         name = key.removeprefix("identity.")
-        diffs.append(f"{name}: {_short(old.get(key), 40)} -> {_short(new.get(key), 40)}")
+        diffs.append(f"{name}: {_quoted(old.get(key))} -> {_quoted(new.get(key))}")
     if before.higher_is_better != after.higher_is_better:
         diffs.append(f"higher_is_better: {before.higher_is_better} -> {after.higher_is_better}")
     return (

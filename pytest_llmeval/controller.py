@@ -163,8 +163,6 @@ class RunController:
         self.baseline = choice
         if choice is None or choice.path is None or not _enabled(self.config):
             return
-        if not run.records:
-            return
         try:
             self.baseline_run = load_run(choice.path)[0]
         except RunFileError as exc:
@@ -368,6 +366,3 @@ class RunController:
             shard=shard,
             fail_on_regression=self.run.settings.fail_on_regression if self.run else None,
         )
-
-    def pytest_unconfigure(self) -> None:
-        self.tracker.close()

@@ -7,10 +7,9 @@ case, never a pass. Records alone cannot say it: a lost item has none.
 
 * :class:`PlanCollector` (every process that collects): at the end of collection, the gated items
   (node id -> file, test, case id, sample) and every collected test function's ``FILE::TEST``.
-  An xdist worker writes them to a JSON file in a directory the controller put in
-  ``workerinput`` (xdist's protocol has no message for it; every worker collects the same items,
-  so any one file is the plan). It is written before the first test runs, so a worker that
-  crashes later has left it.
+  An xdist worker puts them, as one JSON string, on the first test report it makes: the same
+  channel as the records (every worker collects the same items, so any one worker's plan is the
+  run's; a worker that crashes after its first report has already sent it).
 * :class:`PlanTracker` (the controller, or the only process): each planned item's fate from the
   ordinary test reports (setup/call skipped, teardown arrived, xdist's crash report), and, at the
   end, the :class:`pytest_llmeval.model.TestPlan` of each gated test.
@@ -19,12 +18,8 @@ case, never a pass. Records alone cannot say it: a lost item has none.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
-from collections.abc import Mapping
+from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -34,10 +29,10 @@ from pytest_llmeval.model import ItemKey, TestPlan
 if TYPE_CHECKING:
     from pytest_llmeval.gates import TestGates
 
-__all__ = ["PLAN_DIR_KEY", "PlanCollector", "PlanTracker", "PlannedTests"]
+__all__ = ["PLAN_ATTR", "PlanCollector", "PlanTracker", "PlannedTests"]
 
-#: ``workerinput`` key: the directory where each xdist worker writes its plan.
-PLAN_DIR_KEY = "llm_eval_plan_dir"
+#: test report attribute: an xdist worker's plan, on the first report it makes
+PLAN_ATTR = "llm_eval_plan"
 
 #: why a selected item was never reported
 CRASHED = "an xdist worker crashed"
@@ -129,16 +124,18 @@ class PlanCollector:
                 continue
             planned.items[item.nodeid] = (file, test, case_id, _sample_of(item))
             planned.tests[(file, test)] = gates
-        directory = getattr(self.config, "workerinput", {}).get(PLAN_DIR_KEY)
-        if directory:
-            worker = str(self.config.workerinput.get("workerid", "w"))  # type: ignore[attr-defined]
-            target = Path(directory) / f"{worker}.json"
-            tmp = target.with_suffix(".tmp")
-            try:
-                tmp.write_text(json.dumps(planned.to_json()), encoding="utf-8")
-                os.replace(tmp, target)
-            except OSError:
-                pass  # the controller then plans from the reports alone (and says so)
+        self._unsent = hasattr(self.config, "workerinput")
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        """xdist worker: the plan rides on the first report this worker makes."""
+        report = yield
+        if self._unsent:
+            self._unsent = False
+            setattr(report, PLAN_ATTR, json.dumps(self.planned.to_json()))
+        return report
 
 
 class PlanTracker:
@@ -148,20 +145,20 @@ class PlanTracker:
     def __init__(self, config: pytest.Config, local: PlanCollector | None) -> None:
         self.config = config
         self.local = local  # the only process collects itself
-        self.directory: str | None = None
+        self.remote: PlannedTests | None = None  # an xdist worker's plan
         self.reported: set[str] = set()
         self.skipped: set[str] = set()
         self.crashed: set[str] = set()
 
-    @pytest.hookimpl(optionalhook=True)
-    def pytest_configure_node(self, node: Any) -> None:
-        """xdist controller: where the workers write their plans."""
-        if self.directory is None:
-            self.directory = tempfile.mkdtemp(prefix="pytest-llmeval-plan-")
-        node.workerinput[PLAN_DIR_KEY] = self.directory
-
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Controller side: an item's fate. xdist reports a crashed item with ``when="???"``."""
+        if self.remote is None:
+            payload = getattr(report, PLAN_ATTR, None)
+            if payload:
+                try:
+                    self.remote = PlannedTests.from_json(json.loads(payload))
+                except (ValueError, KeyError, TypeError):
+                    pass  # not from this plugin's workers: the local plan (if any) stands
         when = report.when
         if when == "teardown":
             self.reported.add(report.nodeid)
@@ -171,24 +168,10 @@ class PlanTracker:
             self.crashed.add(report.nodeid)
 
     def planned(self) -> PlannedTests | None:
-        """The collection's plan: the only process's own, or a worker's file."""
-        if self.local is not None and self.directory is None:
-            return self.local.planned
-        if self.directory is None:
-            return None
-        try:
-            names = sorted(os.listdir(self.directory))
-        except OSError:
-            return None
-        for name in names:
-            if not name.endswith(".json"):
-                continue
-            try:
-                text = (Path(self.directory) / name).read_text(encoding="utf-8")
-                return PlannedTests.from_json(json.loads(text))
-            except (OSError, ValueError, KeyError, TypeError):
-                continue
-        return None
+        """The collection's plan: an xdist worker's, or the only process's own."""
+        if self.remote is not None:
+            return self.remote
+        return self.local.planned if self.local is not None else None
 
     def test_plans(self, *, stopped: bool, interrupted: bool) -> tuple[TestPlan, ...]:
         """The plan of every gated test with a selected item: ran, skipped, or lost (with
@@ -232,8 +215,3 @@ class PlanTracker:
     def collected(self) -> tuple[str, ...]:
         planned = self.planned()
         return tuple(planned.collected) if planned is not None else ()
-
-    def close(self) -> None:
-        if self.directory is not None:
-            shutil.rmtree(self.directory, ignore_errors=True)
-            self.directory = None

@@ -850,7 +850,6 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         config.pluginmanager.unregister(shares)
     session = config.stash.get(session_key, None)
     if session is not None:
-        session.pytest_unconfigure()  # the plan directory, whatever the hook order
         config.pluginmanager.unregister(session)
         del config.stash[session_key]
     for name in ("llm-eval-plan-tracker", "llm-eval-plan", "llm-eval-gate-hooks"):
