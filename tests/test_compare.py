@@ -265,7 +265,9 @@ def test_lower_is_better_scorer_regresses_when_its_mean_rises() -> None:
     assert s.direction_source == "guessed"
     (s2,) = compare_reports(cur, base).scorers
     assert s2.verdict == "improved"
-    assert any("taken as lower is better from its bounds" in n for n in compare_reports(base, cur).notes)
+    assert any(
+        "taken as lower is better from its bounds" in n for n in compare_reports(base, cur).notes
+    )
 
 
 def test_a_registered_scorer_uses_its_declared_direction() -> None:
@@ -282,8 +284,15 @@ def test_a_registered_scorer_uses_its_declared_direction() -> None:
 
 def test_gates_are_compared_from_the_current_runs_gates_and_the_baselines_records() -> None:
     spec = {"scorer": "quality", "min_mean": 0.5, "source": "marker on test_e.py::test_q"}
-    plan = [{"file": "test_e.py", "test": "test_q", "gates": [spec], "total": 12,
-             "ran": [[f"c{i}", 0] for i in range(12)]}]
+    plan = [
+        {
+            "file": "test_e.py",
+            "test": "test_q",
+            "gates": [spec],
+            "total": 12,
+            "ran": [[f"c{i}", 0] for i in range(12)],
+        }
+    ]
     base = {"records": [_rec(f"c{i}", 0.9) for i in range(12)]}
     cur = {"records": [_rec(f"c{i}", 0.2) for i in range(12)], "plan": plan}
     cmp = compare_reports(base, cur)

@@ -353,7 +353,7 @@ def _comparable(report: dict) -> tuple:  # type: ignore[type-arg]
 def test_json_report_content(project: pytest.Pytester) -> None:
     project._monkeypatch.setenv("OPENAI_API_KEY", "sk-very-SECRET-key")
     report = _report(project)
-    assert report["version"] == 1
+    assert report["version"] == 2
     assert [(r["case_id"], r["score"], r["passed"]) for r in report["records"]] == [
         ("3", 1.0, True),
         ("cats", 1.0, True),

@@ -197,7 +197,12 @@ def _roundtrip(run: Run, shard: tuple[int, int] | None = None) -> Run:
     if shard is not None:
         section = {"index": shard[0], "count": shard[1], "settings": run.settings.to_json()}
     report = build_report(
-        run.records, started=0.0, settings=None, rootdir=Path("."), exitstatus=0, run=run,
+        run.records,
+        started=0.0,
+        settings=None,
+        rootdir=Path("."),
+        exitstatus=0,
+        run=run,
         shard=section,
     )
     return run_from_json(json.loads(json.dumps(report, allow_nan=False)), "report")
@@ -210,9 +215,10 @@ def _case(r: ScoreRecord) -> str:
 def _split(run: Run, k: int, seed: int) -> list[Run]:
     """``run`` split into ``k`` shards by case, as --llm-eval-shard splits (any assignment)."""
     rnd = random.Random(seed)
-    keys = sorted({_case(r) for r in run.records} | {
-        f"{p.file}::{p.test}[{c}]" for p in run.plan for c, _ in p.selected
-    })
+    keys = sorted(
+        {_case(r) for r in run.records}
+        | {f"{p.file}::{p.test}[{c}]" for p in run.plan for c, _ in p.selected}
+    )
     owner = {key: rnd.randrange(k) for key in keys}
     shards = []
     for i in range(k):
@@ -224,7 +230,12 @@ def _split(run: Run, k: int, seed: int) -> list[Run]:
                 continue
             plans.append(
                 TestPlan(
-                    p.file, p.test, p.gates, p.marker_scorers, p.total, p.repeat,
+                    p.file,
+                    p.test,
+                    p.gates,
+                    p.marker_scorers,
+                    p.total,
+                    p.repeat,
                     frozenset(x for x in p.ran if x[0] in mine),
                     frozenset(x for x in p.skipped if x[0] in mine),
                     {x: why for x, why in p.lost.items() if x[0] in mine},
@@ -249,7 +260,10 @@ def _everything(run: Run, baseline: Run) -> dict[str, Any]:
     outcomes = evaluate_gates(run)
     statistics = dataset_statistics(run)
     cmp = compare_runs(
-        baseline, run, accept=run.settings.accept_incomparable, gates=outcomes,
+        baseline,
+        run,
+        accept=run.settings.accept_incomparable,
+        gates=outcomes,
         alpha=run.settings.fail_on_regression or 0.05,
     )
     verdict = decide(run, outcomes, cmp)
@@ -290,15 +304,34 @@ def test_a_lost_or_skipped_case_never_passes_a_gate() -> None:
     lost is never 'pass' with max_errors=0, and over only skipped ones it is 'skipped'."""
     spec = GateSpec("quality", min_mean=0.1, source="marker", score_range=(0.0, 1.0))
     inst = _instrument("quality", "1")
-    rec = ScoreRecord("t.py", "t", "c0", "quality", 0, 1.0, None, None, None, False, 0.0,
-                      instrument=inst.digest)
-    lost = TestPlan("t.py", "t", (spec,), frozenset({"quality"}), 2, 1,
-                    frozenset({("c0", 0)}), frozenset(), {("c1", 0): "an xdist worker crashed"})
+    rec = ScoreRecord(
+        "t.py", "t", "c0", "quality", 0, 1.0, None, None, None, False, 0.0, instrument=inst.digest
+    )
+    lost = TestPlan(
+        "t.py",
+        "t",
+        (spec,),
+        frozenset({"quality"}),
+        2,
+        1,
+        frozenset({("c0", 0)}),
+        frozenset(),
+        {("c1", 0): "an xdist worker crashed"},
+    )
     run = Run(records=(rec,), plan=(lost,), instruments={inst.digest: inst})
     (o,) = evaluate_gates(run)
     assert o.verdict == "error" and o.result is not None and o.result.n_errors == 1
-    skipped = TestPlan("t.py", "t", (spec,), frozenset({"quality"}), 2, 1, frozenset(),
-                       frozenset({("c0", 0), ("c1", 0)}), {})
+    skipped = TestPlan(
+        "t.py",
+        "t",
+        (spec,),
+        frozenset({"quality"}),
+        2,
+        1,
+        frozenset(),
+        frozenset({("c0", 0), ("c1", 0)}),
+        {},
+    )
     (o,) = evaluate_gates(Run(records=(), plan=(skipped,)))
     assert o.verdict == "skipped"
     assert decide(Run(records=(), plan=(skipped,)), [o]).exitstatus == 1
@@ -376,7 +409,9 @@ def _write(root: Path, project: dict[str, Any], shift: float) -> None:
         for c, v in project["levels"].items()
     }
     (root / "data").mkdir(exist_ok=True)
-    (root / "data" / "cases.jsonl").write_text("".join(json.dumps({"id": c}) + "\n" for c in levels))
+    (root / "data" / "cases.jsonl").write_text(
+        "".join(json.dumps({"id": c}) + "\n" for c in levels)
+    )
     (root / "conftest.py").write_text(CONFTEST)
     (root / "test_suite.py").write_text(
         TEST.format(
@@ -396,9 +431,7 @@ def _sections(report: dict[str, Any]) -> dict[str, Any]:
     comparison.pop("baseline", None)  # the baseline's label and path say how it was given
     comparison.pop("baseline_label", None)
     return {
-        "records": [
-            {k: v for k, v in r.items() if k != "duration_s"} for r in report["records"]
-        ],
+        "records": [{k: v for k, v in r.items() if k != "duration_s"} for r in report["records"]],
         "gates": report["gates"],
         "statistics": report["statistics"],
         "comparison": {k: v for k, v in comparison.items() if k != "cases"},
@@ -425,14 +458,21 @@ def test_pytest_merge_and_compare_agree_on_random_projects(
     full = pytester.runpytest(*args, *strict, "--llm-eval-report=full.json")
     n = project["shards"]
     for i in range(1, n + 1):
-        pytester.runpytest(*args, *strict, f"--llm-eval-shard={i}/{n}", f"--llm-eval-report=s{i}.json")
-    status = merge_main([str(root / f"s{i}.json") for i in range(1, n + 1)] + ["-o", str(root / "m.json")])
+        pytester.runpytest(
+            *args, *strict, f"--llm-eval-shard={i}/{n}", f"--llm-eval-report=s{i}.json"
+        )
+    status = merge_main(
+        [str(root / f"s{i}.json") for i in range(1, n + 1)] + ["-o", str(root / "m.json")]
+    )
     full_report = json.loads((root / "full.json").read_text())
     merged = json.loads((root / "m.json").read_text())
     assert _sections(full_report) == _sections(merged)
     assert status == (0 if full.ret == 0 else 1)
-    cmp_status = compare_main([str(root / "base.json"), str(root / "full.json"), "--fail-on-regression", "--json"])
+    cmp_status = compare_main(
+        [str(root / "base.json"), str(root / "full.json"), "--fail-on-regression", "--json"]
+    )
     expect_fail = bool(full_report["comparison"]["problems"]) or any(
-        s["verdict"] == "regressed" for s in (*full_report["comparison"]["scorers"], *full_report["comparison"]["gates"])
+        s["verdict"] == "regressed"
+        for s in (*full_report["comparison"]["scorers"], *full_report["comparison"]["gates"])
     )
     assert cmp_status == (1 if expect_fail else 0)

@@ -72,7 +72,10 @@ def test_a_run_gate_never_turns_failing_cases_into_passes(pytester: pytest.Pytes
     'gated misses' (passed, exit 0); an ini pattern turned a plain test's failure into a pass."""
     pytester.makepyfile(test_a=FAILING)
     result = pytester.runpytest(
-        "--llm-eval", "--llm-eval-cache=off", "--llm-eval-gate", "test_a.py::*:exact_match:min_mean=0"
+        "--llm-eval",
+        "--llm-eval-cache=off",
+        "--llm-eval-gate",
+        "test_a.py::*:exact_match:min_mean=0",
     )
     result.assert_outcomes(passed=2, failed=5)
     assert result.ret == 1
@@ -148,8 +151,9 @@ def test_cases_lost_to_a_crashed_worker_are_unscored_never_not_selected(
     (gate,) = _report(pytester)["gates"]
     assert gate["verdict"] == "error", gate
     assert gate["result"]["n_cases"] == 10 and gate["result"]["n_errors"] == 7
-    assert "7 never reported, counted as unscored: 7 samples: an xdist worker crashed" in (
-        gate["note"]
+    assert (
+        "7 never reported, counted as unscored: 7 samples: an xdist worker crashed"
+        in (gate["note"])
     )
     assert "not selected" not in gate["note"]
     result.stdout.fnmatch_lines(["ERROR test_crash.py::test_gated exact_match*"])
@@ -402,8 +406,20 @@ def test_a_different_judge_model_is_named_in_the_instrument_change() -> None:
             identity={"name": "factuality", "extra": {"judge": {"model": model}}},
         )
         recs = tuple(
-            ScoreRecord("t.py", "t", f"c{i}", "factuality", 0, 1.0, None, None, None, False, 0.0,
-                        instrument=inst.digest)
+            ScoreRecord(
+                "t.py",
+                "t",
+                f"c{i}",
+                "factuality",
+                0,
+                1.0,
+                None,
+                None,
+                None,
+                False,
+                0.0,
+                instrument=inst.digest,
+            )
             for i in range(5)
         )
         return Run(records=recs, instruments={inst.digest: inst})
@@ -415,7 +431,7 @@ def test_a_different_judge_model_is_named_in_the_instrument_change() -> None:
     assert s.verdict == "unchanged" and s.accepted
 
 
-# -- 9. nothing compared ------------------------------------------------------------------------------
+# -- 9. nothing compared ---------------------------------------------------------------------------
 
 
 def test_nothing_compared_is_not_no_regression(pytester: pytest.Pytester) -> None:
@@ -431,16 +447,29 @@ def test_nothing_compared_is_not_no_regression(pytester: pytest.Pytester) -> Non
     result = pytester.runpytest(*strict)
     assert result.ret == 1
     result.stdout.fnmatch_lines(
-        ["exact_match: no case was scored in both runs (12 only in the baseline, 12 only in "
-         "this run*nothing compared is not 'no regression'*"]
+        [
+            "exact_match: no case was scored in both runs (12 only in the baseline, 12 only in "
+            "this run*nothing compared is not 'no regression'*"
+        ]
     )
     # a valid report of another suite (its scorer is not in this run at all)
-    junk = {"version": 2, "records": [
-        {"file": "x.py", "test": "t", "case_id": None, "scorer": "other", "score": 0.5,
-         "passed": None}
-    ]}
+    junk = {
+        "version": 2,
+        "records": [
+            {
+                "file": "x.py",
+                "test": "t",
+                "case_id": None,
+                "scorer": "other",
+                "score": 0.5,
+                "passed": None,
+            }
+        ],
+    }
     (pytester.path / "junk.json").write_text(json.dumps(junk))
-    result = pytester.runpytest(*args, "--llm-eval-baseline=junk.json", "--llm-eval-fail-on-regression")
+    result = pytester.runpytest(
+        *args, "--llm-eval-baseline=junk.json", "--llm-eval-fail-on-regression"
+    )
     assert result.ret == 1
     result.stdout.fnmatch_lines(["other: scored in the baseline (1 cases) but not in this run*"])
 
@@ -499,14 +528,25 @@ def test_a_lower_is_better_scorer_regresses_in_pytest_merge_and_compare(
 
 
 def _good_record(**changes: Any) -> dict[str, Any]:
-    rec = {"file": "test_q.py", "test": "test_quality", "case_id": "0", "scorer": "exact_match",
-           "index": 0, "sample": 0, "score": 1.0, "passed": None}
+    rec = {
+        "file": "test_q.py",
+        "test": "test_quality",
+        "case_id": "0",
+        "scorer": "exact_match",
+        "index": 0,
+        "sample": 0,
+        "score": 1.0,
+        "passed": None,
+    }
     rec.update(changes)
     return rec
 
 
 MALFORMED = {
-    "dict case id": (json.dumps({"records": [_good_record(case_id={"a": 1})]}), "records[0].case_id"),
+    "dict case id": (
+        json.dumps({"records": [_good_record(case_id={"a": 1})]}),
+        "records[0].case_id",
+    ),
     "index 1e999": (
         json.dumps({"records": [_good_record()]}).replace('"index": 0', '"index": 1e999'),
         "not valid JSON (the number 1e999 does not fit a float)",
@@ -570,7 +610,7 @@ def test_a_tampered_score_outside_its_instruments_range_is_refused(
     )
 
 
-# -- 17. one name, one meaning ----------------------------------------------------------------------
+# -- 17. one name, one meaning ---------------------------------------------------------------------
 
 GATED = """
 import pytest
@@ -591,7 +631,9 @@ def test_statistics_and_gates_print_one_number_under_one_name(pytester: pytest.P
     rows = [{"id": f"q{i}", "right": r} for i, r in enumerate([4, 3, 3, 3, 1, 4, 3, 0])]
     _dataset(pytester.path / "data" / "cases.jsonl", rows)
     pytester.makepyfile(test_v=GATED)
-    result = pytester.runpytest("--llm-eval", "--llm-eval-cache=off", "--llm-eval-report=report.json")
+    result = pytester.runpytest(
+        "--llm-eval", "--llm-eval-cache=off", "--llm-eval-report=report.json"
+    )
     assert result.ret == 0
     report = _report(pytester)
     (stat,) = report["statistics"]
