@@ -194,7 +194,11 @@ class RunController:
             self.statistics = dataset_statistics(run)
             self._compare(run)
             self.verdict = decide(
-                run, self.outcomes, self.comparison, baseline_problem=self.baseline_problem
+                run,
+                self.outcomes,
+                self.comparison,
+                baseline_problem=self.baseline_problem,
+                problems=[self.tracker.error] if self.tracker.error else [],
             )
             if self.verdict.exitstatus != session.exitstatus:
                 session.exitstatus = self.verdict.exitstatus
@@ -355,6 +359,8 @@ class RunController:
         shard = shard_of(config)
         if self.statistics and verbosity >= 0:
             write_statistics(tr, self.statistics)
+        if self.tracker.error is not None:
+            tr.write_line(f"llm-eval: {self.tracker.error}", red=True, bold=True)
         if self.outcomes and self.run is not None:
             write_gates(tr, self.outcomes, self.run.settings, verbosity, shard=shard)
         write_comparison(

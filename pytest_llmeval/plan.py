@@ -146,6 +146,8 @@ class PlanTracker:
         self.config = config
         self.local = local  # the only process collects itself
         self.remote: PlannedTests | None = None  # an xdist worker's plan
+        #: why a worker's plan could not be read (its gates cannot be judged: the run fails)
+        self.error: str | None = None
         self.reported: set[str] = set()
         self.skipped: set[str] = set()
         self.crashed: set[str] = set()
@@ -157,8 +159,12 @@ class PlanTracker:
             if payload:
                 try:
                     self.remote = PlannedTests.from_json(json.loads(payload))
-                except (ValueError, KeyError, TypeError):
-                    pass  # not from this plugin's workers: the local plan (if any) stands
+                except (ValueError, KeyError, TypeError) as exc:
+                    # never judge gates without knowing what was selected: say so, and fail
+                    self.error = (
+                        f"the plan of gated tests sent with {report.nodeid} could not be read "
+                        f"({type(exc).__name__}: {exc}): no gate can be judged"
+                    )
         when = report.when
         if when == "teardown":
             self.reported.add(report.nodeid)

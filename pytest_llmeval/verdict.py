@@ -70,11 +70,13 @@ def decide(
     comparison: Comparison | None = None,
     *,
     baseline_problem: str | None = None,
+    problems: Sequence[str] = (),
 ) -> Verdict:
     """The verdict of ``run`` (see the module docstring). ``run.exitstatus`` is pytest's own
     status before these verdicts (for a merge: the worst of the shards'). ``baseline_problem``:
     why the baseline asked for could not be read (the run still reports its own results, and
-    fails with a usage error)."""
+    fails with a usage error). ``problems``: anything else that keeps the run from being judged
+    (each fails it)."""
     status = run.exitstatus if run.exitstatus is not None else OK
     failures: list[str] = []
     if status not in (OK, NO_TESTS_COLLECTED):
@@ -85,6 +87,7 @@ def decide(
         failures.append(f"the baseline cannot be used: {baseline_problem}")
         if status in (OK, TESTS_FAILED, NO_TESTS_COLLECTED):
             status = USAGE_ERROR
+    failures.extend(problems)
     if not partial:
         settings = run.settings
         failing = failing_outcomes(outcomes, settings.inconclusive, settings.skipped)
@@ -96,8 +99,8 @@ def decide(
             failures.append(f"{len(failing)} of {len(outcomes)} gate(s) do not pass ({what})")
         if settings.fail_on_regression is not None and comparison is not None:
             failures.extend(comparison_failures(comparison))
-        if failures and status in (OK, NO_TESTS_COLLECTED):
-            status = TESTS_FAILED
+    if failures and status in (OK, NO_TESTS_COLLECTED):
+        status = TESTS_FAILED
     return Verdict(
         exitstatus=status,
         failures=tuple(failures),

@@ -270,12 +270,22 @@ def test_report_subcommand_explains_bad_input(
     bad = tmp_path / "bad.json"
     bad.write_text("{not json", encoding="utf-8")
     assert cli_main(["report", str(bad)]) == 2
-    assert f"{bad}: is not JSON" in capsys.readouterr().err
+    assert f"{bad}: is not a valid pytest-llmeval JSON report: not valid JSON" in (
+        capsys.readouterr().err
+    )
     bad.write_text('{"records": 3}', encoding="utf-8")
     assert cli_main(["report", str(bad)]) == 2
-    assert "not a pytest-llmeval JSON report" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "not a valid pytest-llmeval JSON report (field records): 3 is not of type 'array'" in err
+    bad.write_text(
+        '{"records": [{"file": "f", "test": "t", "case_id": null, "scorer": "s", '
+        '"score": 1e999, "passed": null}]}',
+        encoding="utf-8",
+    )
+    assert cli_main(["report", str(bad)]) == 2
+    assert "does not fit a float" in capsys.readouterr().err
     assert cli_main(["report", str(tmp_path / "missing.json")]) == 2
-    assert "cannot read it" in capsys.readouterr().err
+    assert "cannot read" in capsys.readouterr().err
     assert cli_main(["nope"]) == 2
     assert "unknown command 'nope'" in capsys.readouterr().err
 

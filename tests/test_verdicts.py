@@ -645,3 +645,57 @@ def test_statistics_and_gates_print_one_number_under_one_name(pytester: pytest.P
     assert "pass rate (majority) 0.750 [" in text  # statistics
     assert "pass rate (majority) 0.750 >= 0.7: pass" in text  # the gate
     assert "pass rate 0.000" not in text
+
+
+# -- siblings ------------------------------------------------------------------------------------
+
+TAMPER = """
+import pytest
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    if getattr(report, "llm_eval_plan", None):
+        report.llm_eval_plan = "{not json"
+    return report
+"""
+
+
+def test_an_unreadable_plan_fails_the_run_instead_of_dropping_its_gates(
+    pytester: pytest.Pytester,
+) -> None:
+    """Without the plan no gate knows its cases: the gates must not silently vanish."""
+    pytest.importorskip("xdist")
+    _dataset(
+        pytester.path / "data" / "cases.jsonl",
+        [{"id": f"c{i}", "output": "x", "crash": False} for i in range(4)],
+    )
+    pytester.makepyfile(test_crash=CRASHING)
+    pytester.makeconftest(TAMPER)
+    result = pytester.runpytest_subprocess("--llm-eval", "--llm-eval-cache=off", "-n", "2")
+    result.assert_outcomes(passed=4)
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(["*the plan of gated tests sent with*could not be read*"])
+
+
+def test_two_records_for_one_sample_are_never_paired() -> None:
+    """A report written before every parametrization had its own identity may hold two records
+    for one key: which one is 'the' case is unknowable, so it is not paired (and said)."""
+    from pytest_llmeval.compare import compare_reports
+
+    def rec(case: str, score: float) -> dict[str, Any]:
+        return {
+            "file": "t.py",
+            "test": "t",
+            "case_id": case,
+            "scorer": "s",
+            "score": score,
+            "passed": None,
+        }
+
+    base = {"records": [rec("a", 1.0), rec("a", 0.0), rec("b", 1.0)]}
+    cur = {"records": [rec("a", 1.0), rec("b", 1.0)]}
+    cmp = compare_reports(base, cur)
+    (s,) = cmp.scorers
+    assert s.ambiguous == ("t.py::t[a]",) and s.n == 1
+    assert any("two records for one sample" in n for n in cmp.notes)

@@ -295,25 +295,21 @@ def write_html(path: Path, report: Mapping[str, Any]) -> None:
 
 
 def load_report(path: Path) -> dict[str, Any]:
-    """Read a JSON report or a saved run (``.llmeval/runs/NNNN.json``); a clear
-    ReportFormatError when it is neither."""
+    """Read a JSON report or a saved run (``.llmeval/runs/NNNN.json``), validated like every
+    report file (:func:`pytest_llmeval.model.validate_report`); a clear ReportFormatError naming
+    the file and the field when it is not a valid one."""
+    from pytest_llmeval.model import RunFileError, read_json, validate_report
+
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ReportFormatError(str(path), f"cannot read it ({exc.strerror or exc})") from None
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise ReportFormatError(str(path), f"is not JSON ({exc})") from None
-    if isinstance(data, dict) and isinstance(data.get("report"), dict):
-        data = data["report"]  # a saved run (.llmeval/runs/NNNN.json) holds its report
-    if not isinstance(data, dict) or not isinstance(data.get("records"), list):
+        report = validate_report(read_json(path), str(path))
+    except RunFileError as exc:
+        at = f" (field {exc.field})" if exc.field else ""
         raise ReportFormatError(
             str(path),
-            "is not a pytest-llmeval JSON report (no 'records' list); write one with "
+            f"is not a valid pytest-llmeval JSON report{at}: {exc.problem}; write one with "
             "--llm-eval-report=PATH",
-        )
-    return data
+        ) from None
+    return dict(report)
 
 
 def main_report(argv: Sequence[str] | None = None) -> int:
