@@ -84,9 +84,11 @@ SECRET_SUFFIXES = (
     "credentials",
 )
 
-#: Known secrets shorter than this are not searched for in free text: a short value (a test key
-#: "abc") would blank out ordinary words of every message.
-MIN_REMEMBERED = 4
+#: Remembered secrets shorter than this are not searched for in free text: every text is searched
+#: for them, and a short value (the key "test" or "dummy" a local server is given) would blank out
+#: ordinary words of every message. Real keys and passwords are longer; URL user-info and secret
+#: parameters are masked whatever their length.
+MIN_REMEMBERED = 8
 
 _remembered: set[str] = set()
 _remembered_lock = threading.Lock()
@@ -242,7 +244,7 @@ def _placeholder(value: str) -> bool:
     """A value that stands for a secret in help text (``sk-...``, ``$OPENAI_API_KEY``,
     ``<key>``) or is masked already (``***``): left as it is, so that hints stay readable."""
     core = value.rstrip(".…")
-    return len(core) < MIN_REMEMBERED or value.startswith(("$", "<", "{", MASK))
+    return len(core) < 4 or value.startswith(("$", "<", "{", MASK))
 
 
 def _url_match(m: re.Match[str]) -> str:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, final
 
 from pytest_llmeval.errors import ScorerConfigError, ScorerInputError
+from pytest_llmeval.redaction import redact_text
 
 if TYPE_CHECKING:
     from pytest_llmeval.context import ScoringContext
@@ -394,7 +395,8 @@ class Scorer:
         return made
 
     def __repr__(self) -> str:
-        opts = ", ".join(f"{k}={v!r}" for k, v in self.public_options().items())
+        # Public options may still hold a URL with credentials (the judge's base_url).
+        opts = ", ".join(f"{k}={redact_text(repr(v))}" for k, v in self.public_options().items())
         return f"{type(self).__name__}({opts})"
 
 

@@ -275,6 +275,12 @@ def test_reprs_of_settings_clients_and_errors_hide_url_secrets(tmp_path: Path) -
         texts = [repr(judge), repr(settings), repr(client), repr(ctx.judge()), str(ctx.judge())]
     finally:
         ctx.close()
+    # a scorer given the URL as its judge option
+    from pytest_llmeval.registry import default_registry
+
+    scorer = default_registry.get("factuality")(base_url=url, api_key=ENV_KEY)
+    assert repr(scorer) == f"Factuality(use_cot=True, base_url={shown!r})"
+    texts.append(repr(scorer))
     err = JudgeError(f"failed with key {ENV_KEY}", endpoint=url, cause=f"HTTP 401 from {url}")
     assert err.endpoint == shown
     assert str(err) == (
@@ -284,6 +290,18 @@ def test_reprs_of_settings_clients_and_errors_hide_url_secrets(tmp_path: Path) -
     for item in texts:
         for secret in (PASSWORD, URL_KEY, ENV_KEY):
             assert secret not in item, item
+
+
+def test_a_short_key_is_not_masked_out_of_words() -> None:
+    """A local server's key "test" is no secret: the endpoint's "test server" stays readable.
+    A real key is masked wherever the endpoint quotes it."""
+    from pytest_llmeval.judge.client import JudgeClient
+    from pytest_llmeval.settings import JudgeSettings, Secret
+
+    short = JudgeClient(JudgeSettings(api_key=Secret("test")))
+    assert short._redact("HTTP 404: test server: no route") == "HTTP 404: test server: no route"
+    real = JudgeClient(JudgeSettings(api_key=Secret("Lq7-xZ90")))
+    assert real._redact("HTTP 401: key Lq7-xZ90 is revoked") == "HTTP 401: key *** is revoked"
 
 
 # -- Redis -----------------------------------------------------------------------------------------

@@ -40,7 +40,7 @@ from pytest_llmeval.errors import BudgetExceededError, JudgeError, ScorerConfigE
 from pytest_llmeval.judge import params
 from pytest_llmeval.judge.prices import Price, cost_usd
 from pytest_llmeval.ratelimit import estimate_tokens
-from pytest_llmeval.redaction import redact_logs, redact_text, redact_url
+from pytest_llmeval.redaction import MIN_REMEMBERED, redact_logs, redact_text, redact_url
 from pytest_llmeval.scoring import Usage
 from pytest_llmeval.settings import JUDGE_MODES, JudgeSettings
 
@@ -881,8 +881,10 @@ class JudgeClient:
     def _redact(self, text: str) -> str:
         """``text`` from an endpoint or the HTTP client without the key, URL credentials or
         anything shaped like a key (endpoints echo keys, masked or not, in 401 messages)."""
-        key = self.settings.api_key.get() if self.settings.api_key else None
-        return redact_text(text, (key,))
+        key = self.settings.api_key.get() if self.settings.api_key else ""
+        # A key of a few characters (a local server's "test", "dummy") is no secret, and masking
+        # it would blank out words of the endpoint's message.
+        return redact_text(text, (key,) if len(key) >= MIN_REMEMBERED else ())
 
 
 # The concurrency limit is per process, not per client: scorers with different judge options
