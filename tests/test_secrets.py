@@ -33,12 +33,22 @@ SECRETS = (PASSWORD, URL_KEY, ENV_KEY, BASIC, quote(ENV_KEY, safe=""))
 YES = text("Yes", top_logprobs=[("Yes", -0.1), ("No", -2.5)], usage=(10, 1))
 
 TESTS = """
+import os
 import pytest
 from pytest_llmeval import assert_score
 
 @pytest.mark.parametrize("i", range(2))
 def test_judged(i):
     assert_score("l3score", input=f"q{i}?", expected=f"a{i}", output=f"a{i}", min=0.5)
+
+def test_judged_with_the_url_as_an_option():
+    # the same URL as the scorer's own judge option: it is part of the scorer's identity (its
+    # instrument in the report, its cache key) and of its repr. Not in a local variable: the
+    # test's own locals are pytest's to show (--showlocals), not pytest-llmeval's.
+    assert_score(
+        "l3score", input="q?", expected="a", output="a", min=0.5,
+        base_url=os.environ["JUDGE_URL_OPTION"],
+    )
 """
 
 
@@ -80,6 +90,10 @@ def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytes
     return pytester
 
 
+def _use(monkeypatch: pytest.MonkeyPatch, url: str) -> None:
+    monkeypatch.setenv("JUDGE_URL_OPTION", url)
+
+
 def _run_everything(
     p: pytest.Pytester, *args: str, merge_status: int = 0
 ) -> tuple[pytest.RunResult, str]:
@@ -111,11 +125,12 @@ def test_judge_url_secrets_stay_out_of_a_judged_run(
     url = f"http://user:{PASSWORD}@127.0.0.1:{judge_server.port}/v1?api_key={URL_KEY}"
     shown = f"http://***@127.0.0.1:{judge_server.port}/v1?api_key=***"
     monkeypatch.setenv("OPENAI_BASE_URL", url)
+    _use(monkeypatch, url)
     result, merge_out = _run_everything(project)
-    result.assert_outcomes(passed=2)
+    result.assert_outcomes(passed=3)
     # The URL works as written: its parameters and its user-info (HTTP basic auth, which takes
     # the place of the bearer key as it always did) reach the server, on the right path.
-    assert len(judge_server.requests) == 2
+    assert len(judge_server.requests) == 3
     for request in judge_server.requests:
         assert request.path == "/v1/chat/completions"
         assert request.query == {"api_key": [URL_KEY]}
@@ -143,7 +158,7 @@ def test_judge_url_secrets_stay_out_of_a_judged_run(
 
 
 def test_judge_url_secrets_stay_out_of_judge_errors(
-    project: pytest.Pytester, judge_server: OpenAITestServer
+    project: pytest.Pytester, judge_server: OpenAITestServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A failing judge: the JudgeError names the endpoint, and the endpoint's own error text
     echoes the key and the URL back; neither reaches the terminal, JUnit, reports or history."""
@@ -157,9 +172,10 @@ def test_judge_url_secrets_stay_out_of_judge_errors(
     )
     url = f"http://user:{PASSWORD}@127.0.0.1:{port}/v1?api_key={URL_KEY}"
     shown = f"http://***@127.0.0.1:{port}/v1?api_key=***"
+    _use(monkeypatch, url)
     result, merge_out = _run_everything(project, f"--llm-eval-judge-base-url={url}", merge_status=1)
-    result.assert_outcomes(errors=2)
-    assert len(judge_server.requests) == 2
+    result.assert_outcomes(errors=3)
+    assert len(judge_server.requests) == 3
     root = project.path
     out = result.stdout.str()
     outputs = _outputs(root, ("stdout", out), ("stderr", result.stderr.str()), ("merge", merge_out))
@@ -178,7 +194,7 @@ def test_judge_url_secrets_stay_out_of_judge_errors(
     for path in (root / "r.json", root / "merged.json", saved[0]):
         report = json.loads(path.read_text())
         records = report["report"]["records"] if path == saved[0] else report["records"]
-        assert len(records) == 2 and all(endpoint in r["error"] for r in records), path
+        assert len(records) == 3 and all(endpoint in r["error"] for r in records), path
         assert all(cause in r["error"] for r in records), path
     assert endpoint in (root / "r.html").read_text()
 
