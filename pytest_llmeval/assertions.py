@@ -25,6 +25,7 @@ from pytest_llmeval.errors import (
 )
 from pytest_llmeval.model import Instrument
 from pytest_llmeval.records import ScoreRecord, current_recorder
+from pytest_llmeval.redaction import redact_text
 from pytest_llmeval.registry import default_registry
 from pytest_llmeval.scoring import Score, Scorer, _new_object
 from pytest_llmeval.settings import Secret
@@ -617,7 +618,7 @@ def _record(
             cached=result.cached if result is not None else False,
             duration_s=result.duration_s if result is not None else duration_s,
             rationale=result.rationale if result is not None else None,
-            error=None if error is None else f"{type(error).__name__}: {error}",
+            error=None if error is None else redact_text(f"{type(error).__name__}: {error}"),
             where=rec.where,
             metadata=_json_safe(dict(result.metadata)) if result is not None else {},
             prompt_tokens=usage.prompt_tokens if usage else 0,

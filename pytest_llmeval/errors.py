@@ -3,11 +3,17 @@
 Every user-facing error names what went wrong, where, and what to do. ``ScorerInputError`` is a
 bad input (a missing field, a value of the wrong type); ``JudgeError`` is a judge that could not
 give a verdict (a test ERROR, never a score, never cached).
+
+No message shows a secret: :class:`LLMEvalError` redacts its text where it is made
+(:func:`pytest_llmeval.redaction.redact_text`), so the terminal, JUnit, the reports and the saved
+runs that show it inherit that.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from pytest_llmeval.redaction import redact_text, redact_url
 
 __all__ = [
     "BudgetExceededError",
@@ -29,7 +35,13 @@ __all__ = [
 
 
 class LLMEvalError(Exception):
-    """Base class of every error pytest-llmeval raises on purpose."""
+    """Base class of every error pytest-llmeval raises on purpose.
+
+    Its text arguments are redacted (URL credentials, keys; :mod:`pytest_llmeval.redaction`):
+    messages quote endpoints, Redis URLs and error texts that servers sent back."""
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*(redact_text(a) if isinstance(a, str) else a for a in args))
 
 
 class ScorerInputError(LLMEvalError, ValueError):
@@ -117,20 +129,22 @@ class JudgeError(LLMEvalError, RuntimeError):
         cause: str | None = None,
     ) -> None:
         self.scorer = scorer
-        self.endpoint = endpoint
+        # The endpoint and the cause as they may be shown (their secrets masked): both end up in
+        # records, reports and the terminal.
+        self.endpoint = None if endpoint is None else redact_url(endpoint)
         self.model = model
-        self.cause = cause
+        self.cause = None if cause is None else redact_text(cause)
         parts = []
         if scorer:
             parts.append(f"scorer {scorer!r}")
         if model:
             parts.append(f"model {model!r}")
-        if endpoint:
-            parts.append(f"endpoint {endpoint}")
+        if self.endpoint:
+            parts.append(f"endpoint {self.endpoint}")
         prefix = f"judge error ({', '.join(parts)}): " if parts else "judge error: "
         text = prefix + message
-        if cause:
-            text += f" (last cause: {cause})"
+        if self.cause:
+            text += f" (last cause: {self.cause})"
         super().__init__(text)
 
 

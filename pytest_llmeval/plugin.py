@@ -31,6 +31,7 @@ from pytest_llmeval.errors import DatasetError, LLMEvalError
 from pytest_llmeval.model import KNOWN_INSTRUMENTS
 from pytest_llmeval.ratelimit import RateLimits
 from pytest_llmeval.records import ScoreRecord, TestRecorder, current_recorder
+from pytest_llmeval.redaction import redact_text
 from pytest_llmeval.registry import default_registry
 from pytest_llmeval.settings import (
     CACHE_MODES,
@@ -1539,7 +1540,8 @@ class GateHooks:
             return report
         if call.when in ("setup", "call"):
             if report.failed and call.excinfo is not None:
-                item.stash[gate_failure_key] = " ".join(call.excinfo.exconly().split())[:300]
+                text = " ".join(call.excinfo.exconly().split())
+                item.stash[gate_failure_key] = redact_text(text)[:300]  # redacted, then cut
             if call.when == "call" and report.passed and recorder.gated_misses:
                 setattr(report, GATED_MISS_ATTR, "; ".join(recorder.gated_misses))
             return report

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from pytest_llmeval.redaction import MASK
 from pytest_llmeval.redis_store import PushOutcome, TieredStore, push_keys
 
 __all__ = ["UNPUSHED_KEY", "RedisOutage"]
@@ -105,12 +106,18 @@ class RedisOutage:
             if local is not None:
                 command += ["--dir", str(local)]
             command += ["--url", remote.url, "--prefix", remote.prefix]
+            # The URL is shown without its secrets: say what goes back in.
+            fill_in = (
+                f" (put the URL's user-info back where it shows {MASK}, e.g. :PASSWORD)"
+                if f"{MASK}@" in remote.url
+                else ""
+            )
             lines.append(
                 (
                     f"llm-eval: Redis result store {remote.url} is still unavailable "
                     f"({out.error}); {how_many} computed while it was away "
                     f"{'remains' if out.remaining == 1 else 'remain'} in the local result cache "
-                    f"only; push when it is back: {shlex.join(command)}",
+                    f"only; push when it is back: {shlex.join(command)}{fill_in}",
                     True,
                 )
             )

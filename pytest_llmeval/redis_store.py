@@ -27,11 +27,13 @@ import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, final
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit
 
 from pytest_llmeval.cache_entries import Entry, EntryError, encode_value, is_result_key
 from pytest_llmeval.cache_protocol import KeyAbout, ResultStore
 from pytest_llmeval.errors import LLMEvalError
+from pytest_llmeval.redaction import redact_text, remember_secret
+from pytest_llmeval.redaction import redact_url as _redact_url
 
 if TYPE_CHECKING:
     from pytest_llmeval.cache import ResultCache
@@ -74,15 +76,9 @@ class RedisDown(Exception):
 
 
 def redact_url(url: str) -> str:
-    """``url`` without user name or password (safe to show)."""
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname or ""
-        port = parts.port
-    except ValueError:
-        return "<unparsable redis URL>"
-    netloc = host + (f":{port}" if port else "")
-    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+    """``url`` as it may be shown: user-info (the password) and secret-looking parameters
+    (``?password=``) masked as ``***`` (:func:`pytest_llmeval.redaction.redact_url`)."""
+    return _redact_url(url)
 
 
 def _warn(message: str) -> None:
@@ -187,6 +183,7 @@ class RedisStore:
         self.prefix = prefix
         self.ttl = ttl
         self._secret = url_password or password or None
+        remember_secret(self._secret or "")  # kept out of every error text, not only ours
         self._lock = threading.Lock()
         self._write_warned = False
         self.hits = self.misses = self.writes = 0
@@ -220,9 +217,7 @@ class RedisStore:
         self._reader_lock = threading.Lock()
 
     def _scrub(self, text: str) -> str:
-        if self._secret:
-            text = text.replace(self._secret, "<hidden>")
-        return text
+        return redact_text(text, (self._secret,))
 
     def describe(self, exc: BaseException) -> str:
         """``exc`` as text that is safe to show (without the password)."""

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, final
 
 from pytest_llmeval.errors import ScorerConfigError, ScorerInputError
+from pytest_llmeval.redaction import redact_text, redact_url
 
 if TYPE_CHECKING:
     from pytest_llmeval.context import ScoringContext
@@ -324,13 +325,18 @@ class Scorer:
                 )
 
     def public_options(self) -> dict[str, Any]:
-        """Options without secrets and without unset (None) judge overrides."""
+        """Options without secrets and without unset (None) judge overrides. A URL keeps no
+        credentials (``base_url``: user-info and secret parameters as ``***``): these options
+        are the scorer's identity, which its instrument shows in reports and its cache key and
+        instrument digest hash (a hash of a password is one to guess offline)."""
         out: dict[str, Any] = {}
         for key, value in self.options.items():
             if key in _SECRET_OPTIONS:
                 continue
             if key in JUDGE_OPTIONS and key not in self.default_options and value is None:
                 continue
+            if isinstance(value, str) and "://" in value:
+                value = redact_url(value)
             out[key] = value
         return out
 
@@ -394,7 +400,8 @@ class Scorer:
         return made
 
     def __repr__(self) -> str:
-        opts = ", ".join(f"{k}={v!r}" for k, v in self.public_options().items())
+        # Public options may still hold a URL with credentials (the judge's base_url).
+        opts = ", ".join(f"{k}={redact_text(repr(v))}" for k, v in self.public_options().items())
         return f"{type(self).__name__}({opts})"
 
 

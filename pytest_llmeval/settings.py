@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, final
 
 from pytest_llmeval.ratelimit import RateLimits, parse_burst, parse_rate
+from pytest_llmeval.redaction import redact_url, remember_secret
 
 __all__ = ["CACHE_MODES", "JUDGE_MODES", "JUDGE_PROVIDERS", "JudgeSettings", "Secret", "Settings"]
 
@@ -26,12 +27,16 @@ JUDGE_PROVIDERS = ("openai", "azure")
 
 @final
 class Secret:
-    """A string that never shows itself in a repr, str, log or report."""
+    """A string that never shows itself in a repr, str, log or report.
+
+    Its value is also remembered for :func:`pytest_llmeval.redaction.redact_text`, so an error
+    text that quotes it (an endpoint echoing the key back) shows ``***`` instead."""
 
     __slots__ = ("_value",)
 
     def __init__(self, value: str) -> None:
         self._value = value
+        remember_secret(value)
 
     def get(self) -> str:
         return self._value
@@ -52,9 +57,12 @@ class Secret:
 
 
 @final
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class JudgeSettings:
-    """How to reach and drive the judge (an OpenAI-compatible endpoint)."""
+    """How to reach and drive the judge (an OpenAI-compatible endpoint).
+
+    ``base_url`` is the URL as given (the client needs it whole); its repr, and every message
+    or report, show it redacted (:func:`pytest_llmeval.redaction.redact_url`)."""
 
     base_url: str | None = None
     model: str = "gpt-4o-mini"
@@ -90,6 +98,23 @@ class JudgeSettings:
                 f"judge provider {self.provider!r} is not one of {', '.join(JUDGE_PROVIDERS)} "
                 "(LLM_EVAL_JUDGE_PROVIDER / --llm-eval-judge-provider)"
             )
+
+    def __repr__(self) -> str:
+        # The dataclass repr with the base URL's credentials masked (the key is not shown).
+        shown = []
+        for f in dataclasses.fields(self):
+            if not f.repr:
+                continue
+            value = getattr(self, f.name)
+            if f.name == "base_url" and isinstance(value, str):
+                value = redact_url(value)
+            shown.append(f"{f.name}={value!r}")
+        return f"JudgeSettings({', '.join(shown)})"
+
+    @property
+    def shown_base_url(self) -> str | None:
+        """``base_url`` as it may be shown or stored: its secrets masked."""
+        return None if self.base_url is None else redact_url(self.base_url)
 
     def identity(self) -> dict[str, Any]:
         """What decides a judge's verdict (cache-key material): model and sampling parameters.

@@ -394,7 +394,8 @@ def test_redis_password_from_the_environment_is_never_printed(
     monkeypatch.delenv("LLM_EVAL_REDIS_PASSWORD")
     pw_url = url.replace("redis://", "redis://:s3cret-Pa55-xyz@")
     status, out = _cli("stats", "--url", pw_url)
-    assert status == 0 and "s3cret" not in out and out.startswith(f"result store: Redis {url}")
+    shown = url.replace("redis://", "redis://***@")
+    assert status == 0 and "s3cret" not in out and out.startswith(f"result store: Redis {shown}")
     from redis_server import free_port
 
     assert _cli("stats", "--url", f"redis://:s3cret-Pa55-xyz@127.0.0.1:{free_port()}/0")[0] == 1

@@ -249,7 +249,7 @@ def test_wrong_password_warns_once_without_the_password(
     res.assert_outcomes(passed=3)
     out = res.stdout.str() + res.stderr.str()
     assert "wrong-PASSWORD-123" not in out
-    where = f"Redis result store redis://127.0.0.1:{redis_server_auth.port}/0"
+    where = f"Redis result store redis://***@127.0.0.1:{redis_server_auth.port}/0"
     assert out.count(f"{where} is unavailable: AuthenticationError") == 1  # said once at start
     assert "uses the local result cache only until Redis answers" in out
     # ... and at the end: the results stay local, with the command that pushes them later.
@@ -339,13 +339,14 @@ def test_url_checks_and_tls_scheme() -> None:
 
     tls = RedisStore("rediss://:pw-Secret-9@example.invalid:6380/2")
     assert tls._client.connection_pool.connection_class is redis.SSLConnection
-    assert tls.url == "rediss://example.invalid:6380/2" and "pw-Secret" not in repr(tls)
+    assert tls.url == "rediss://***@example.invalid:6380/2" and "pw-Secret" not in repr(tls)
     with pytest.raises(LLMEvalError, match="use redis://host:port/db") as info:
         RedisStore("http://user:pw-Secret-9@example.invalid/0")
     assert "pw-Secret" not in str(info.value)
     with pytest.raises(LLMEvalError, match="--llm-eval-cache-ttl must be a positive"):
         RedisStore("redis://localhost/0", ttl=0)
-    assert redact_url("redis://u:p@h:1/0") == "redis://h:1/0"
+    assert redact_url("redis://u:p@h:1/0") == "redis://***@h:1/0"
+    assert redact_url("redis://h:1/0?password=p") == "redis://h:1/0?password=***"
 
 
 # -- Redis going away mid-run (issue 11) -------------------------------------------------------

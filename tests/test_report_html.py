@@ -498,14 +498,17 @@ def test_browser_repeated_samples_and_gated_records(tmp_path: Path) -> None:
 
 
 def test_credentials_in_the_judge_url_do_not_reach_the_page() -> None:
+    """A report written by an older version (or by hand) may hold them: in its judge URL and in
+    its records' error texts."""
     rep = _report(3, gates=False, comparison=False)
-    rep["run"]["judge"] = {
-        "model": "m",
-        "base_url": "https://bob:sk-SECRET1@judge.example:8443/v1?api_key=sk-SECRET2",
-    }
+    url = "https://bob:sk-SECRET1@judge.example:8443/v1?api_key=sk-SECRET2"
+    rep["run"]["judge"] = {"model": "m", "base_url": url}
+    rep["records"][0]["error"] = f"JudgeError: judge error (endpoint {url}): rejected"
     page = render_html(rep)
     assert "SECRET" not in page and "bob" not in page
-    assert "https://judge.example:8443/v1" in page
+    assert "https://***@judge.example:8443/v1?api_key=***" in page
+    shown = "https://***@judge.example:8443/v1?api_key=***"
+    assert f"JudgeError: judge error (endpoint {shown}): rejected" in page
 
 
 def test_missing_chromium_skips_locally_and_fails_under_ci(

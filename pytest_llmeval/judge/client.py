@@ -40,6 +40,7 @@ from pytest_llmeval.errors import BudgetExceededError, JudgeError, ScorerConfigE
 from pytest_llmeval.judge import params
 from pytest_llmeval.judge.prices import Price, cost_usd
 from pytest_llmeval.ratelimit import estimate_tokens
+from pytest_llmeval.redaction import MIN_REMEMBERED, redact_logs, redact_text, redact_url
 from pytest_llmeval.scoring import Usage
 from pytest_llmeval.settings import JUDGE_MODES, JudgeSettings
 
@@ -196,10 +197,12 @@ class JudgeClient:
 
     @property
     def endpoint(self) -> str:
-        """The base URL calls go to (for messages); for Azure, the resource endpoint."""
+        """The base URL calls go to, as messages show it (user-info and secret parameters
+        masked: :func:`~pytest_llmeval.redaction.redact_url`); for Azure, the resource
+        endpoint."""
         if self.is_azure:
-            return _azure_endpoint(self.settings) or NO_AZURE_ENDPOINT
-        return self.settings.base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_ENDPOINT
+            return redact_url(_azure_endpoint(self.settings) or NO_AZURE_ENDPOINT)
+        return redact_url(_base_url(self.settings) or DEFAULT_ENDPOINT)
 
     @property
     def is_openai(self) -> bool:
@@ -535,7 +538,7 @@ class JudgeClient:
             self._usage_warned = True
         import warnings
 
-        shown = self._redact(json.dumps(raw, default=str)[:200])
+        shown = _clip(json.dumps(raw, default=str), self._redact, 200)
         warnings.warn(
             f"llm-eval: the judge endpoint {self.endpoint} (model {self.settings.model!r}) "
             f"reported token usage that cannot be true ({shown}); such calls are counted with "
@@ -859,31 +862,30 @@ class JudgeClient:
         if isinstance(exc, openai.APIConnectionError):
             inner = exc.__cause__ or exc.__context__
             detail = f"{type(inner).__name__}: {inner}" if inner is not None else str(exc)
-            return _Failure(True, self._redact(f"connection error ({detail})"), None)
+            return _Failure(True, _clip(f"connection error ({detail})", self._redact), None)
         if isinstance(exc, openai.APIStatusError):
             status = int(exc.status_code)
             retryable = status in _STATUS_RETRYABLE or status >= 500
             message = _status_message(exc)
             return _Failure(
                 retryable,
-                self._redact(_clip(f"HTTP {status}: {message}")),
+                _clip(f"HTTP {status}: {message}", self._redact),
                 _retry_after(exc.response.headers) if retryable else None,
                 status,
                 unsupported_param=_unsupported_param(exc) if status == 400 else None,
             )
         if isinstance(exc, openai.OpenAIError):
-            return _Failure(False, self._redact(_clip(f"{type(exc).__name__}: {exc}")), None)
+            return _Failure(False, _clip(f"{type(exc).__name__}: {exc}", self._redact), None)
         raise exc
 
     def _redact(self, text: str) -> str:
+        """``text`` from an endpoint or the HTTP client without the key, URL credentials or
+        anything shaped like a key (endpoints echo keys, masked or not, in 401 messages)."""
         key = self.settings.api_key.get() if self.settings.api_key else ""
-        if len(key) >= 4:
-            text = text.replace(key, "***")
-        return _KEYLIKE.sub("sk-***", text)
+        # A key of a few characters (a local server's "test", "dummy") is no secret, and masking
+        # it would blank out words of the endpoint's message.
+        return redact_text(text, (key,) if len(key) >= MIN_REMEMBERED else ())
 
-
-# Anything shaped like an OpenAI key (endpoints echo masked keys in 401 messages).
-_KEYLIKE = re.compile(r"(?<![A-Za-z0-9])sk-[A-Za-z0-9_\-*.]{4,}")
 
 # The concurrency limit is per process, not per client: scorers with different judge options
 # (another model, a per-call seed) get different clients but must share the run's limit. One
@@ -908,21 +910,71 @@ def _azure_endpoint(settings: JudgeSettings) -> str | None:
     return settings.base_url or os.environ.get("AZURE_OPENAI_ENDPOINT") or None
 
 
+def _base_url(settings: JudgeSettings) -> str | None:
+    """The OpenAI base URL as configured (the SDK would read ``OPENAI_BASE_URL`` itself)."""
+    return settings.base_url or os.environ.get("OPENAI_BASE_URL") or None
+
+
 def _azure_api_version(settings: JudgeSettings) -> str | None:
     return settings.api_version or os.environ.get("OPENAI_API_VERSION") or None
+
+
+@dataclass(frozen=True)
+class _SplitURL:
+    """A base URL taken apart for the SDK: the URL without user-info or query, the query's
+    parameters, and the user-info as (user, password)."""
+
+    url: str | None
+    query: dict[str, str]
+    basic_auth: tuple[str, str] | None
+
+
+def _split_url(url: str | None) -> _SplitURL:
+    """Take the credentials and the query out of a base URL.
+
+    The SDK appends each call's path to the base URL as a string: a query there would end up in
+    the middle of the path (``/v1?api_key=K/chat/completions``), so its parameters go with every
+    request instead (the SDK's ``default_query``). User-info becomes HTTP basic auth, as httpx
+    made of it (it replaces the bearer key); out of the URL, it is in no URL the HTTP client
+    logs or puts in an error."""
+    if not url:
+        return _SplitURL(url, {}, None)
+    from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return _SplitURL(url, {}, None)  # the SDK says what is wrong with it
+    auth = None
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, _, netloc = netloc.rpartition("@")
+        user, _, password = userinfo.partition(":")
+        auth = (unquote(user), unquote(password))
+    query = dict(parse_qsl(parts.query, keep_blank_values=True))
+    bare = urlunsplit((parts.scheme, netloc, parts.path, "", ""))  # a fragment is never sent
+    return _SplitURL(bare, query, auth)
 
 
 def _make_sdk_client(settings: JudgeSettings) -> AsyncOpenAI:
     from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 
     azure = settings.provider == "azure"
-    url = _azure_endpoint(settings) if azure else settings.base_url
-    http_client = None
+    target = _split_url(_azure_endpoint(settings) if azure else _base_url(settings))
+    url = target.url
+    http_options: dict[str, Any] = {}
     if _plain_loopback(url):
         # A local judge over plain HTTP never uses TLS: skip loading the CA bundle (about
         # 0.2 s of CPU in every process, i.e. every xdist worker). No redirects, so no request
         # can end up on an unverified https:// host.
-        http_client = DefaultAsyncHttpxClient(verify=False, follow_redirects=False)
+        http_options = {"verify": False, "follow_redirects": False}
+    if target.basic_auth is not None:
+        # What httpx made of user-info in the URL (it takes the place of the key's header).
+        http_options["auth"] = target.basic_auth
+    http_client = DefaultAsyncHttpxClient(**http_options) if http_options else None
+    # The HTTP client logs each request's URL (at INFO), query included.
+    redact_logs(*_http_loggers())
+    query = target.query or None
     if azure:
         from openai import AsyncAzureOpenAI
 
@@ -936,14 +988,27 @@ def _make_sdk_client(settings: JudgeSettings) -> AsyncOpenAI:
             max_retries=0,
             timeout=float(settings.timeout),
             http_client=http_client,
+            default_query=query,
         )
     return AsyncOpenAI(
         api_key=settings.api_key.get() if settings.api_key else NO_KEY,
-        base_url=settings.base_url,
+        base_url=url,
         max_retries=0,
         timeout=float(settings.timeout),
         http_client=http_client,
+        default_query=query,
     )
+
+
+def _http_loggers() -> tuple[str, ...]:
+    """The logger of the HTTP client library the SDK uses (``httpx``, or a renamed build of it:
+    the package its client class comes from)."""
+    from openai import DefaultAsyncHttpxClient
+
+    names = {"httpx"}
+    names.update(c.__module__.split(".")[0] for c in DefaultAsyncHttpxClient.__mro__[1:-1])
+    names.discard("openai")
+    return tuple(sorted(names))
 
 
 def _plain_loopback(base_url: str | None) -> bool:
@@ -977,11 +1042,19 @@ def _status_message(exc: Any) -> str:
     return str(getattr(exc, "message", exc))
 
 
-def _clip(text: str) -> str:
-    """Endpoint error text cut to a readable length (a server may send megabytes)."""
-    if len(text) <= MAX_CAUSE_CHARS:
-        return text
-    return f"{text[:MAX_CAUSE_CHARS]}... ({len(text) - MAX_CAUSE_CHARS} more characters)"
+def _clip(text: str, redact: Callable[[str], str], limit: int = MAX_CAUSE_CHARS) -> str:
+    """Endpoint error text, redacted, cut to a readable length. A server may send megabytes:
+    only the start is redacted and shown, and the redaction comes first (a cut can leave half a
+    URL that no longer looks like one)."""
+    scan = text[: 4 * limit]
+    shown = redact(scan)
+    if len(scan) < len(text):
+        # The word the scan's end went through may be half a secret: it is not shown.
+        words = shown.rsplit(None, 1)
+        shown = words[0] if len(words) == 2 else ""
+    elif len(shown) <= limit:
+        return shown
+    return f"{shown[:limit]}... ({len(text) - min(len(shown), limit)} more characters)"
 
 
 _UNSUPPORTED_TEXT = re.compile(r"Unsupported (?:value|parameter): '(?P<param>[A-Za-z_]+)'")

@@ -60,6 +60,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_llmeval.errors import ReportFormatError
+from pytest_llmeval.redaction import redact_text, redact_url
 
 __all__ = [
     "HISTOGRAM_BINS",
@@ -232,23 +233,25 @@ def _assets() -> tuple[str, str]:
 
 
 def _redacted_run(run: Any) -> dict[str, Any]:
-    """The run metadata without credentials a URL may carry (``https://user:key@host/?key=``):
-    the JSON report holds no secret, and the page must not grow one from a URL someone wrote."""
+    """The run metadata without credentials a URL may carry (``https://user:key@host/?key=``
+    shows as ``https://***@host/?key=***``): this version's JSON report holds no secret, and the
+    page must not grow one from a report written by an older one or by hand."""
     if not isinstance(run, Mapping):
         return {}
     out = dict(run)
     judge = out.get("judge")
     if isinstance(judge, Mapping) and isinstance(judge.get("base_url"), str):
-        from urllib.parse import urlsplit, urlunsplit
+        out["judge"] = {**judge, "base_url": redact_url(judge["base_url"])}
+    return out
 
-        try:
-            parts = urlsplit(judge["base_url"])
-            host = parts.hostname or ""
-            netloc = f"{host}:{parts.port}" if parts.port else host
-            clean = urlunsplit((parts.scheme, netloc, parts.path, "", ""))
-        except ValueError:
-            clean = "(unparseable URL removed)"
-        out["judge"] = {**judge, "base_url": clean}
+
+def _redacted_records(records: list[Any]) -> list[Any]:
+    """The records with their error texts redacted (as this version writes them)."""
+    out = []
+    for r in records:
+        if isinstance(r, Mapping) and isinstance(r.get("error"), str):
+            r = {**r, "error": redact_text(r["error"])}
+        out.append(r)
     return out
 
 
@@ -260,7 +263,7 @@ def render_html(report: Mapping[str, Any]) -> str:
     payload = {
         "run": _redacted_run(report.get("run")),
         "aggregates": report.get("aggregates") or {},
-        "records": records,
+        "records": _redacted_records(records),
         "cards": build_cards(report),
         "gates": report.get("gates") if isinstance(report.get("gates"), list) else None,
         "statistics": (

@@ -79,7 +79,8 @@ def build_report(
     comparison: Mapping[str, Any] | None = None,
     shard: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The report as a JSON-safe dict. No secret ever enters it (the API key is not read).
+    """The report as a JSON-safe dict. No secret ever enters it: the API key is not read, the
+    judge URL is shown with its credentials masked, and record errors were redacted when made.
 
     With ``run`` (the run's :class:`~pytest_llmeval.model.Run`) the report carries what the run
     is read back from (records, instruments, plan, collected tests, verdict settings), its gate
@@ -101,7 +102,7 @@ def build_report(
         info["cache_mode"] = settings.cache_mode
         info["judge"] = {
             **settings.judge.identity(),
-            "base_url": settings.judge.base_url,
+            "base_url": settings.judge.shown_base_url,  # credentials masked
             # what the endpoint said answered: a local server may ignore the model asked for
             "served_models": sorted({m for r in records for m in r.judge_models}),
         }

@@ -306,6 +306,8 @@ class RecordedRequest:
     deployment: str | None = None
     #: the ``api-version`` query parameter (Azure OpenAI), when sent
     api_version: str | None = None
+    #: every query parameter sent, by name (a base URL may carry some, e.g. ``?api_key=``)
+    query: dict[str, list[str]] = field(default_factory=dict)
 
 
 # -- the server -----------------------------------------------------------------------------------
@@ -862,6 +864,7 @@ class _Handler(BaseHTTPRequestHandler):
             received_at=time.monotonic(),
             deployment=deployment,
             api_version=query["api-version"][0] if query.get("api-version") else None,
+            query=query,
         )
         status = 500
         headers: Mapping[str, str] = {}
