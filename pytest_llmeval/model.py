@@ -16,6 +16,7 @@ Stdlib only, apart from jsonschema, imported when a file is validated.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -580,8 +581,30 @@ def run_from_json(data: Any, where: str) -> Run:
         raise RunFileError(where, f"not a usable report ({type(exc).__name__}: {exc})") from None
 
 
+def _redacted(run_info: Mapping[str, Any]) -> dict[str, Any]:
+    """A ``run`` section without credentials in its judge URL (a file written before URLs were
+    redacted must not carry them into a merged report or a comparison)."""
+    from pytest_llmeval.redaction import redact_url
+
+    info = dict(run_info)
+    judge = info.get("judge")
+    if isinstance(judge, Mapping) and isinstance(judge.get("base_url"), str):
+        info["judge"] = {**judge, "base_url": redact_url(judge["base_url"])}
+    return info
+
+
+def _record_of(data: Mapping[str, Any]) -> ScoreRecord:
+    rec = ScoreRecord.from_json(data)
+    if rec.error is None:
+        return rec
+    from pytest_llmeval.redaction import redact_text
+
+    error = redact_text(rec.error)
+    return rec if error == rec.error else dataclasses.replace(rec, error=error)
+
+
 def _run_from_report(report: Mapping[str, Any]) -> Run:
-    records = tuple(sorted((ScoreRecord.from_json(r) for r in report["records"]), key=sort_key))
+    records = tuple(sorted((_record_of(r) for r in report["records"]), key=sort_key))
     instruments = {
         d: Instrument.from_json(d, i) for d, i in (report.get("instruments") or {}).items()
     }
@@ -616,8 +639,11 @@ def _run_from_report(report: Mapping[str, Any]) -> Run:
         collected=tuple(report.get("collected") or ()),
         stopped=stopped,
         shard=shard,
-        exitstatus=run_info.get("exitstatus"),
-        info=dict(run_info),
+        # pytest's own status before this run's verdicts (what a merge combines)
+        exitstatus=(report.get("verdict") or {}).get(
+            "pytest_exitstatus", run_info.get("exitstatus")
+        ),
+        info=_redacted(run_info),
         legacy="instruments" not in report,
     )
 
