@@ -361,6 +361,7 @@ def test_push_copies_local_entries_and_keeps_existing_ones(
     stored = json.loads(client.get(prefix + ENTRIES[1].key))
     assert stored == {
         "created": ENTRIES[1].created,
+        "key": ENTRIES[1].key,  # bound to its key: a copy under another key is a miss
         "locator": ENTRIES[1].locator,
         "parts": ENTRIES[1].parts,
         "scorer": "faithfulness",
