@@ -244,6 +244,8 @@ class Entry:
     @classmethod
     def from_line(cls, text: str) -> Entry:
         """Parse and check one JSONL line; :class:`EntryError` names the field at fault."""
+        if len(text) > MAX_ENTRY_CHARS:
+            raise EntryError(f"{len(text)} characters, larger than any result ({MAX_ENTRY_CHARS})")
         try:
             data = strict_loads(text)
         except EntryError:
@@ -258,7 +260,7 @@ class Entry:
         for name in ("key", "scorer", "value"):
             if name not in data:
                 raise EntryError(f"field {name!r} is missing")
-        return cls.checked(
+        entry = cls.checked(
             data["key"],
             data["scorer"],
             data["value"],
@@ -266,6 +268,10 @@ class Entry:
             data.get("parts"),
             data.get("locator"),
         )
+        problem = value_problem(entry.value)
+        if problem is not None:
+            raise EntryError(f"field 'value': {problem}")
+        return entry
 
     @classmethod
     def checked(
