@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any, final
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 from pytest_llmeval.cache_entries import (
+    MAX_ENTRY_CHARS,
     Entry,
     EntryError,
     InvalidEntries,
@@ -395,7 +396,10 @@ class RedisStore:
         """The entry under ``key`` or None (absent, damaged, or an error about that key);
         :class:`RedisDown` when the server does not answer."""
         try:
-            raw = self._lookup_client().get(self.prefix + key)
+            # At most one byte more than any entry may have: a huge value written to the shared
+            # store is refused without every reader fetching all of it. A missing key reads
+            # as b"" (no entry is empty).
+            raw = self._lookup_client().getrange(self.prefix + key, 0, MAX_ENTRY_CHARS) or None
         except self._down_errors as exc:
             raise RedisDown(self.describe(exc)) from None
         except self._errors:

@@ -943,3 +943,27 @@ def test_the_readme_acl_lets_main_write_and_pr_only_read(
     with pytest.raises(redis.exceptions.AuthenticationError):
         redis.Redis(port=port).ping()  # the default user is off
     client.close()
+
+
+def test_a_huge_redis_value_is_refused_after_reading_a_bounded_part(redis_server: Any) -> None:
+    """A 20 MiB value under a result key: a lookup fetches at most 8 MiB + 1 byte of it and
+    refuses it (what a single GET would have pulled whole into every reader)."""
+    from pytest_llmeval.cache import CacheWarning
+    from pytest_llmeval.cache_entries import MAX_ENTRY_CHARS
+    from pytest_llmeval.redis_store import RedisStore
+
+    key = "dd" * 32
+    client = _redis(redis_server)
+    huge = json.dumps({"key": key, "scorer": "s", "value": {"value": 0.5, "x": "y" * (20 << 20)}})
+    client.set("t-huge:" + key, huge)
+    store = RedisStore(redis_server.url, prefix="t-huge:")
+    sent_before = client.info("stats")["total_net_output_bytes"]
+    with pytest.warns(CacheWarning, match=f"invalid entry {key}: .*larger than any result"):
+        assert store.get(key) is None
+    sent = client.info("stats")["total_net_output_bytes"] - sent_before
+    # the server sent the bounded part (and a few kB of INFO), not the 20 MiB
+    assert MAX_ENTRY_CHARS < sent < MAX_ENTRY_CHARS + 64 * 1024, sent
+    assert store.get("ee" * 32) is None  # absent: a plain miss, no warning
+    store.close()
+    client.delete("t-huge:" + key)
+    client.close()
