@@ -539,7 +539,11 @@ class RedisBucket:
         self.key = key
         self.limits = limits
         self.url = url  # without its password (redact_url)
-        self.errors: tuple[type[BaseException], ...] = (redis.RedisError, OSError)
+        self.errors: tuple[type[BaseException], ...] = (
+            redis.RedisError,
+            OSError,
+            BrokenBucketError,
+        )
         fail_fast(client)
         self._script = client.register_script(_LUA)
         self._warned = False
@@ -548,7 +552,10 @@ class RedisBucket:
         args = [*(repr(float(a)) for a in self.limits.args()), op, repr(float(tokens))]
         args += [repr(float(requests)), repr(self.limits.token_debt)]
         raw = self._script(keys=[self.key], args=args)
-        wait_raw, broken_raw = raw
+        try:
+            wait_raw, broken_raw = raw
+        except (TypeError, ValueError):
+            raise BrokenBucketError(f"answered {str(raw)[:60]!r}, not a wait") from None
         broken = broken_raw.decode() if isinstance(broken_raw, bytes) else str(broken_raw)
         if broken and not self._warned:
             self._warned = True
@@ -562,7 +569,10 @@ class RedisBucket:
                 stacklevel=1,
             )
         text = wait_raw.decode() if isinstance(wait_raw, bytes) else str(wait_raw)
-        return float(text)
+        try:
+            return float(text)
+        except ValueError:
+            raise BrokenBucketError(f"answered {text[:60]!r}, not a wait") from None
 
     def take(self, tokens: float) -> float:
         return self._run("take", tokens, 0.0)
