@@ -113,6 +113,23 @@ def _describe(value: Any) -> str:
 
 #: metadata a record gets from the plugin only (gates read it): never from a stored score
 RESERVED_METADATA = ("unreached",)
+#: deeper metadata is no scorer's: copying it into a record would recurse that deep
+MAX_METADATA_DEPTH = 32
+
+
+def _depth_over(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests lists/objects more than ``limit`` deep (iteratively: a value
+    nested past the recursion limit is what this looks for)."""
+    stack = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values() if isinstance(v, (dict, list)))
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item if isinstance(v, (dict, list)))
+    return False
 _USAGE_COUNTS = ("prompt_tokens", "completion_tokens", "calls", "cached_prompt_tokens")
 
 
@@ -152,6 +169,8 @@ def score_value_problem(value: Mapping[str, Any]) -> str | None:
         for name in RESERVED_METADATA:
             if name in metadata:
                 return f"'metadata' holds {name!r}, which only the plugin sets"
+        if metadata and _depth_over(metadata, MAX_METADATA_DEPTH):
+            return f"'metadata' nests more than {MAX_METADATA_DEPTH} levels deep"
     return _usage_problem(value.get("usage"))
 
 

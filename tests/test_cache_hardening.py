@@ -895,6 +895,11 @@ BAD_VALUES = [
         '{"value": 1.0, "metadata": {"unreached": true}}', "'unreached'", id="reserved-metadata"
     ),
     pytest.param('{"value": 1.0, "usage": {"calls": -1}}', "'usage'", id="usage"),
+    pytest.param(
+        '{"value": 0.2, "metadata": {"a": ' + "[" * 400 + "]" * 400 + "}}",
+        "'metadata' nests more than 32 levels deep",
+        id="deep-metadata",
+    ),
     pytest.param("[1.0]", "not a JSON object", id="not-an-object"),
     pytest.param('{"value": 1.0', "not JSON", id="truncated"),
     pytest.param("[" * 100_000 + "]" * 100_000, "nested", id="deep"),
