@@ -130,6 +130,8 @@ def _depth_over(value: Any, limit: int) -> bool:
         elif isinstance(item, list):
             stack.extend((v, depth + 1) for v in item if isinstance(v, (dict, list)))
     return False
+
+
 _USAGE_COUNTS = ("prompt_tokens", "completion_tokens", "calls", "cached_prompt_tokens")
 
 
