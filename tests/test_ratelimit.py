@@ -285,6 +285,11 @@ import pytest
 
 @pytest.fixture(autouse=True, scope="session")
 def both_machines_ready():
+    # The judge's heavy imports first: on a loaded machine they took seconds, long enough for
+    # the other machine to finish judging before this one began.
+    import openai  # noqa: F401
+    import pytest_llmeval.judge.client  # noqa: F401
+
     ready = Path(os.environ["BARRIER_DIR"])
     (ready / os.environ["MACHINE"]).touch()
     deadline = time.monotonic() + 60
