@@ -14,10 +14,12 @@ from typing import Any, cast, final
 
 from pytest_llmeval import _aio
 from pytest_llmeval import context as _context_module
+from pytest_llmeval.cache_entries import score_value_problem
 from pytest_llmeval.cache_protocol import ExplainingStore, KeyAbout, input_key, key_parts
 from pytest_llmeval.context import ScoringContext, UsageCollector, current_usage, get_context
 from pytest_llmeval.errors import (
     CacheMissError,
+    InvalidCacheEntryError,
     LLMEvalError,
     ScorerConfigError,
     ScorerInputError,
@@ -29,7 +31,7 @@ from pytest_llmeval.redaction import redact_text
 from pytest_llmeval.registry import default_registry
 from pytest_llmeval.scoring import Score, Scorer, _new_object
 from pytest_llmeval.settings import Secret
-from pytest_llmeval.store_modes import misses_are_errors
+from pytest_llmeval.store_modes import invalid_reason, misses_are_errors, reject_entry
 
 __all__ = [
     "BatchResult",
@@ -334,14 +336,39 @@ def _lookup(
     if cache is None:
         return None
     hit = cache.get(key)  # refresh: the store finds nothing (WriteOnlyStore)
+    problem: str | None = None
     if hit is not None:
-        try:
-            return Score.from_cache(hit, inst.name, duration_s=time.perf_counter() - t0)
-        except (KeyError, TypeError, ValueError):
-            hit = None  # a damaged entry is a miss
+        # Whoever could write the store chose this value: it becomes a score only if it is one
+        # of this scorer (a number within its range), else it is a miss (an error in replay).
+        problem = _cached_problem(inst, hit)
+        if problem is None:
+            try:
+                return Score.from_cache(hit, inst.name, duration_s=time.perf_counter() - t0)
+            except (KeyError, TypeError, ValueError) as exc:
+                problem = f"unreadable ({type(exc).__name__}: {exc})"
+        reject_entry(cache, key, problem)
     if inst.uses_judge and misses_are_errors(cache):
         # Replay stands in for the judge; a scorer that needs none just computes.
+        problem = problem or invalid_reason(cache, key)
+        if problem is not None:
+            rec = current_recorder.get()
+            raise InvalidCacheEntryError(
+                inst.name, key, problem, case=rec.where if rec is not None else None
+            )
         raise _replay_miss(inst, inputs, key, ctx)
+    return None
+
+
+def _cached_problem(inst: Scorer, value: Mapping[str, Any]) -> str | None:
+    """Why a stored ``value`` is not a score of ``inst`` (see :func:`score_value_problem`, and
+    the scorer's range: either end may be unbounded), or None."""
+    problem = score_value_problem(value)
+    if problem is not None:
+        return problem
+    number = float(value["value"])
+    lo, hi = inst.score_range
+    if not lo - 1e-9 <= number <= hi + 1e-9:
+        return f"'value' {value['value']!r} is outside the scorer's range [{lo}, {hi}]"
     return None
 
 

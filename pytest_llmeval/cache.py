@@ -37,7 +37,13 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, final
 
-from pytest_llmeval.cache_entries import Entry, EntryError, strict_loads
+from pytest_llmeval.cache_entries import (
+    Entry,
+    EntryError,
+    InvalidEntries,
+    load_stored,
+    value_problem,
+)
 from pytest_llmeval.cache_protocol import KeyAbout, describe_differences, input_key
 from pytest_llmeval.scoring import canonical_json
 
@@ -142,11 +148,13 @@ def has_parts_table(conn: sqlite3.Connection) -> bool:
 def entry_from_row(
     key: str, scorer: Any, value: Any, created: Any, parts_row: Any = None
 ) -> Entry | None:
-    """An :class:`Entry` from stored columns; None when the value is damaged. Damaged parts
-    only lose the parts."""
+    """An :class:`Entry` from stored columns; None when the value is damaged or not a usable
+    result (see :func:`value_problem`). Damaged parts only lose the parts."""
     try:
-        data = strict_loads(value)
-    except ValueError:
+        data = load_stored(value)
+    except (TypeError, ValueError):
+        return None
+    if value_problem(data) is not None:
         return None
     parts: Any = None
     locator: Any = None
@@ -260,6 +268,17 @@ class ResultCache:
         self.hits = 0
         self.misses = 0
         self.writes = 0
+        self._invalid = InvalidEntries()
+
+    @property
+    def name(self) -> str:
+        """How warnings name this store."""
+        return f"SQLite cache {self.path}"
+
+    @property
+    def invalid_count(self) -> int:
+        """Invalid entries met by this handle (each was a miss)."""
+        return self._invalid.count
 
     # -- connection ------------------------------------------------------------------------
 
@@ -492,25 +511,60 @@ class ResultCache:
     # -- API -------------------------------------------------------------------------------
 
     def get(self, key: str) -> dict[str, Any] | None:
-        """The stored value for ``key``, or None (a miss; also for any read error)."""
+        """The stored value for ``key``, or None (a miss; also for any read error, and for an
+        entry that is not strict JSON of an object, which warns: see :meth:`invalid`)."""
         conn = self._connect()
         if conn is None:
             return None
+        value: dict[str, Any] | None = None
         try:
             row = conn.execute("SELECT value FROM results WHERE key = ?", (key,)).fetchone()
-            value = json.loads(row[0]) if row else None
         except sqlite3.Error as exc:
             if is_corrupt_error(exc):
                 self._damaged(exc)
-            value = None
-        except ValueError:
-            value = None
+            row = None
+        if row is not None:
+            try:
+                if not isinstance(row[0], (str, bytes)):
+                    raise EntryError(f"stored as SQLite {type(row[0]).__name__}, not JSON text")
+                # Its shape and range are the lookup's to check (it knows the scorer): doing
+                # the shape here too would cost every warm hit twice.
+                value = load_stored(row[0])
+            except EntryError as exc:
+                value = None
+                self._invalid.report(self.name, key, str(exc), stacklevel=3)
         with self._lock:
             if value is None:
                 self.misses += 1
             else:
                 self.hits += 1
-        return value if isinstance(value, dict) else None
+        return value
+
+    def reject(self, key: str, problem: str) -> None:
+        """The entry under ``key`` was read but cannot be used by its scorer (``problem``, e.g.
+        a value outside the scorer's range): it counts as invalid, with a warning."""
+        with self._lock:
+            self.hits -= 1
+            self.misses += 1
+        self._invalid.report(self.name, key, problem, stacklevel=4)
+
+    def invalid(self, key: str) -> str | None:
+        """Why the entry under ``key`` was not used (read or rejected as invalid), or None."""
+        return self._invalid.reason(key)
+
+    def discard(self, key: str) -> None:
+        """Remove the entry under ``key`` (one copied from elsewhere that proved invalid);
+        nothing for a read-only handle, and failures are ignored."""
+        if self.read_only:
+            return
+        conn = self._connect()
+        if conn is None or self.read_only:
+            return
+        try:
+            conn.execute("DELETE FROM results WHERE key = ?", (key,))
+        except sqlite3.Error as exc:
+            if is_corrupt_error(exc):
+                self._damaged(exc)
 
     def put(
         self, key: str, scorer: str, value: Mapping[str, Any], about: KeyAbout | None = None

@@ -475,11 +475,35 @@ def read_jsonl(path: Path) -> list[Entry]:
             entry = Entry.from_line(line)
         except EntryError as exc:
             raise _bad(f"{path}:{number}: {exc}") from None
+        problem = _range_problem(entry)
+        if problem is not None:
+            raise _bad(f"{path}:{number}: field 'value': {problem}")
         first = seen.setdefault(entry.key, number)
         if first != number:
             raise _bad(f"{path}:{number}: key {entry.key} is already on line {first}")
         entries.append(entry)
     return entries
+
+
+def _range_problem(entry: Entry) -> str | None:
+    """Why a score's value is outside the range of its scorer, when that scorer is one this
+    process knows (the built-in ones; a project's own are checked when a run reads them)."""
+    if "value" not in entry.value:
+        return None
+    from pytest_llmeval.errors import LLMEvalError
+    from pytest_llmeval.registry import default_registry
+
+    try:
+        lo, hi = default_registry.get(entry.scorer).score_range
+    except LLMEvalError:
+        return None
+    value = float(entry.value["value"])
+    if lo - 1e-9 <= value <= hi + 1e-9:
+        return None
+    return (
+        f"'value' {entry.value['value']!r} is outside the range of scorer {entry.scorer} "
+        f"[{lo}, {hi}]"
+    )
 
 
 def cmd_import(args: argparse.Namespace, out: TextIO) -> int:

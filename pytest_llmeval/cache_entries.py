@@ -13,11 +13,27 @@ from __future__ import annotations
 import json
 import math
 import re
+import threading
+import warnings
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, final
 
-__all__ = ["Entry", "EntryError", "encode_value", "is_result_key"]
+__all__ = [
+    "MAX_ENTRY_CHARS",
+    "Entry",
+    "EntryError",
+    "InvalidEntries",
+    "encode_value",
+    "is_result_key",
+    "load_stored",
+    "score_value_problem",
+]
+
+#: The longest stored entry read (characters of its JSON). A judge's rationale and metadata
+#: take kilobytes; anything near this is not a result, and is refused before it is parsed.
+MAX_ENTRY_CHARS = 8 * 1024 * 1024
 
 _KEY = re.compile(r"[0-9a-f]{64}")
 _FIELDS = ("key", "scorer", "value", "created", "parts", "locator")
@@ -42,9 +58,175 @@ def _no_constant(name: str) -> Any:
     raise EntryError(f"{name} is not a JSON number (NaN and Infinity are not stored)")
 
 
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # 1e999 parses as inf
+        raise EntryError(f"{text} is not a finite number")
+    return value
+
+
+# One decoder for every read: json.loads with options would build a new one per call, which
+# was a third of a warm cache hit's time.
+_STRICT = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite_float)
+
+
 def strict_loads(text: str | bytes) -> Any:
-    """``json.loads`` without NaN/Infinity (raises ValueError)."""
-    return json.loads(text, parse_constant=_no_constant)
+    """``json.loads`` without NaN/Infinity, numbers that overflow to infinity, or nesting too
+    deep to parse (raises ValueError; :class:`EntryError` says which)."""
+    if not isinstance(text, str):
+        text = bytes(text).decode("utf-8")  # a UnicodeDecodeError is a ValueError
+    try:
+        return _STRICT.decode(text)
+    except RecursionError:
+        raise EntryError("nested too deeply to be a result") from None
+
+
+def load_stored(raw: str | bytes) -> dict[str, Any]:
+    """A stored entry's JSON object, read strictly; :class:`EntryError` says what is wrong
+    (too large, not strict JSON, not an object)."""
+    if len(raw) > MAX_ENTRY_CHARS:
+        raise EntryError(f"{len(raw)} characters, larger than any result ({MAX_ENTRY_CHARS})")
+    try:
+        data = strict_loads(raw)
+    except EntryError:
+        raise
+    except ValueError as exc:  # also a UnicodeDecodeError
+        raise EntryError(f"not JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise EntryError(f"not a JSON object ({type(data).__name__})")
+    return data
+
+
+def _is_number(value: Any) -> bool:
+    # bool is an int to Python, never a score; a string of digits is not a number either.
+    return (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and math.isfinite(float(value))
+    )
+
+
+def _describe(value: Any) -> str:
+    text = repr(value)
+    return f"{type(value).__name__} {text if len(text) <= 40 else text[:37] + '...'}"
+
+
+#: metadata a record gets from the plugin only (gates read it): never from a stored score
+RESERVED_METADATA = ("unreached",)
+#: deeper metadata is no scorer's: copying it into a record would recurse that deep
+MAX_METADATA_DEPTH = 32
+
+
+def _depth_over(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests lists/objects more than ``limit`` deep (iteratively: a value
+    nested past the recursion limit is what this looks for)."""
+    stack = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values() if isinstance(v, (dict, list)))
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item if isinstance(v, (dict, list)))
+    return False
+
+
+_USAGE_COUNTS = ("prompt_tokens", "completion_tokens", "calls", "cached_prompt_tokens")
+
+
+def _usage_problem(usage: Any) -> str | None:
+    if usage is None:
+        return None
+    if not isinstance(usage, dict):
+        return f"'usage' is {_describe(usage)}, not an object or null"
+    for name in _USAGE_COUNTS:
+        n = usage.get(name, 0)
+        if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+            return f"'usage' field {name!r} is {_describe(n)}, not a count"
+    cost = usage.get("cost_usd")
+    if cost is not None and not (_is_number(cost) and cost >= 0):
+        return f"'usage' field 'cost_usd' is {_describe(cost)}, not an amount"
+    models = usage.get("models", [])
+    if not isinstance(models, list) or not all(isinstance(m, str) for m in models):
+        return f"'usage' field 'models' is {_describe(models)}, not a list of names"
+    return None
+
+
+def score_value_problem(value: Mapping[str, Any]) -> str | None:
+    """What makes ``value`` (a stored score, as :meth:`Score.to_cache` writes it) unusable as
+    a score, whatever the scorer; None when it is one. Its range is the scorer's to check."""
+    if "value" not in value:
+        return "'value' is missing"
+    number = value["value"]
+    if not _is_number(number):
+        return f"'value' is {_describe(number)}, not a number"
+    rationale = value.get("rationale")
+    if rationale is not None and not isinstance(rationale, str):
+        return f"'rationale' is {_describe(rationale)}, not a string or null"
+    metadata = value.get("metadata")
+    if metadata is not None:
+        if not isinstance(metadata, dict):
+            return f"'metadata' is {_describe(metadata)}, not an object"
+        for name in RESERVED_METADATA:
+            if name in metadata:
+                return f"'metadata' holds {name!r}, which only the plugin sets"
+        if metadata and _depth_over(metadata, MAX_METADATA_DEPTH):
+            return f"'metadata' nests more than {MAX_METADATA_DEPTH} levels deep"
+    return _usage_problem(value.get("usage"))
+
+
+def value_problem(value: Mapping[str, Any]) -> str | None:
+    """:func:`score_value_problem` for a stored score (an object with ``value``); None for
+    other entries (a G-Eval's evaluation steps), which their reader checks."""
+    return score_value_problem(value) if "value" in value else None
+
+
+# How many invalid entries a store names one by one before it only counts them, and how many
+# reasons it keeps for explaining replay errors.
+_NAMED = 3
+_KEPT = 1024
+
+
+@final
+class InvalidEntries:
+    """The invalid entries one store met: each is a miss; the first few warn with the store,
+    the key and what is wrong, then one warning says that further ones are only counted (a
+    run over 10,000 damaged entries gives four warnings, not 10,000)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.count = 0
+        self._why: OrderedDict[str, str] = OrderedDict()
+
+    def report(self, store: str, key: str, problem: str, *, stacklevel: int = 3) -> None:
+        from pytest_llmeval.cache import CacheWarning
+
+        with self._lock:
+            self.count += 1
+            n = self.count
+            self._why[key] = problem
+            self._why.move_to_end(key)
+            while len(self._why) > _KEPT:
+                self._why.popitem(last=False)
+        if n <= _NAMED:
+            message = (
+                f"{store}: invalid entry {key}: {problem}; it is not used (a miss: the result "
+                "is computed again where it can be)"
+            )
+        elif n == _NAMED + 1:
+            message = (
+                f"{store}: further invalid entries are not reported one by one (count: "
+                f"{n} so far); each is a miss"
+            )
+        else:
+            return
+        warnings.warn(CacheWarning(message), stacklevel=stacklevel)
+
+    def reason(self, key: str) -> str | None:
+        """Why the entry under ``key`` was refused (the last few hundred keys), or None."""
+        with self._lock:
+            return self._why.get(key)
 
 
 @final
@@ -90,6 +272,8 @@ class Entry:
     @classmethod
     def from_line(cls, text: str) -> Entry:
         """Parse and check one JSONL line; :class:`EntryError` names the field at fault."""
+        if len(text) > MAX_ENTRY_CHARS:
+            raise EntryError(f"{len(text)} characters, larger than any result ({MAX_ENTRY_CHARS})")
         try:
             data = strict_loads(text)
         except EntryError:
@@ -104,7 +288,7 @@ class Entry:
         for name in ("key", "scorer", "value"):
             if name not in data:
                 raise EntryError(f"field {name!r} is missing")
-        return cls.checked(
+        entry = cls.checked(
             data["key"],
             data["scorer"],
             data["value"],
@@ -112,6 +296,10 @@ class Entry:
             data.get("parts"),
             data.get("locator"),
         )
+        problem = value_problem(entry.value)
+        if problem is not None:
+            raise EntryError(f"field 'value': {problem}")
+        return entry
 
     @classmethod
     def checked(

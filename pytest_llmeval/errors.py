@@ -22,6 +22,7 @@ __all__ = [
     "CaseTimeoutError",
     "DatasetError",
     "GateError",
+    "InvalidCacheEntryError",
     "JudgeError",
     "JudgeNotApplicableError",
     "JudgeSpecError",
@@ -215,6 +216,28 @@ class CacheMissError(LLMEvalError, LookupError):
             + " it first by running once with --llm-eval-cache=use (the default) or "
             "--llm-eval-cache=refresh, with the judge reachable, and commit or restore the cache "
             "directory (.llmeval/ by default)."
+        )
+
+
+class InvalidCacheEntryError(CacheMissError):
+    """``--llm-eval-cache=replay`` found a stored result that cannot be used (``problem``: not
+    a score, outside the scorer's range, damaged, bound to another key, badly signed). Replay
+    has no judge to fall back on, so it is an error, saying how to record the result again."""
+
+    def __init__(self, scorer: str, key: str, problem: str, *, case: str | None = None) -> None:
+        self.scorer = scorer
+        self.key = key
+        self.case = case
+        self.reason = self.problem = problem
+        where = f" (case {case})" if case else ""
+        LLMEvalError.__init__(
+            self,
+            f"scorer {scorer!r}: the cached result (key {key[:16]}...) cannot be used: "
+            f"{problem}{where}. --llm-eval-cache=replay forbids computing it. Record it again: "
+            "run once with --llm-eval-cache=refresh (or =use) with the judge reachable, which "
+            "stores the result over the invalid entry, and commit or restore the cache directory "
+            "(.llmeval/ by default); if the entry came from a shared Redis store, find out who "
+            "wrote it (see the README's trust model).",
         )
 
 

@@ -64,6 +64,9 @@ CHARS_PER_TOKEN = 4
 #: Longest single sleep while waiting (the bucket is asked again after it: others may have
 #: given tokens back meanwhile).
 MAX_POLL_S = 1.0
+#: The largest token debt, in seconds of the token rate: a reply far larger than its estimate
+#: makes later requests wait at most this long. A stored state beyond it is broken (reset).
+MAX_DEBT_S = 3600.0
 
 #: time of the last update, requests, tokens; then the run's seconds waited, requests that
 #: waited, and processes that gave up the Redis bucket
@@ -74,6 +77,11 @@ _PREFIX = "llmeval-rate-"
 
 class RateLimitWarning(UserWarning):
     """The shared rate limit could not be used as configured (it still holds more narrowly)."""
+
+
+class BrokenBucketError(Exception):
+    """A bucket answered something no bucket state can mean (a NaN, negative or endless wait):
+    the limiter takes the next bucket instead of waiting on it."""
 
 
 # -- settings ------------------------------------------------------------------------------------
@@ -150,6 +158,39 @@ class RateLimits:
             parts.append(f"{self.tpm} tpm (burst {self.token_capacity:g})")
         return ", ".join(parts) or "no limit"
 
+    @property
+    def token_debt(self) -> float:
+        """The largest token debt (:data:`MAX_DEBT_S` of the token rate; a token bucket that is
+        not limited keeps its capacity and never owes)."""
+        return max(MAX_DEBT_S * self.token_rate, self.token_capacity)
+
+    @property
+    def longest_wait(self) -> float:
+        """More than any wait a sound bucket answers (one request at the request rate after the
+        largest debt): a longer one means a broken bucket."""
+        return MAX_DEBT_S + (60.0 / self.rpm if self.rpm else 0.0) + self.burst_s + 1.0
+
+    def state_problem(self, last: float, requests: float, tokens: float, now: float) -> str | None:
+        """What makes a stored bucket state impossible for these limits (None: sound): values
+        not finite, a count outside [0, capacity] or a token debt beyond
+        :attr:`token_debt`, an update time after ``now``."""
+        slack = 1e-6
+        if not (math.isfinite(last) and 0 <= last <= now + 1.0):
+            return f"last update {last!r}"
+        if not (math.isfinite(requests) and -slack <= requests <= self.request_capacity + slack):
+            return f"requests {requests!r} (capacity {self.request_capacity:g})"
+        if not (
+            math.isfinite(tokens)
+            and -self.token_debt * (1 + slack) - slack
+            <= tokens
+            <= self.token_capacity * (1 + slack) + slack
+        ):
+            return (
+                f"tokens {tokens!r} (capacity {self.token_capacity:g}, largest debt "
+                f"{self.token_debt:g})"
+            )
+        return None
+
     def args(self) -> tuple[float, float, float, float]:
         """(request rate, request capacity, token rate, token capacity), rates per second."""
         return (
@@ -192,7 +233,7 @@ def _take(
     if rate_r:
         requests -= 1.0
     if rate_k:
-        tokens -= tokens_needed
+        tokens = max(-limits.token_debt, tokens - tokens_needed)
     return (now, requests, tokens), 0.0
 
 
@@ -206,7 +247,8 @@ def _give(
     """Refund (positive) or charge (negative) requests and tokens, capped at the capacities."""
     now, requests, tokens = _refill(state, now, limits)
     _rate_r, cap_r, _rate_k, cap_k = limits.args()
-    return now, min(cap_r, requests + requests_back), min(cap_k, tokens + tokens_back)
+    tokens = max(-limits.token_debt, min(cap_k, tokens + tokens_back))
+    return now, min(cap_r, requests + requests_back), tokens
 
 
 # -- buckets -------------------------------------------------------------------------------------
@@ -262,6 +304,7 @@ class FileBucket:
     def __init__(self, path: str | os.PathLike[str], limits: RateLimits) -> None:
         self.path = Path(path)
         self.limits = limits
+        self._warned = False
 
     @classmethod
     def create(cls, limits: RateLimits) -> FileBucket:
@@ -289,6 +332,7 @@ class FileBucket:
                         f"the run's rate-limit file {self.path} is damaged ({len(data)} bytes)"
                     )
                 values = list(struct.unpack(_FORMAT, data))
+                self._check(values)
                 result = change(values)
                 fh.seek(0)
                 fh.write(struct.pack(_FORMAT, *values))
@@ -296,6 +340,31 @@ class FileBucket:
                 return result
             finally:
                 fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+    def _check(self, values: list[float]) -> None:
+        """Reset what no process of the run can have written (another program, a damaged
+        disk): the bucket to fresh (full), the run's totals to zero; one warning."""
+        problems = []
+        last, requests, tokens = values[0:3]
+        if last != -1.0:  # -1: fresh, never taken from
+            problem = self.limits.state_problem(last, requests, tokens, time.monotonic())
+            if problem is not None:
+                problems.append(problem)
+                values[0:3] = [-1.0, 0.0, 0.0]
+        for i, what in ((3, "seconds waited"), (4, "requests that waited"), (5, "fallbacks")):
+            if not (math.isfinite(values[i]) and 0 <= values[i] < 1e15):
+                problems.append(f"{what} {values[i]!r}")
+                values[i] = 0.0
+        if problems and not self._warned:
+            self._warned = True
+            warnings.warn(
+                RateLimitWarning(
+                    f"llm-eval: the run's rate-limit file {self.path} held "
+                    f"{'; '.join(problems)}, which no process of the run writes; it is reset "
+                    "(the bucket full, the totals from zero)"
+                ),
+                stacklevel=1,
+            )
 
     def take(self, tokens: float) -> float:
         def change(values: list[float]) -> float:
@@ -356,7 +425,9 @@ class FileBucket:
                 fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
         if len(data) != _SIZE:
             return 0.0, 0, 0
-        values = struct.unpack(_FORMAT, data)
+        values = [
+            v if math.isfinite(v) and 0 <= v < 1e15 else 0.0 for v in struct.unpack(_FORMAT, data)
+        ]
         return float(values[3]), int(values[4]), int(values[5])
 
     def remove(self) -> None:
@@ -367,8 +438,12 @@ class FileBucket:
 
 
 # KEYS[1]: the bucket's hash. ARGV: request rate/s, request capacity, token rate/s, token
-# capacity, op ("take" or "give"), tokens (take: needed; give: tokens back), requests back (give).
-# Returns the seconds to wait as a string (a Lua number would become an integer reply).
+# capacity, op ("take" or "give"), tokens (take: needed; give: tokens back), requests back (give),
+# the largest token debt. Returns {seconds to wait as a string (a Lua number would become an
+# integer reply), "" or what was broken}. A state no client of ours writes (by hand, another
+# program: not finite, out of [0, capacity] or beyond the largest debt, updated in the future,
+# fields missing, another type) is reset to a full bucket and said, never used: a negative
+# count would hold every request for ages, a NaN would let all through.
 _LUA = """
 local key = KEYS[1]
 local rate_r = tonumber(ARGV[1])
@@ -378,17 +453,39 @@ local cap_k = tonumber(ARGV[4])
 local op = ARGV[5]
 local tokens_arg = tonumber(ARGV[6])
 local requests_back = tonumber(ARGV[7])
+local min_k = -tonumber(ARGV[8])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
-local st = redis.call('HMGET', key, 't', 'r', 'k')
-local last = tonumber(st[1])
-local r = tonumber(st[2])
-local k = tonumber(st[3])
-if last == nil or r == nil or k == nil or last > now then
+local broken = ''
+local last, r, k
+local kind = redis.call('TYPE', key)['ok']
+local function within(x, lo, hi)
+  return x ~= nil and x == x and x >= lo and x <= hi
+end
+local function show(v)
+  if not v then return 'nil' end
+  return string.sub(v, 1, 24)
+end
+if kind == 'hash' then
+  local st = redis.call('HMGET', key, 't', 'r', 'k')
+  last = tonumber(st[1])
+  r = tonumber(st[2])
+  k = tonumber(st[3])
+  local slack = 1e-6
+  if not (within(last, 0, now + 1) and within(r, -slack, cap_r + slack)
+          and within(k, min_k * (1 + slack) - slack, cap_k * (1 + slack) + slack)) then
+    broken = 't=' .. show(st[1]) .. ' r=' .. show(st[2]) .. ' k=' .. show(st[3])
+  end
+elseif kind ~= 'none' then
+  broken = 'a ' .. kind .. ', not a hash'
+  redis.call('DEL', key)
+end
+if kind ~= 'hash' or broken ~= '' then
   last = now
   r = cap_r
   k = cap_k
 end
+if last > now then last = now end
 local dt = now - last
 r = math.min(cap_r, r + dt * rate_r)
 k = math.min(cap_k, k + dt * rate_k)
@@ -403,11 +500,11 @@ if op == 'take' then
   end
   if wait <= 0 then
     if rate_r > 0 then r = r - 1 end
-    if rate_k > 0 then k = k - tokens_arg end
+    if rate_k > 0 then k = math.max(min_k, k - tokens_arg) end
   end
 else
   r = math.min(cap_r, r + requests_back)
-  k = math.min(cap_k, k + tokens_arg)
+  k = math.max(min_k, math.min(cap_k, k + tokens_arg))
 end
 redis.call('HSET', key, 't', string.format('%.6f', now), 'r', string.format('%.17g', r),
   'k', string.format('%.17g', k))
@@ -415,7 +512,7 @@ local full = 0
 if rate_r > 0 then full = math.max(full, (cap_r - r) / rate_r) end
 if rate_k > 0 then full = math.max(full, (cap_k - k) / rate_k) end
 redis.call('PEXPIRE', key, math.ceil((full + 60) * 1000))
-return string.format('%.6f', wait)
+return {string.format('%.6f', wait), broken}
 """
 
 
@@ -442,16 +539,40 @@ class RedisBucket:
         self.key = key
         self.limits = limits
         self.url = url  # without its password (redact_url)
-        self.errors: tuple[type[BaseException], ...] = (redis.RedisError, OSError)
+        self.errors: tuple[type[BaseException], ...] = (
+            redis.RedisError,
+            OSError,
+            BrokenBucketError,
+        )
         fail_fast(client)
         self._script = client.register_script(_LUA)
+        self._warned = False
 
     def _run(self, op: str, tokens: float, requests: float) -> float:
         args = [*(repr(float(a)) for a in self.limits.args()), op, repr(float(tokens))]
-        args.append(repr(float(requests)))
+        args += [repr(float(requests)), repr(self.limits.token_debt)]
         raw = self._script(keys=[self.key], args=args)
-        text = raw.decode() if isinstance(raw, bytes) else str(raw)
-        return float(text)
+        try:
+            wait_raw, broken_raw = raw
+        except (TypeError, ValueError):
+            raise BrokenBucketError(f"answered {str(raw)[:60]!r}, not a wait") from None
+        broken = broken_raw.decode() if isinstance(broken_raw, bytes) else str(broken_raw)
+        if broken and not self._warned:
+            self._warned = True
+            warnings.warn(
+                RateLimitWarning(
+                    f"llm-eval: the rate-limit bucket {self.key!r} in Redis {self.url} was broken "
+                    f"({broken}: no process of ours writes that); it is reset (full). Anyone "
+                    "who can write the Redis can change the fleet's limit: see the README's "
+                    "trust model"
+                ),
+                stacklevel=1,
+            )
+        text = wait_raw.decode() if isinstance(wait_raw, bytes) else str(wait_raw)
+        try:
+            return float(text)
+        except ValueError:
+            raise BrokenBucketError(f"answered {text[:60]!r}, not a wait") from None
 
     def take(self, tokens: float) -> float:
         return self._run("take", tokens, 0.0)
@@ -535,8 +656,15 @@ class RateLimiter:
             self.scope = "this machine's run (file lock)"
         else:
             self.scope = "this process"
-        if isinstance(failed, FileBucket):
+        if isinstance(exc, BrokenBucketError):
+            what = f"the rate-limit bucket {failed!r} {exc}"
+        elif isinstance(failed, FileBucket):
             what = f"the run's rate-limit file {failed.path} could not be used ({exc})"
+        elif type(exc).__name__ == "NoPermissionError" or "NOPERM" in str(exc):
+            what = (
+                f"the Redis user may not run the rate-limit script in Redis "
+                f"{getattr(failed, 'url', '')} (NOPERM: a read-only user)"
+            )
         else:
             what = (
                 f"the shared rate limit in Redis {getattr(failed, 'url', '')} failed "
@@ -556,7 +684,7 @@ class RateLimiter:
         bucket = self.bucket
         while True:
             try:
-                return float(getattr(bucket, op)(*args) or 0.0)
+                wait = float(getattr(bucket, op)(*args) or 0.0)
             except Exception as exc:
                 if not isinstance(exc, getattr(bucket, "errors", ())):
                     raise
@@ -564,6 +692,17 @@ class RateLimiter:
                 if replacement is bucket:
                     raise
                 bucket = replacement
+                continue
+            if 0.0 <= wait <= self.limits.longest_wait:  # NaN is not
+                return wait
+            # No sound state means this wait: waiting on it could hang the run (or, for NaN,
+            # let every request through). The next bucket takes over.
+            replacement = self._fail_over(
+                bucket, BrokenBucketError(f"answered a wait of {wait!r} s")
+            )
+            if replacement is bucket:
+                return min(max(wait, 0.0), MAX_POLL_S) if math.isfinite(wait) else MAX_POLL_S
+            bucket = replacement
 
     async def _async_call(self, op: str, *args: float) -> float:
         if self.bucket.remote:

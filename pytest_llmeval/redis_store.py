@@ -14,22 +14,47 @@ the local store for ``python -m pytest_llmeval cache push``. The password (in th
 ``LLM_EVAL_REDIS_PASSWORD``) is never written anywhere: reprs, warnings and errors show the URL
 without it, and any text from the client is scrubbed of it.
 
+Each entry is bound to its key: the JSON carries ``"key"`` and a read under another key is a
+miss (an entry copied or renamed by hand). With a secret in ``LLM_EVAL_CACHE_HMAC_KEY`` every
+entry written carries ``"sig"``, an HMAC-SHA256 over its canonical JSON (key included), and every
+read requires a valid one: an unsigned or badly signed entry is a miss with a warning, so only
+holders of the secret can make a score. Without it, anyone who can write the Redis can (see the
+README's trust model). Every value read is checked like the SQLite store's (strict JSON, a
+score's shape) before it is used or copied into the local store; a value its scorer refuses
+(out of range) is taken back from the local store (:meth:`TieredStore.reject`).
+
+A user that may read but not write (a Redis ACL for pull-request runs) makes the store read-only
+for the run on the first ``NOPERM``, with one warning: reads go on, results stay local.
+
 ``redis`` (redis-py, the ``redis`` extra) is imported only when a store is made.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
+import os
 import socket
 import threading
 import time
 import warnings
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, final
 from urllib.parse import unquote, urlsplit
 
-from pytest_llmeval.cache_entries import Entry, EntryError, encode_value, is_result_key
+from pytest_llmeval.cache_entries import (
+    MAX_ENTRY_CHARS,
+    Entry,
+    EntryError,
+    InvalidEntries,
+    encode_value,
+    is_result_key,
+    load_stored,
+    value_problem,
+)
 from pytest_llmeval.cache_protocol import KeyAbout, ResultStore
 from pytest_llmeval.errors import LLMEvalError
 from pytest_llmeval.redaction import redact_text, remember_secret
@@ -39,8 +64,10 @@ if TYPE_CHECKING:
     from pytest_llmeval.cache import ResultCache
 
 __all__ = [
+    "HMAC_ENV",
     "PushOutcome",
     "RedisDown",
+    "RedisReadOnly",
     "RedisStore",
     "RedisUnavailable",
     "TieredStore",
@@ -58,6 +85,13 @@ RETRY_AFTER = 5.0
 PROBE_TIMEOUT = 1.0
 # Redis hits a tiered store writes to the local store in one transaction.
 FILL_BATCH = 256
+# Keys a tiered store remembers having copied from Redis (to take back one its scorer refuses).
+_REMEMBERED = 100_000
+#: the environment variable holding the secret that signs and checks every Redis entry
+HMAC_ENV = "LLM_EVAL_CACHE_HMAC_KEY"
+# What a signature covers besides the entry: a version, so that a later format cannot be
+# confused with this one.
+_SIG_DOMAIN = b"pytest-llmeval result entry v1\n"
 
 
 class RedisUnavailable(LLMEvalError):
@@ -75,6 +109,37 @@ class RedisDown(Exception):
         self.present = present
 
 
+class RedisReadOnly(Exception):
+    """Redis refused a write with ``NOPERM``: this user may read but not write (an ACL for
+    pull-request runs). Not an outage: the store stays usable for reads."""
+
+
+def signing_key() -> bytes | None:
+    """The secret of :data:`HMAC_ENV`, or None when it is unset or empty (a CI secret that a
+    pull request from a fork does not get is an empty string)."""
+    secret = os.environ.get(HMAC_ENV, "")
+    return secret.encode("utf-8", "surrogatepass") if secret else None
+
+
+def _signature(secret: bytes, data: Mapping[str, Any]) -> str:
+    body = json.dumps(
+        {k: v for k, v in data.items() if k != "sig"},
+        sort_keys=True,
+        ensure_ascii=True,
+        allow_nan=False,
+    )
+    return hmac.new(secret, _SIG_DOMAIN + body.encode("ascii"), hashlib.sha256).hexdigest()
+
+
+def _seal(key: str, data: dict[str, Any], secret: bytes | None) -> str:
+    """The stored JSON of an entry's fields ``data``: bound to ``key``, signed with ``secret``
+    when there is one."""
+    data["key"] = key
+    if secret is not None:
+        data["sig"] = _signature(secret, data)
+    return json.dumps(data, sort_keys=True, ensure_ascii=True, allow_nan=False)
+
+
 def redact_url(url: str) -> str:
     """``url`` as it may be shown: user-info (the password) and secret-looking parameters
     (``?password=``) masked as ``***`` (:func:`pytest_llmeval.redaction.redact_url`)."""
@@ -88,10 +153,12 @@ def _warn(message: str) -> None:
 
 
 def _entry_text(
+    key: str,
     scorer: str,
     value: Mapping[str, Any],
     about: KeyAbout | None,
     created: float | None,
+    secret: bytes | None = None,
 ) -> str:
     """The stored JSON of an entry (raises ValueError/TypeError when ``value`` is not JSON)."""
     data: dict[str, Any] = {"scorer": scorer, "value": json.loads(encode_value(value))}
@@ -101,11 +168,12 @@ def _entry_text(
         data["parts"] = json.loads(about.parts_json())
         if about.locator is not None:
             data["locator"] = about.locator
-    return json.dumps(data, sort_keys=True, ensure_ascii=True, allow_nan=False)
+    return _seal(key, data, secret)
 
 
-def entry_text(entry: Entry) -> str:
-    """The stored JSON of ``entry`` (its ``created`` and parts kept as they are)."""
+def entry_text(entry: Entry, secret: bytes | None = None) -> str:
+    """The stored JSON of ``entry`` (its ``created`` and parts kept as they are), bound to its
+    key and signed with ``secret`` when given."""
     data: dict[str, Any] = {"scorer": entry.scorer, "value": dict(entry.value)}
     if entry.created is not None:
         data["created"] = entry.created
@@ -113,29 +181,51 @@ def entry_text(entry: Entry) -> str:
         data["parts"] = dict(entry.parts)
     if entry.locator is not None:
         data["locator"] = entry.locator
-    return json.dumps(data, sort_keys=True, ensure_ascii=True, allow_nan=False)
+    return _seal(entry.key, data, secret)
 
 
-def decode_entry(key: str, raw: bytes | str | None) -> Entry | None:
-    """The entry stored under ``key``, or None when there is none or it is damaged."""
+def check_entry(key: str, raw: bytes | str, secret: bytes | None = None) -> Entry:
+    """The entry stored under ``key``; :class:`EntryError` says why it cannot be used (damaged,
+    not a result, bound to another key, unsigned or badly signed when ``secret`` is given)."""
+    data = load_stored(raw)
+    bound = data.get("key")
+    if bound is not None and bound != key:
+        shown = bound if isinstance(bound, str) and len(bound) <= 64 else repr(bound)[:70]
+        raise EntryError(f"it is bound to another key ({shown}): copied here from elsewhere")
+    if secret is not None:
+        sig = data.get("sig")
+        if sig is None:
+            raise EntryError(
+                f"it is not signed, and {HMAC_ENV} is set: only signed entries are used"
+            )
+        if bound is None:
+            raise EntryError("it is signed but names no key")
+        if not isinstance(sig, str) or not hmac.compare_digest(sig, _signature(secret, data)):
+            raise EntryError(
+                f"its signature does not match (written with another {HMAC_ENV}, or changed "
+                "since it was signed)"
+            )
+    entry = Entry.checked(
+        key,
+        data.get("scorer"),
+        data.get("value"),
+        data.get("created"),
+        data.get("parts"),
+        data.get("locator"),
+        any_key=True,
+    )
+    problem = value_problem(entry.value)
+    if problem is not None:
+        raise EntryError(problem)
+    return entry
+
+
+def decode_entry(key: str, raw: bytes | str | None, secret: bytes | None = None) -> Entry | None:
+    """The entry stored under ``key``, or None when there is none or it cannot be used."""
     if raw is None:
         return None
     try:
-        data = json.loads(raw)
-    except ValueError:  # not JSON (also a UnicodeDecodeError)
-        return None
-    if not isinstance(data, dict):
-        return None
-    try:
-        return Entry.checked(
-            key,
-            data.get("scorer"),
-            data.get("value"),
-            data.get("created"),
-            data.get("parts"),
-            data.get("locator"),
-            any_key=True,
-        )
+        return check_entry(key, raw, secret)
     except EntryError:
         return None
 
@@ -184,14 +274,22 @@ class RedisStore:
         self.ttl = ttl
         self._secret = url_password or password or None
         remember_secret(self._secret or "")  # kept out of every error text, not only ours
+        # Read once: the run signs and checks with one key (never shown, never stored).
+        self._signing_key = signing_key()
+        if self._signing_key:
+            remember_secret(self._signing_key.decode("utf-8", "surrogatepass"))
         self._lock = threading.Lock()
         self._write_warned = False
         self.hits = self.misses = self.writes = 0
+        self._invalid = InvalidEntries()
+        #: why this user may not write (the first NOPERM), or None: then nothing is written
+        self.read_only: str | None = None
         import redis
         from redis.backoff import ExponentialBackoff
         from redis.retry import Retry
 
         self._errors: tuple[type[BaseException], ...] = (redis.RedisError, OSError)
+        self._noperm: type[BaseException] = redis.exceptions.NoPermissionError
         # Connection lost / refused / timed out: an outage (the tiered store keeps going on the
         # local store and pushes later). Any other error (e.g. WRONGTYPE, OOM) concerns one key.
         self._down_errors: tuple[type[BaseException], ...] = (
@@ -217,7 +315,31 @@ class RedisStore:
         self._reader_lock = threading.Lock()
 
     def _scrub(self, text: str) -> str:
-        return redact_text(text, (self._secret,))
+        signing = self._signing_key.decode("utf-8", "surrogatepass") if self._signing_key else None
+        return redact_text(text, (self._secret, signing))
+
+    @property
+    def name(self) -> str:
+        """How warnings name this store (no credentials)."""
+        return f"Redis {self.url} prefix {self.prefix!r}"
+
+    @property
+    def signed(self) -> bool:
+        """Whether entries are signed and checked (:data:`HMAC_ENV` is set)."""
+        return self._signing_key is not None
+
+    @property
+    def invalid_count(self) -> int:
+        """Invalid entries met (each was a miss)."""
+        return self._invalid.count
+
+    def reject(self, key: str, problem: str) -> None:
+        """The entry read under ``key`` cannot be used by its scorer (``problem``): a warning."""
+        self._invalid.report(self.name, key, problem, stacklevel=4)
+
+    def invalid(self, key: str) -> str | None:
+        """Why the entry under ``key`` was not used (it was invalid), or None."""
+        return self._invalid.reason(key)
 
     def describe(self, exc: BaseException) -> str:
         """``exc`` as text that is safe to show (without the password)."""
@@ -270,12 +392,20 @@ class RedisStore:
         """The entry under ``key`` or None (absent, damaged, or an error about that key);
         :class:`RedisDown` when the server does not answer."""
         try:
-            raw = self._lookup_client().get(self.prefix + key)
+            # At most one byte more than any entry may have: a huge value written to the shared
+            # store is refused without every reader fetching all of it. A missing key reads
+            # as b"" (no entry is empty).
+            raw = self._lookup_client().getrange(self.prefix + key, 0, MAX_ENTRY_CHARS) or None
         except self._down_errors as exc:
             raise RedisDown(self.describe(exc)) from None
         except self._errors:
             return None
-        entry = decode_entry(key, raw)
+        entry: Entry | None = None
+        if raw is not None:
+            try:
+                entry = check_entry(key, raw, self._signing_key)
+            except EntryError as exc:
+                self._invalid.report(self.name, key, str(exc), stacklevel=4)
         with self._lock:
             if entry is None:
                 self.misses += 1
@@ -286,17 +416,23 @@ class RedisStore:
     def write(
         self, key: str, scorer: str, value: Mapping[str, Any], about: KeyAbout | None = None
     ) -> bool:
-        """Store ``value`` (with the TTL); False when it is not JSON (not cached). Raises
-        :class:`RedisDown` when the server does not answer, and redis-py's error for any other
+        """Store ``value`` (with the TTL); False when it is not JSON (not cached) or this user
+        may not write. Raises :class:`RedisDown` when the server does not answer,
+        :class:`RedisReadOnly` on the first ``NOPERM``, and redis-py's error for any other
         failure (its text may hold the password: show it with :meth:`describe`)."""
+        if self.read_only is not None:
+            return False
         try:
-            text = _entry_text(scorer, value, about, time.time())
+            text = _entry_text(key, scorer, value, about, time.time(), self._signing_key)
         except (TypeError, ValueError):
             return False  # not JSON: the result is simply not cached
         try:
             self._client.set(self.prefix + key, text, ex=self.ttl)
         except self._down_errors as exc:
             raise RedisDown(self.describe(exc)) from None
+        except self._noperm as exc:
+            self.read_only = self.describe(exc)
+            raise RedisReadOnly(self.read_only) from None
         with self._lock:
             self.writes += 1
         return True
@@ -325,10 +461,19 @@ class RedisStore:
         """Store ``value`` (with the TTL); a failure warns once per store, then is silent."""
         try:
             self.write(key, scorer, value, about)
+        except RedisReadOnly as exc:
+            self.warn_read_only(str(exc), "new results are not shared")
         except RedisDown as exc:
             self._write_failed(exc, "results that cannot be written are not shared")
         except self._errors as exc:
             self._write_failed(exc, "results that cannot be written are not shared")
+
+    def warn_read_only(self, reason: str, consequence: str) -> None:
+        """Say once that this user may not write (a read-only ACL user): not an outage."""
+        _warn(
+            f"{self.name}: this Redis user may not write ({reason}); the store is read-only for "
+            f"this run: stored results are still read, {consequence}"
+        )
 
     def _write_failed(self, exc: BaseException, consequence: str) -> None:
         with self._lock:
@@ -376,7 +521,7 @@ class RedisStore:
             for key, raw in chunk:
                 if raw is None:
                     continue  # expired between SCAN and MGET
-                yield decode_entry(key, raw), key, len(raw)
+                yield decode_entry(key, raw, self._signing_key), key, len(raw)
 
     def delete(self, keys: Sequence[str]) -> int:
         """Remove ``keys``; the number removed. Raises redis-py errors."""
@@ -396,7 +541,8 @@ class RedisStore:
             nonlocal written, present
             pipe = self._client.pipeline(transaction=False)
             for e in batch:
-                pipe.set(self.prefix + e.key, entry_text(e), ex=self.ttl, nx=not replace)
+                text = entry_text(e, self._signing_key)
+                pipe.set(self.prefix + e.key, text, ex=self.ttl, nx=not replace)
             for ok in pipe.execute():
                 if ok:
                     written += 1
@@ -500,6 +646,10 @@ class TieredStore:
         # transaction (and on close), which makes a cold read-through several times faster
         # than a commit per hit. Until then they are served from here.
         self._fills: dict[str, tuple[str, Mapping[str, Any], KeyAbout | None]] = {}
+        # Keys whose value came from Redis (the most recent): a value its scorer refuses is
+        # taken back from the local store, so a poisoned entry is not kept on this machine.
+        self._from_remote: OrderedDict[str, None] = OrderedDict()
+        self._read_only_warned = False
 
     def _usable(self) -> bool:
         with self._lock:
@@ -551,11 +701,42 @@ class TieredStore:
             return None
         about = None if entry.parts is None else KeyAbout(entry.scorer, entry.parts, entry.locator)
         with self._lock:
-            self._fills[key] = (entry.scorer, entry.value, about)
             full = len(self._fills) >= FILL_BATCH
         if full:
+            # Before this hit joins them: it stays pending until its scorer has checked it.
             self.flush()
+        with self._lock:
+            self._fills[key] = (entry.scorer, entry.value, about)
+            self._from_remote[key] = None
+            self._from_remote.move_to_end(key)
+            while len(self._from_remote) > _REMEMBERED:
+                self._from_remote.popitem(last=False)
         return dict(entry.value)
+
+    def reject(self, key: str, problem: str) -> None:
+        """The value read under ``key`` cannot be used by its scorer (``problem``). One from
+        Redis is never kept locally (dropped before it is written, or removed after); the
+        warning names the store it came from."""
+        with self._lock:
+            remote = key in self._from_remote
+            pending = self._fills.pop(key, None) is not None
+            self._from_remote.pop(key, None)
+        if not remote:
+            reject = getattr(self.local, "reject", None)
+            if reject is not None:
+                reject(key, problem)
+            return
+        if not pending:
+            discard = getattr(self.local, "discard", None)
+            if discard is not None:
+                discard(key)
+        self.remote.reject(key, problem)
+
+    def invalid(self, key: str) -> str | None:
+        """Why the entry under ``key`` (local or in Redis) was not used, or None."""
+        invalid = getattr(self.local, "invalid", None)
+        reason = invalid(key) if invalid is not None else None
+        return reason or self.remote.invalid(key)
 
     def flush(self) -> None:
         """Write the Redis hits read so far to the local store."""
@@ -574,12 +755,22 @@ class TieredStore:
         self, key: str, scorer: str, value: Mapping[str, Any], about: KeyAbout | None = None
     ) -> None:
         _put_local(self.local, key, scorer, value, about)
+        if self.remote.read_only is not None:
+            return  # this user may not write: results stay local (said once)
         if not self._usable():
             with self._lock:
                 self.unpushed.add(key)
             return
         try:
             self.remote.write(key, scorer, value, about)
+        except RedisReadOnly as exc:
+            with self._lock:
+                first, self._read_only_warned = not self._read_only_warned, True
+            if first:
+                self.remote.warn_read_only(
+                    str(exc), "new results are kept in the local result cache only"
+                )
+            return
         except RedisDown as exc:
             self._down(exc)
             with self._lock:
@@ -598,6 +789,9 @@ class TieredStore:
         explain = getattr(self.local, "explain_miss", None)
         local = explain(key, about) if explain is not None else None
         shared = f"not in the shared Redis store {self.remote.url} (prefix {self.remote.prefix!r})"
+        refused = self.remote.invalid(key)
+        if refused is not None:
+            shared = f"the entry in {self.remote.name} cannot be used: {refused}"
         if self.outage is not None:
             shared = f"Redis store {self.remote.url} did not answer ({self.outage})"
         return f"{shared}; locally: {local}" if local else shared

@@ -11,6 +11,7 @@ its own total, which the plugin says in ``--help``.
 
 from __future__ import annotations
 
+import math
 import os
 import struct
 import tempfile
@@ -97,6 +98,12 @@ def _unpack(data: bytes) -> float:
     if len(data) != _SIZE:
         raise OSError(f"the run's spend file is damaged ({len(data)} bytes, expected {_SIZE})")
     (value,) = struct.unpack(_FORMAT, data)
+    # NaN would make every budget check false (no limit at all) and a negative amount would
+    # add to the budget: neither is a sum of costs. (A huge amount only stops judge calls.)
+    if not (math.isfinite(value) and value >= 0):
+        raise OSError(
+            f"the run's spend file is damaged (it holds {value!r}, not an amount of dollars)"
+        )
     return float(value)
 
 

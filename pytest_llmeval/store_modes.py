@@ -77,6 +77,12 @@ class ReadOnlyStore:
         explain = getattr(self.inner, "explain_miss", None)
         return explain(key, about) if explain is not None else None
 
+    def reject(self, key: str, problem: str) -> None:
+        reject_entry(self.inner, key, problem)
+
+    def invalid(self, key: str) -> str | None:
+        return invalid_reason(self.inner, key)
+
     def close(self) -> None:
         self.inner.close()
 
@@ -133,6 +139,41 @@ def for_mode(store: ResultStore | None, mode: str) -> ResultStore:
 def misses_are_errors(store: ResultStore) -> bool:
     """True when a judge scorer's miss in ``store`` must be an error (replay)."""
     return getattr(store, "misses_are_errors", False) is True
+
+
+# Stores that validate what they read have two more methods (optional: a store from the
+# ``pytest_llmeval_make_cache`` hook may lack them, and the lookup then warns by itself):
+# ``reject(key, problem)``: the lookup found the value under ``key`` unusable by its scorer (out
+# of its range...): the store counts it, warns naming itself, and forgets any copy it made of it;
+# ``invalid(key)``: why the store refused or was told to refuse the entry under ``key``, or None.
+
+_fallback_invalid: Any = None
+
+
+def reject_entry(store: ResultStore, key: str, problem: str) -> None:
+    """Tell ``store`` that the value under ``key`` cannot be used (``problem``); a store that
+    cannot be told is named by its repr in the warning."""
+    reject = getattr(store, "reject", None)
+    if reject is not None:
+        reject(key, problem)
+        return
+    global _fallback_invalid
+    from pytest_llmeval.cache_entries import InvalidEntries
+
+    if _fallback_invalid is None:
+        _fallback_invalid = InvalidEntries()
+    _fallback_invalid.report(f"result store {store!r}", key, problem, stacklevel=4)
+
+
+def invalid_reason(store: ResultStore, key: str) -> str | None:
+    """Why ``store`` did not use the entry under ``key`` (it was invalid), or None."""
+    invalid = getattr(store, "invalid", None)
+    if invalid is not None:
+        reason = invalid(key)
+        return reason if isinstance(reason, str) else None
+    if _fallback_invalid is not None:
+        return _fallback_invalid.reason(key)  # type: ignore[no-any-return]
+    return None
 
 
 def inner_store(store: ResultStore) -> ResultStore:

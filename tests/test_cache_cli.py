@@ -196,6 +196,30 @@ def test_import_checks_every_line_first_and_names_file_and_line(
         ),
         (json.dumps({"key": _key("x"), "scorer": "s", "value": {"v": math.nan}}), "NaN is not"),
         (good[0], f"key {ENTRIES[0].key} is already on line 1"),
+        # issue 19: what a score cannot be is refused at import, not met by a later run
+        (
+            json.dumps({"key": _key("x"), "scorer": "faithfulness", "value": {"value": 1e300}}),
+            "field 'value': 'value' 1e+300 is outside the range of scorer faithfulness [0.0, 1.0]",
+        ),
+        (
+            json.dumps({"key": _key("x"), "scorer": "faithfulness", "value": {"value": -0.5}}),
+            "'value' -0.5 is outside the range of scorer faithfulness",
+        ),
+        (
+            json.dumps({"key": _key("x"), "scorer": "s", "value": {"value": "1"}}),
+            "field 'value': 'value' is str '1', not a number",
+        ),
+        (
+            json.dumps({"key": _key("x"), "scorer": "s", "value": {"value": True}}),
+            "field 'value': 'value' is bool True, not a number",
+        ),
+        ('{"key": "' + _key("x") + '", "scorer": "s", "value": {"value": 1e999}}', "not a finite"),
+        ('{"key": "' + _key("x") + '", "scorer": "s", "value": ' + "[" * 5000, "nested"),
+        (
+            json.dumps({"key": _key("x"), "scorer": "s", "value": {"value": 0.5, "rationale": 1}}),
+            "'rationale' is int 1",
+        ),
+        ("x" * (8 * 1024 * 1024 + 1), "larger than any result"),
     ]
     for bad, reason in cases:
         path = tmp_path / "bad.jsonl"
@@ -361,6 +385,7 @@ def test_push_copies_local_entries_and_keeps_existing_ones(
     stored = json.loads(client.get(prefix + ENTRIES[1].key))
     assert stored == {
         "created": ENTRIES[1].created,
+        "key": ENTRIES[1].key,  # bound to its key: a copy under another key is a miss
         "locator": ENTRIES[1].locator,
         "parts": ENTRIES[1].parts,
         "scorer": "faithfulness",

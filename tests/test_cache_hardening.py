@@ -817,3 +817,236 @@ def test_keys_of_any_two_strings_surrogates_included_differ_exactly_when_they_do
         assert ka == input_key("{}", {"output": a})
 
     check()
+
+
+# -- issue 19: a stored value is checked before it becomes a score ------------------------------
+
+TAMPER_CONFTEST = """
+from pytest_llmeval import Score, Scorer
+
+class Low(Scorer):
+    '''Scores every output 0.2: a gate with min_mean=0.7 over it must fail.'''
+    name = "low"
+    required_inputs = ("output",)
+
+    def compute(self, inputs, ctx):
+        return Score(value=0.2, rationale="low by design")
+
+class LowJudge(Low):
+    name = "low_judge"
+    uses_judge = True  # replay stands in for it: an unusable entry is an error
+
+def pytest_llmeval_register_scorers(registry, config):
+    registry.register(Low, replace=True)
+    registry.register(LowJudge, replace=True)
+"""
+
+TAMPER_TESTS = """
+import pytest
+from pytest_llmeval import assert_score
+
+@pytest.mark.llm_eval
+@pytest.mark.llm_eval_gate("{scorer}", min_mean=0.7)
+@pytest.mark.parametrize("i", range(3))
+def test_gated(i):
+    assert_score("{scorer}", output=f"answer {{i}}")
+"""
+
+
+def _tamper_project(p: pytest.Pytester, scorer: str = "low") -> Path:
+    p.makeconftest(TAMPER_CONFTEST)
+    p.makepyfile(test_gated=TAMPER_TESTS.format(scorer=scorer))
+    p.makeini("[pytest]\n")
+    return p.path / ".llmeval" / "results.sqlite3"
+
+
+def _set_values(db: Path, text: str) -> list[str]:
+    """Overwrite every stored value with ``text`` (a tampered or damaged store); the keys."""
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute("UPDATE results SET value = ?", (text,))
+    keys = [k for (k,) in conn.execute("SELECT key FROM results ORDER BY key")]
+    conn.close()
+    return keys
+
+
+def _gate_run(p: pytest.Pytester, *args: str) -> tuple[pytest.RunResult, dict[str, Any]]:
+    report = p.path / "report.json"
+    report.unlink(missing_ok=True)
+    result = p.runpytest(
+        "--llm-eval", "-p", "no:cacheprovider", f"--llm-eval-report={report}", *args
+    )
+    return result, json.loads(report.read_text())
+
+
+BAD_VALUES = [
+    pytest.param('{"value": 100}', "100 is outside", id="out-of-range-int"),
+    pytest.param('{"value": 5.0, "rationale": "x"}', "5.0 is outside", id="out-of-range-float"),
+    pytest.param('{"value": 1e300}', "1e+300 is outside", id="absurd"),
+    pytest.param('{"value": -0.5}', "-0.5 is outside", id="negative"),
+    pytest.param('{"value": "1"}', "'value' is str '1', not a number", id="string"),
+    pytest.param('{"value": true}', "'value' is bool True, not a number", id="bool"),
+    pytest.param('{"value": NaN}', "NaN", id="nan"),
+    pytest.param('{"value": Infinity}', "Infinity", id="infinity"),
+    pytest.param('{"value": 1e999}', "not a finite number", id="overflow"),
+    pytest.param('{"rationale": "no value"}', "'value' is missing", id="missing"),
+    pytest.param('{"value": 1.0, "metadata": "x"}', "'metadata' is str", id="metadata"),
+    pytest.param(
+        '{"value": 1.0, "metadata": {"unreached": true}}', "'unreached'", id="reserved-metadata"
+    ),
+    pytest.param('{"value": 1.0, "usage": {"calls": -1}}', "'usage'", id="usage"),
+    pytest.param(
+        '{"value": 0.2, "metadata": {"a": ' + "[" * 400 + "]" * 400 + "}}",
+        "'metadata' nests more than 32 levels deep",
+        id="deep-metadata",
+    ),
+    pytest.param("[1.0]", "not a JSON object", id="not-an-object"),
+    pytest.param('{"value": 1.0', "not JSON", id="truncated"),
+    pytest.param("[" * 100_000 + "]" * 100_000, "nested", id="deep"),
+]
+
+
+class LowHere(Scorer):
+    name = "low_here"
+    required_inputs = ("output",)
+
+    def compute(self, inputs: Mapping[str, Any], ctx: ScoringContext) -> Score:
+        return Score(value=0.2, rationale="low by design")
+
+
+@pytest.mark.parametrize(("stored", "problem"), BAD_VALUES)
+def test_every_kind_of_bad_stored_value_is_a_miss_with_a_warning_naming_store_and_key(
+    tmp_path: Path, stored: str, problem: str
+) -> None:
+    c = ScoringContext(Settings(cache_dir=tmp_path / "c", cache_mode="use"))
+    prev = set_context(c)
+    try:
+        assert score(LowHere, output="a").cached is False
+        assert score(LowHere, output="a").cached is True
+        (key,) = _set_values(tmp_path / "c" / "results.sqlite3", stored)
+        with pytest.warns(CacheWarning) as caught:
+            again = score(LowHere, output="a")
+        assert (again.value, again.cached) == (0.2, False)
+        (message,) = [str(w.message) for w in caught]
+        assert message.startswith(f"SQLite cache {tmp_path / 'c' / 'results.sqlite3'}: ")
+        assert f"invalid entry {key}: " in message and problem in message, message
+        assert score(LowHere, output="a").cached is True  # stored over the invalid entry
+    finally:
+        set_context(prev)
+        c.close()
+
+
+@pytest.mark.parametrize(
+    ("stored", "problem"),
+    [p for p in BAD_VALUES if p.id in ("out-of-range-int", "string", "nan", "absurd")],
+)
+def test_a_tampered_sqlite_value_never_passes_a_gate(
+    pytester: pytest.Pytester, stored: str, problem: str
+) -> None:
+    """A stored value that is not a score of this scorer (out of its range, not a number, NaN,
+    damaged) is a miss: the score is computed again (0.2) and the gate fails, as it did before
+    the store was touched; one warning names the SQLite file, the key and what is wrong."""
+    db = _tamper_project(pytester)
+    result, report = _gate_run(pytester)
+    assert result.ret == 1 and report["gates"][0]["verdict"] == "fail"
+    keys = _set_values(db, stored)
+    assert len(keys) == 3
+    result, report = _gate_run(pytester, "-W", "always::UserWarning")
+    out = result.stdout.str()
+    assert "INTERNALERROR" not in out
+    assert result.ret == 1, out
+    gate = report["gates"][0]
+    assert gate["verdict"] == "fail", gate
+    records = report["records"]
+    assert [r["score"] for r in records] == [0.2, 0.2, 0.2]
+    assert not any(r["cached"] for r in records)
+    assert f"SQLite cache {db}" in out
+    assert keys[0] in out
+    assert problem in out, out
+    # recomputed, the entries are right again: the next run reads them
+    result, report = _gate_run(pytester)
+    assert result.ret == 1 and [r["cached"] for r in report["records"]] == [True] * 3
+
+
+def test_a_stored_passed_flag_is_never_a_verdict(pytester: pytest.Pytester) -> None:
+    """Only the value comes from the store: a ``passed`` field added to it changes nothing."""
+    db = _tamper_project(pytester)
+    _gate_run(pytester)
+    _set_values(db, '{"value": 0.2, "passed": true, "rationale": "low by design"}')
+    result, report = _gate_run(pytester)
+    assert result.ret == 1 and report["gates"][0]["verdict"] == "fail"
+    assert [r["cached"] for r in report["records"]] == [True] * 3
+
+
+def test_an_unusable_judge_entry_in_replay_is_an_error_saying_how_to_re_record(
+    pytester: pytest.Pytester,
+) -> None:
+    db = _tamper_project(pytester, "low_judge")
+    _gate_run(pytester)
+    keys = _set_values(db, '{"value": 100}')
+    result, report = _gate_run(pytester, "--llm-eval-cache=replay")
+    result.assert_outcomes(errors=3)
+    out = result.stdout.str()
+    for k in keys:
+        assert (
+            f"InvalidCacheEntryError: scorer 'low_judge': the cached result (key {k[:16]}...) "
+            "cannot be used: 'value' 100 is outside the scorer's range [0.0, 1.0]"
+        ) in out
+    assert "--llm-eval-cache=refresh" in out
+    assert report["gates"][0]["verdict"] != "pass"
+
+
+def test_a_nan_in_the_store_is_a_miss_never_an_internal_error(pytester: pytest.Pytester) -> None:
+    """Finding 13: NaN written by another tool used to abort the run after the first test."""
+    db = _tamper_project(pytester)
+    _gate_run(pytester)
+    _set_values(db, '{"value": NaN}')
+    result, report = _gate_run(pytester, "-n", "2")
+    assert "INTERNALERROR" not in result.stdout.str()
+    assert len(report["records"]) == 3 and result.ret == 1
+
+
+def test_ten_thousand_bad_entries_warn_a_few_times_not_ten_thousand(tmp_path: Path) -> None:
+    c = ResultCache(tmp_path)
+    keys = [hashlib.sha256(str(i).encode()).hexdigest() for i in range(10_000)]
+    c.put_many((k, "s", {"value": 0.5}, None) for k in keys)
+    conn = sqlite3.connect(c.path)
+    with conn:
+        conn.execute("UPDATE results SET value = '{\"value\": NaN}'")
+    conn.close()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert all(c.get(k) is None for k in keys)
+    messages = [str(w.message) for w in caught]
+    assert 1 < len(messages) <= 5, messages
+    assert keys[0] in messages[0] and f"SQLite cache {c.path}" in messages[0]
+    assert "further invalid entries" in messages[-1]
+    assert c.invalid_count == 10_000
+    c.close()
+
+
+@pytest.mark.parametrize(
+    "text",
+    ['{"value": NaN}', '{"value": -Infinity}', '{"value": 1e400}', "[" * 50_000, '"x"', "null"],
+    ids=["nan", "-infinity", "overflow", "deep", "string", "null"],
+)
+def test_the_sqlite_store_refuses_what_is_not_strict_json_of_an_object(
+    tmp_path: Path, text: str
+) -> None:
+    c = ResultCache(tmp_path)
+    c.put("k", "s", {"value": 0.5})
+    _set_values(c.path, text)
+    with pytest.warns(CacheWarning, match="invalid entry"):
+        assert c.get("k") is None
+    assert c.invalid("k") is not None
+    c.close()
+
+
+def test_a_huge_stored_value_is_refused_without_being_parsed(tmp_path: Path) -> None:
+    from pytest_llmeval.cache_entries import MAX_ENTRY_CHARS
+
+    c = ResultCache(tmp_path)
+    c.put("k", "s", {"value": 0.5, "rationale": "x" * (MAX_ENTRY_CHARS + 1)})
+    with pytest.warns(CacheWarning, match="larger than"):
+        assert c.get("k") is None
+    c.close()

@@ -628,3 +628,343 @@ def test_down_at_start_the_results_are_pushed_when_it_is_back_at_the_end(
     res, calls = _run(pytester, _quiet_machine(pytester, "b"), *opts)
     res.assert_outcomes(passed=8)
     assert calls == 0
+
+
+# -- issue 19: what is read from Redis is checked; signing; a read-only ACL user ---------------
+
+GATED_TESTS = """
+import pytest
+from pytest_llmeval import assert_score
+
+@pytest.mark.llm_eval
+@pytest.mark.llm_eval_gate("counted", min_mean=0.9)
+@pytest.mark.parametrize("i", range(3))
+def test_gated(i):
+    assert_score("counted", output=f"answer {i}")
+"""
+
+HMAC_SECRET = "hmac-Secret-7f3a-do-not-print"
+
+
+def _gate_run(
+    pytester: pytest.Pytester, root: Path, *args: str, env: dict[str, str] | None = None
+) -> tuple[pytest.RunResult, int, dict[str, Any]]:
+    report = root / "report.json"
+    report.unlink(missing_ok=True)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("LLM_EVAL_CACHE_HMAC_KEY", raising=False)
+        res, calls = _run(pytester, root, f"--llm-eval-report={report}", *args, env=env)
+    return res, calls, json.loads(report.read_text())
+
+
+def _tamper(client: Any, prefix: str, change: Any) -> list[str]:
+    """Apply ``change`` to the JSON of every result entry under ``prefix``; the keys."""
+    keys = _result_keys(client, prefix)
+    for name in keys:
+        data = json.loads(client.get(name))
+        client.set(name, change(data))
+    return sorted(k.decode()[len(prefix) :] for k in keys)
+
+
+def _local_values(root: Path) -> list[Any]:
+    import sqlite3
+
+    conn = sqlite3.connect(root / ".llmeval" / "results.sqlite3")
+    rows = conn.execute("SELECT value FROM results ORDER BY key").fetchall()
+    conn.close()
+    return [json.loads(v)["value"] for (v,) in rows]
+
+
+def _with(data: dict[str, Any], **value: Any) -> str:
+    return json.dumps({**data, "value": {**data["value"], **value}})
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        (lambda d: _with(d, value=100), "'value' 100 is outside the scorer's range [0.0, 1.0]"),
+        (lambda d: _with(d, value="1"), "'value' is str '1', not a number"),
+        (lambda d: _with(d, value=True), "'value' is bool True, not a number"),
+        (lambda d: _with(d, value=1e300), "'value' 1e+300 is outside"),
+        (lambda d: json.dumps(d).replace('"value": 0.75', '"value": NaN'), "NaN is not a JSON"),
+    ],
+    ids=["out-of-range", "string", "bool", "absurd", "nan"],
+)
+def test_a_tampered_redis_value_never_passes_a_gate_on_another_machine(
+    pytester: pytest.Pytester, redis_server: Any, change: Any, problem: str
+) -> None:
+    """Finding 11/13 over Redis: the gate fails on machine a (0.75 < 0.9); an entry changed in
+    Redis is a miss on machine b (under -n 2: no INTERNALERROR), recomputed (the gate still
+    fails), written over in Redis, and b's local cache holds the recomputed value only."""
+    client = _redis(redis_server)
+    prefix = f"t-tamper-{len(problem)}:"
+    opts = ("--llm-eval-cache-url", redis_server.url, "--llm-eval-cache-prefix", prefix)
+    a = _machine(pytester, "a", GATED_TESTS)
+    b = _machine(pytester, "b", GATED_TESTS)
+    res, calls, report = _gate_run(pytester, a, *opts)
+    assert res.ret == 1 and calls == 3 and report["gates"][0]["verdict"] == "fail"
+    keys = _tamper(client, prefix, change)
+    res, calls, report = _gate_run(pytester, b, *opts, "-n", "2", "-W", "always::UserWarning")
+    out = res.stdout.str()
+    assert "INTERNALERROR" not in out
+    assert res.ret == 1 and report["gates"][0]["verdict"] == "fail", out
+    assert calls == 3 and [r["score"] for r in report["records"]] == [0.75] * 3
+    assert f"Redis {redis_server.url} prefix {prefix!r}: invalid entry " in out
+    assert any(k in out for k in keys) and problem in out, out
+    assert _local_values(b) == [0.75] * 3
+    assert [json.loads(client.get(prefix + k))["value"]["value"] for k in keys] == [0.75] * 3
+    client.close()
+
+
+def test_read_through_never_keeps_a_value_its_scorer_refuses(
+    tmp_path: Path, redis_server: Any
+) -> None:
+    from pytest_llmeval.cache import CacheWarning, ResultCache
+    from pytest_llmeval.redis_store import RedisStore, TieredStore
+
+    keys = [f"{i:064x}" for i in range(3)]
+    writer = RedisStore(redis_server.url, prefix="t-through:")
+    for k in keys:
+        writer.put(k, "s", {"value": 100})  # a [0, 1] scorer's lookup refuses it
+    local = ResultCache(tmp_path / "local")
+    store = TieredStore(local, RedisStore(redis_server.url, prefix="t-through:"))
+    assert store.get(keys[0]) == {"value": 100}
+    with pytest.warns(CacheWarning, match=f"Redis {redis_server.url} prefix 't-through:'"):
+        store.reject(keys[0], "'value' 100 is outside the scorer's range [0.0, 1.0]")
+    # read, written to the local store (another thread's flush), then refused: removed again
+    assert store.get(keys[1]) == {"value": 100}
+    store.flush()
+    assert local.get(keys[1]) == {"value": 100}
+    with pytest.warns(CacheWarning, match=keys[1]):
+        store.reject(keys[1], "'value' 100 is outside the scorer's range [0.0, 1.0]")
+    assert store.get(keys[2]) == {"value": 100}  # not refused: kept, as any Redis hit
+    store.close()
+    again = ResultCache(tmp_path / "local")
+    assert [again.get(k) for k in keys] == [None, None, {"value": 100}]
+    assert store.invalid(keys[0]) is not None and store.invalid(keys[2]) is None
+    again.close()
+    writer.close()
+
+
+def test_nan_in_redis_is_refused_by_the_store_and_never_copied(
+    tmp_path: Path, redis_server: Any
+) -> None:
+    from pytest_llmeval.cache import CacheWarning, ResultCache
+    from pytest_llmeval.redis_store import RedisStore, TieredStore
+
+    key = "ab" * 32
+    client = _redis(redis_server)
+    client.set("t-nan:" + key, '{"key": "' + key + '", "scorer": "s", "value": {"value": NaN}}')
+    local = ResultCache(tmp_path / "local")
+    store = TieredStore(local, RedisStore(redis_server.url, prefix="t-nan:"))
+    with pytest.warns(CacheWarning, match="NaN is not a JSON number"):
+        assert store.get(key) is None
+    store.close()
+    assert ResultCache(tmp_path / "local").get(key) is None
+    client.close()
+
+
+def test_an_entry_copied_under_another_key_is_a_miss(redis_server: Any) -> None:
+    from pytest_llmeval.cache import CacheWarning
+    from pytest_llmeval.redis_store import RedisStore
+
+    k1, k2 = "11" * 32, "22" * 32
+    store = RedisStore(redis_server.url, prefix="t-bound:")
+    store.put(k1, "s", {"value": 1.0})
+    client = _redis(redis_server)
+    raw = client.get("t-bound:" + k1)
+    assert json.loads(raw)["key"] == k1
+    client.set("t-bound:" + k2, raw)  # a passing result copied over another case's key
+    with pytest.warns(CacheWarning, match=f"invalid entry {k2}: it is bound to another key"):
+        assert store.get(k2) is None
+    assert store.get(k1) == {"value": 1.0}
+    # an entry from before entries were bound (no "key") still reads without a signing key
+    client.set("t-bound:" + k2, json.dumps({"scorer": "s", "value": {"value": 0.5}}))
+    assert store.get(k2) == {"value": 0.5}
+    store.close()
+    client.close()
+
+
+def test_signed_entries_only_with_the_hmac_key_and_the_key_never_shows(
+    redis_server: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import hashlib
+    import hmac
+
+    from pytest_llmeval.cache import CacheWarning
+    from pytest_llmeval.cache_entries import Entry
+    from pytest_llmeval.redis_store import RedisStore
+
+    k1, k2, k3 = "a1" * 32, "b2" * 32, "c3" * 32
+    client = _redis(redis_server)
+    monkeypatch.setenv("LLM_EVAL_CACHE_HMAC_KEY", HMAC_SECRET)
+    signed = RedisStore(redis_server.url, prefix="t-sig:")
+    signed.put(k1, "s", {"value": 0.25})
+    raw = client.get("t-sig:" + k1)
+    data = json.loads(raw)
+    assert HMAC_SECRET.encode() not in raw and len(data["sig"]) == 64
+    assert signed.get(k1) == {"value": 0.25}
+    forged = [  # (key written, text, what the warning says)
+        (k2, json.dumps({"key": k2, "scorer": "s", "value": {"value": 1.0}}), "not signed"),
+        (k2, json.dumps({"scorer": "s", "value": {"value": 1.0}}), "not signed"),
+        (k1, raw.decode().replace("0.25", "1.0"), "signature does not match"),
+        (
+            k1,
+            json.dumps(
+                {
+                    **{k: v for k, v in data.items() if k != "sig"},
+                    "value": {"value": 1.0},
+                    "sig": hmac.new(b"guess", b"x", hashlib.sha256).hexdigest(),
+                }
+            ),
+            "signature does not match",
+        ),
+        (k2, raw.decode(), "bound to another key"),
+        # signed for k1, its key changed to k2: the signature covers the key
+        (k2, raw.decode().replace(k1, k2), "signature does not match"),
+    ]
+    messages = []
+    for key, text, problem in forged:
+        client.set("t-sig:" + key, text)
+        reader = RedisStore(redis_server.url, prefix="t-sig:")  # each warns for its first 3
+        with pytest.warns(CacheWarning) as caught:
+            assert reader.get(key) is None
+        reader.close()
+        (message,) = [str(w.message) for w in caught]
+        assert problem in message, message
+        messages.append(message)
+    signed.put(k1, "s", {"value": 0.25})
+    # what the cache tools push is signed too
+    assert signed.push([Entry(k3, "s", {"value": 0.5})]) == (1, 0)
+    assert signed.get(k3) == {"value": 0.5}
+    assert all(HMAC_SECRET not in m for m in messages) and HMAC_SECRET not in repr(signed)
+    # without the key: signed entries read (they cannot be checked), and so do unsigned ones
+    monkeypatch.delenv("LLM_EVAL_CACHE_HMAC_KEY")
+    plain = RedisStore(redis_server.url, prefix="t-sig:")
+    client.set("t-sig:" + k2, forged[0][1])
+    assert plain.get(k1) == {"value": 0.25} and plain.get(k2) == {"value": 1.0}
+    monkeypatch.setenv("LLM_EVAL_CACHE_HMAC_KEY", "")  # a fork's CI gets an empty secret
+    assert not RedisStore(redis_server.url, prefix="t-sig:").signed
+    for s in (signed, plain):
+        s.close()
+    client.close()
+
+
+def test_with_signing_a_forged_passing_score_in_redis_fails_the_gate(
+    pytester: pytest.Pytester, redis_server: Any
+) -> None:
+    """Finding 12: a score inside the range (1.0) written into Redis by someone without the key
+    would pass the gate on another machine; with LLM_EVAL_CACHE_HMAC_KEY it is a miss there."""
+    client = _redis(redis_server)
+    prefix = "t-forge:"
+    opts = ("--llm-eval-cache-url", redis_server.url, "--llm-eval-cache-prefix", prefix)
+    env = {"LLM_EVAL_CACHE_HMAC_KEY": HMAC_SECRET}
+    a, b = _machine(pytester, "a", GATED_TESTS), _machine(pytester, "b", GATED_TESTS)
+    res, calls, report = _gate_run(pytester, a, *opts, env=env)
+    assert res.ret == 1 and calls == 3
+    keys = _tamper(
+        client, prefix, lambda d: _with({k: v for k, v in d.items() if k != "sig"}, value=1.0)
+    )
+    res, calls, report = _gate_run(pytester, b, *opts, "-W", "always::UserWarning", env=env)
+    out = res.stdout.str()
+    assert res.ret == 1 and report["gates"][0]["verdict"] == "fail", out
+    assert calls == 3 and "it is not signed, and LLM_EVAL_CACHE_HMAC_KEY is set" in out
+    assert any(k in out for k in keys)
+    assert HMAC_SECRET not in out + res.stderr.str()
+    # the rewritten entries are signed again: a third machine with the key reads them all
+    res, calls, report = _gate_run(pytester, _machine(pytester, "c", GATED_TESTS), *opts, env=env)
+    assert calls == 0 and res.ret == 1
+    assert all(HMAC_SECRET not in v for v in (client.get(prefix + k).decode() for k in keys))
+    client.close()
+
+
+# The ACL of the README's trust model, read from the README itself (the test keeps it true).
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def readme_acl() -> list[list[str]]:
+    """The ``user ...`` lines of the README's users.acl block, each as ACL SETUSER arguments."""
+    text = README.read_text(encoding="utf-8")
+    start = text.index("<!-- redis-acl -->")
+    block = text[start:].split("```", 2)[1]
+    return [line.split()[1:] for line in block.splitlines() if line.startswith("user ")]
+
+
+@pytest.fixture
+def acl_redis() -> Iterator[Any]:
+    """A redis-server of this test alone with the README's users (main and pr), their
+    passwords filled in; the default user is switched off as the README says."""
+    from redis_server import start
+
+    for server in start():
+        import redis
+
+        admin = redis.Redis(port=server.port)
+        users = readme_acl()
+        assert [u[0] for u in users] == ["llmeval-main", "llmeval-pr", "default"]
+        for args in users:
+            args = [
+                a.replace("MAIN_PASSWORD", "main-Pw-1").replace("PR_PASSWORD", "pr-Pw-2")
+                for a in args
+            ]
+            admin.execute_command("ACL", "SETUSER", *args)
+        admin.close()
+        yield server
+
+
+def test_the_readme_acl_lets_main_write_and_pr_only_read(
+    pytester: pytest.Pytester, acl_redis: Any
+) -> None:
+    """The pull-request user reads what the main branch's runs stored (no computation), and
+    its run passes although it may not write: one warning says the store is read-only."""
+    port = acl_redis.port
+    main = f"redis://llmeval-main:main-Pw-1@127.0.0.1:{port}/0"
+    pr = f"redis://llmeval-pr:pr-Pw-2@127.0.0.1:{port}/0"
+    a = _machine(pytester, "a")
+    res, calls = _run(pytester, a, "--llm-eval-cache-url", main, "--llm-eval-cache-required")
+    res.assert_outcomes(passed=3)
+    assert calls == 3
+    b = _machine(pytester, "b", TESTS.replace("range(3)", "range(5)"))
+    res, calls = _run(
+        pytester, b, "--llm-eval-cache-url", pr, "--llm-eval-cache-required", "-W", "always"
+    )
+    res.assert_outcomes(passed=5)
+    out = res.stdout.str() + res.stderr.str()
+    assert calls == 2  # the 3 from main were read, 2 new ones computed
+    assert out.count("this Redis user may not write (NoPermissionError") == 1, out
+    assert "read-only for this run: stored results are still read" in out
+    assert "pr-Pw-2" not in out and "stopped answering" not in out
+    assert "still unavailable" not in out  # refused writes are not an outage
+    import redis
+
+    client = redis.Redis.from_url(main)
+    assert len(list(client.scan_iter(match="llmeval:*"))) == 3  # the pr run wrote nothing
+    with pytest.raises(redis.exceptions.NoPermissionError):
+        redis.Redis.from_url(pr).set("llmeval:" + "0" * 64, "{}")
+    with pytest.raises(redis.exceptions.AuthenticationError):
+        redis.Redis(port=port).ping()  # the default user is off
+    client.close()
+
+
+def test_a_huge_redis_value_is_refused_after_reading_a_bounded_part(redis_server: Any) -> None:
+    """A 20 MiB value under a result key: a lookup fetches at most 8 MiB + 1 byte of it and
+    refuses it (what a single GET would have pulled whole into every reader)."""
+    from pytest_llmeval.cache import CacheWarning
+    from pytest_llmeval.cache_entries import MAX_ENTRY_CHARS
+    from pytest_llmeval.redis_store import RedisStore
+
+    key = "dd" * 32
+    client = _redis(redis_server)
+    huge = json.dumps({"key": key, "scorer": "s", "value": {"value": 0.5, "x": "y" * (20 << 20)}})
+    client.set("t-huge:" + key, huge)
+    store = RedisStore(redis_server.url, prefix="t-huge:")
+    sent_before = client.info("stats")["total_net_output_bytes"]
+    with pytest.warns(CacheWarning, match=f"invalid entry {key}: .*larger than any result"):
+        assert store.get(key) is None
+    sent = client.info("stats")["total_net_output_bytes"] - sent_before
+    # the server sent the bounded part (and a few kB of INFO), not the 20 MiB
+    assert MAX_ENTRY_CHARS < sent < MAX_ENTRY_CHARS + 64 * 1024, sent
+    assert store.get("ee" * 32) is None  # absent: a plain miss, no warning
+    store.close()
+    client.delete("t-huge:" + key)
+    client.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import multiprocessing
 import os
 import struct
@@ -107,3 +108,19 @@ def test_files_of_runs_that_died_are_removed() -> None:
     finally:
         spend.remove()
         mine.unlink()
+
+
+@pytest.mark.parametrize("value", [math.nan, -math.inf, math.inf, -1.0], ids=str)
+def test_a_spend_file_holding_no_amount_is_damaged_never_used(tmp_path: Path, value: float) -> None:
+    """NaN made every budget check false (no budget at all); a negative total added to the
+    budget. Either is a damaged file: the ledger says so once and counts its own calls."""
+    path = tmp_path / "spend.bin"
+    path.write_bytes(struct.pack("<d", value))
+    with pytest.raises(OSError, match=r"spend file is damaged .*not an amount of dollars"):
+        SharedSpend(path).total()
+    with pytest.raises(OSError, match="not an amount of dollars"):
+        SharedSpend(path).add(1.0)
+    ledger = UsageLedger(SharedSpend(path))
+    with pytest.warns(RuntimeWarning, match="counts this process's judge calls only"):
+        ledger.add(Usage(prompt_tokens=10, completion_tokens=1, calls=1, cost_usd=2.0))
+    assert ledger.spent_usd == 2.0  # this process's own calls, never NaN or less than them
