@@ -48,7 +48,7 @@ from typing import Any, final
 
 from pytest_llmeval.model import Instrument, Run
 from pytest_llmeval.records import ScoreRecord
-from pytest_llmeval.stats import CaseSamples, Sample, reduce_case, t_interval
+from pytest_llmeval.stats import CaseSamples, reduce_case, t_interval
 
 __all__ = [
     "COMPARISON_VERDICTS",
@@ -603,22 +603,11 @@ def _compare_cases(
 
 
 def _samples(records: Sequence[ScoreRecord]) -> CaseSamples:
-    recs = sorted(records, key=lambda r: (r.sample, r.index))
-    bounded = next((r for r in recs if r.error is None), recs[0])
-    return CaseSamples(
-        case="",
-        samples=tuple(
-            Sample(
-                score=None if r.error is not None else r.score,
-                passed=None if r.error is not None else r.passed,
-                error=r.error,
-                sample=r.sample,
-            )
-            for r in recs
-        ),
-        min=bounded.min,
-        max=bounded.max,
-    )
+    """One case's records as a gate sees them (an errored record is an unscored sample)."""
+    from pytest_llmeval.gates import case_samples
+
+    (case,) = case_samples(records)
+    return case
 
 
 def scorer_direction(name: str, current: Run, baseline: Run | None = None) -> tuple[bool, str]:

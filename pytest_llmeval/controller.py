@@ -66,6 +66,8 @@ class RunController:
         self.verdict: Verdict | None = None
         self.saved: int | None = None
         self.save_error: str | None = None
+        #: what keeps the run from being judged (each fails it): unreadable records or plan
+        self.problems: list[str] = []
         self.judged = False
 
     # -- collecting -------------------------------------------------------------------------
@@ -74,16 +76,25 @@ class RunController:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Controller side: the records and new instruments a teardown report carries."""
         payload = getattr(report, RECORDS_ATTR, None)
-        if payload:
-            try:
-                data = json.loads(payload)
-            except ValueError:
-                data = []
-            self.records.extend(ScoreRecord.from_json(d) for d in data)
         shipped = getattr(report, INSTRUMENTS_ATTR, None)
-        if shipped:
-            for digest, inst in json.loads(shipped).items():
-                self.instruments.setdefault(digest, Instrument.from_json(digest, inst))
+        if not payload and not shipped:
+            return
+        try:
+            records = [ScoreRecord.from_json(d) for d in json.loads(payload or "[]")]
+            instruments = {
+                digest: Instrument.from_json(digest, inst)
+                for digest, inst in json.loads(shipped or "{}").items()
+            }
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            # A record dropped in silence could be the failing one: the run cannot be judged.
+            self.problems.append(
+                f"the score records sent with {report.nodeid} could not be read "
+                f"({type(exc).__name__}: {exc}): the run cannot be judged without them"
+            )
+            return
+        self.records.extend(records)
+        for digest, inst in instruments.items():
+            self.instruments.setdefault(digest, inst)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
@@ -198,7 +209,7 @@ class RunController:
                 self.outcomes,
                 self.comparison,
                 baseline_problem=self.baseline_problem,
-                problems=[self.tracker.error] if self.tracker.error else [],
+                problems=[*self.problems, *([self.tracker.error] if self.tracker.error else [])],
             )
             if self.verdict.exitstatus != session.exitstatus:
                 session.exitstatus = self.verdict.exitstatus
@@ -359,8 +370,8 @@ class RunController:
         shard = shard_of(config)
         if self.statistics and verbosity >= 0:
             write_statistics(tr, self.statistics)
-        if self.tracker.error is not None:
-            tr.write_line(f"llm-eval: {self.tracker.error}", red=True, bold=True)
+        for problem in [*self.problems, *([self.tracker.error] if self.tracker.error else [])]:
+            tr.write_line(f"llm-eval: {problem}", red=True, bold=True)
         if self.outcomes and self.run is not None:
             write_gates(tr, self.outcomes, self.run.settings, verbosity, shard=shard)
         write_comparison(

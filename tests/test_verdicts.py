@@ -699,3 +699,28 @@ def test_two_records_for_one_sample_are_never_paired() -> None:
     (s,) = cmp.scorers
     assert s.ambiguous == ("t.py::t[a]",) and s.n == 1
     assert any("two records for one sample" in n for n in cmp.notes)
+
+
+TAMPER_RECORDS = """
+import pytest
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    if getattr(report, "llm_eval_records", None) and "c1" in item.nodeid:
+        report.llm_eval_records = '[{"file": 1}]'
+    return report
+"""
+
+
+def test_unreadable_records_fail_the_run_instead_of_vanishing(pytester: pytest.Pytester) -> None:
+    """A record dropped in silence could be the failing one (c1 fails its bound here)."""
+    rows = [{"id": f"c{i}", "output": "x" if i != 1 else "y", "crash": False} for i in range(4)]
+    _dataset(pytester.path / "data" / "cases.jsonl", rows)
+    pytester.makepyfile(test_crash=CRASHING.replace("min_pass_rate=0.5", "min_pass_rate=1"))
+    pytester.makeconftest(TAMPER_RECORDS)
+    result = pytester.runpytest("--llm-eval", "--llm-eval-cache=off")
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(
+        ["*the score records sent with test_crash.py::test_gated[[]c1[]] could not be read*"]
+    )
