@@ -557,3 +557,77 @@ def test_a_shard_report_without_its_plan_is_refused_by_merge(
     cut = _cli(pytester, "merge", "t1.json", "t2.json", "t3.json", "-o", "mt.json")
     assert cut.returncode == 2, cut.stdout
     assert "plan" in cut.stderr
+
+
+def test_merge_with_another_baseline_than_the_shards_compared_with_is_refused(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Attack: the shards compared with base.json (6 of 9 cases 1 -> 0: a regression each shard
+    would report). ``merge ... --baseline other.json``, other.json being a report of the
+    regressed code, compared with other.json ('unchanged'), printed the comparison under the
+    shards' label 'base.json -> this run' and said 'verdict: PASS', exit 0. The identity check
+    that refuses a file that is not the shards' baseline ran only without --baseline."""
+    _gated_project(pytester)
+    pytester.runpytest(*OFF, "--llm-eval-report=base.json").assert_outcomes(passed=9)
+    monkeypatch.setenv("ATK_BAD", "1")
+    pytester.runpytest(*OFF, "--llm-eval-report=other.json").assert_outcomes(passed=9)
+    check = ("--llm-eval-baseline=base.json", "--llm-eval-fail-on-regression")
+    for i in (1, 2, 3):
+        pytester.runpytest(
+            *OFF, *check, "--llm-eval-shard", f"{i}/3", f"--llm-eval-report=s{i}.json"
+        )
+    shards = ("s1.json", "s2.json", "s3.json")
+    assert _cli(pytester, "merge", *shards, "-o", "m.json").returncode == 1  # the regression
+    result = _cli(pytester, "merge", *shards, "-o", "m2.json", "--baseline", "other.json")
+    assert result.returncode == 2, result.stdout
+    assert "other.json" in result.stderr
+
+
+SECRET_OPTIONS = """
+from pytest_llmeval import scorer
+
+@scorer(name="remote_check")
+def remote_check(output, password="", token="", headers=None):
+    return 1.0
+"""
+
+SECRET_TEST = """
+import pytest
+from pytest_llmeval import assert_score
+
+@pytest.mark.llm_eval
+def test_q():
+    assert_score(
+        "remote_check",
+        output="x",
+        min=1,
+        password="hunter2-Pa55word-xyz",
+        token="sk-proj-abcdefghijklmnop1234567890",
+        headers={"Authorization": "Bearer tok-9876543210-secret"},
+    )
+"""
+
+
+def test_a_custom_scorers_secret_options_never_reach_reports_history_or_cache(
+    pytester: pytest.Pytester,
+) -> None:
+    """Leak: a custom scorer that calls a service takes its credentials as options
+    (``password=``, ``token=``, ``headers={"Authorization": ...}``). The cache's key parts hide
+    options with such names, but the report's ``instruments`` section (and the saved run) wrote
+    all three in clear, and the cache's key parts kept the nested Authorization header: only an
+    option named ``api_key`` is kept out of a scorer's public identity."""
+    pytester.makeconftest(SECRET_OPTIONS)
+    pytester.makepyfile(test_q=SECRET_TEST)
+    pytester.runpytest(
+        "--llm-eval", "-p", "no:cacheprovider", "--llm-eval-report=report.json"
+    ).assert_outcomes(passed=1)
+    secrets = (b"hunter2-Pa55word-xyz", b"sk-proj-abcdefghijklmnop1234567890", b"tok-9876543210")
+    written = [pytester.path / "report.json", *sorted((pytester.path / ".llmeval").rglob("*"))]
+    leaks = [
+        (path.name, secret.decode())
+        for path in written
+        if path.is_file()
+        for secret in secrets
+        if secret in path.read_bytes()
+    ]
+    assert leaks == []
