@@ -631,3 +631,70 @@ def test_a_custom_scorers_secret_options_never_reach_reports_history_or_cache(
         if secret in path.read_bytes()
     ]
     assert leaks == []
+
+
+EXITING = """
+import os
+import pytest
+from pytest_llmeval import assert_score
+
+@pytest.mark.llm_eval
+@pytest.mark.parametrize("i", range(30))
+def test_q(i):
+    bad = os.environ.get("ATK_BAD") == "1"
+    if bad and i == 3:
+        pytest.exit("the service quota is used up", returncode=0)
+    assert_score("exact_match", output="b" if bad else "a", expected="a")
+"""
+
+
+def test_a_run_cut_short_by_pytest_exit_is_not_a_pass(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Attack: a fixture or helper ends the session with ``pytest.exit(..., returncode=0)``
+    after 3 of 30 cases (say, on a used-up quota). The comparison paired those 3 ('unchanged',
+    '27 case(s) only in the baseline'), the verdict was passed with 'stopped': false, exit 0
+    under --llm-eval-fail-on-regression, and the run was saved as a passing run ('last'). A
+    gated test is safe (its unreported cases are unscored); a compared-only one is not."""
+    pytester.makepyfile(test_q=EXITING)
+    pytester.runpytest(*OFF, "--llm-eval-report=base.json").assert_outcomes(passed=30)
+    monkeypatch.setenv("ATK_BAD", "1")
+    result = pytester.runpytest(
+        *OFF,
+        "--llm-eval-report=report.json",
+        "--llm-eval-baseline=base.json",
+        "--llm-eval-fail-on-regression",
+    )
+    assert _report(pytester)["verdict"]["passed"] is False
+    assert result.ret != 0
+
+
+RUN_GATE_INI = """
+[pytest]
+llm_eval_gates =
+    test_q.py::*:exact_match:min_pass_rate=0.5
+"""
+
+PLAIN_AND_EVAL = """
+import pytest
+from pytest_llmeval import assert_score
+
+def test_unit():
+    assert 1 + 1 == 2
+
+@pytest.mark.llm_eval
+def test_eval():
+    assert_score("exact_match", output="a", expected="a", min=1)
+"""
+
+
+def test_ini_run_gates_do_not_fail_a_plain_pytest_run(pytester: pytest.Pytester) -> None:
+    """A wrong fail, not a pass: with ``llm_eval_gates`` in the ini, a plain ``pytest`` (no
+    --llm-eval: the llm_eval tests skip) printed 'ERROR test_q.py::* exact_match', 'gates: 1
+    error: the run fails' and exited 1. Evaluations off judge no llm_eval gate; a team's unit
+    test run must not fail on the eval suite's gates."""
+    pytester.makeini(RUN_GATE_INI)
+    pytester.makepyfile(test_q=PLAIN_AND_EVAL)
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, skipped=1)
+    assert result.ret == 0
