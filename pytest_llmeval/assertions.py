@@ -374,6 +374,11 @@ def _cached_problem(inst: Scorer, value: Mapping[str, Any]) -> str | None:
 
 def _out_of_range(inst: Scorer, value: float) -> LLMEvalError:
     lo, hi = inst.score_range
+    if not math.isfinite(value):
+        return LLMEvalError(
+            f"scorer {inst.name!r} produced {value!r}, which is not a score (a score is a finite "
+            "number, even for a scorer unbounded on one side); this is a bug in the scorer"
+        )
     return LLMEvalError(
         f"scorer {inst.name!r} produced {value!r}, outside its declared range [{lo}, {hi}]; "
         "this is a bug in the scorer"
@@ -385,7 +390,8 @@ def _checked(inst: Scorer, result: Score, t0: float) -> Score:
     (NaN is not), named after the scorer, not cached, timed from ``t0``."""
     value = float(result.value)
     lo, hi = inst.score_range
-    if not lo - 1e-9 <= value <= hi + 1e-9:  # NaN compares false: it fails too
+    # NaN compares false (it fails too); an infinite value within an unbounded range is no score
+    if not lo - 1e-9 <= value <= hi + 1e-9 or value in (math.inf, -math.inf):
         raise _out_of_range(inst, value)
     if type(result) is not Score:
         return result.replace(
@@ -1027,9 +1033,10 @@ def assert_scores(
 ) -> BatchResult:
     """Score many rows concurrently and assert on the aggregate.
 
-    ``min``/``max`` are per-row bounds (used for the pass rate); ``min_mean``/``max_mean`` bound
-    the mean; ``min_pass_rate`` (0..1) is the fraction of rows that must be within bounds.
-    Every row is recorded.
+    ``min``/``max`` are per-row bounds; ``min_mean``/``max_mean`` bound the mean;
+    ``min_pass_rate`` (0..1) is the fraction of rows that must be within the per-row bounds
+    (without it, every row must be: a per-row bound is never only recorded). Every row is
+    recorded.
     """
     __tracebackhide__ = True
     t0 = time.perf_counter()
@@ -1174,6 +1181,10 @@ def _finish_scores(
         problems.append(f"mean {mean:.4g} < min_mean {min_mean:g}")
     if max_mean is not None and not mean <= max_mean:
         problems.append(f"mean {mean:.4g} > max_mean {max_mean:g}")
+    if min_pass_rate is None and (min is not None or max is not None):
+        # A per-row bound given without a pass rate to share it out is a bound on every row,
+        # as in assert_score: a row that misses it fails the call (never a record alone).
+        min_pass_rate = 1.0
     if min_pass_rate is not None:
         lo, hi = min, max
         if lo is None and hi is None:

@@ -54,6 +54,10 @@ def _public(name: str, value: Any) -> Any:
     query (which may carry a key)."""
     if _SECRET_NAME.search(name):
         return _HIDDEN
+    if isinstance(value, (Mapping, list, tuple)):
+        from pytest_llmeval.redaction import hide_secrets
+
+        return hide_secrets(value)  # e.g. headers={"Authorization": ...}
     if isinstance(value, str) and "://" in value:
         try:
             url = urlsplit(value)

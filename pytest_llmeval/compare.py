@@ -64,6 +64,7 @@ __all__ = [
     "format_comparison",
     "load_run",
     "mcnemar_exact",
+    "refuse_shard",
     "scorer_direction",
     "sign_flip_test",
 ]
@@ -141,6 +142,18 @@ def sign_flip_test(
     return (1 + hits) / (1 + resamples), "monte-carlo"
 
 
+def smallest_p(diffs: Sequence[float], resamples: int = DEFAULT_RESAMPLES) -> float:
+    """The smallest p-value :func:`sign_flip_test` can give for differences like ``diffs`` (as
+    many non-zero ones): ``2 / 2**m`` exactly, ``1 / (1 + resamples)`` by Monte Carlo. At or
+    above alpha, no change of any size on these cases could be significant."""
+    m = sum(1 for d in diffs if d != 0.0)
+    if m == 0:
+        return 1.0
+    if m <= EXACT_MAX:
+        return min(1.0, 2.0 / float(2**m))
+    return 1.0 / (1 + resamples)
+
+
 def mcnemar_exact(worse: int, better: int) -> float:
     """Exact two-sided McNemar p-value: ``worse`` cases went pass -> fail, ``better`` fail -> pass.
 
@@ -164,6 +177,17 @@ def mcnemar_exact(worse: int, better: int) -> float:
 # --------------------------------------------------------------------------------------------
 # Loading
 # --------------------------------------------------------------------------------------------
+
+
+def refuse_shard(run: Run, where: str) -> None:
+    """A shard's report is part of a run: comparing it as the whole would call the cases of the
+    other shards 'missing' or, worse, compare a lucky part. Raises ComparisonError."""
+    if run.shard is not None:
+        i, n = run.shard
+        raise ComparisonError(
+            f"{where} is the report of shard {i}/{n}, a part of a run: merge the shards' reports "
+            "first (python -m pytest_llmeval merge SHARD.json... -o report.json) and compare that"
+        )
 
 
 def load_run(path: Path) -> Run:
@@ -241,6 +265,7 @@ COMPARISON_VERDICTS: tuple[str, ...] = (
     "regressed",
     "improved",
     "worse-not-significant",
+    "worse-too-few-cases",  # worse, and too few cases for any result to reach significance
     "better-not-significant",
     "unchanged",
     "not-comparable",  # both runs have it, no case was scored on both sides
@@ -360,6 +385,21 @@ class Comparison:
         instrument, a scorer of the baseline that nothing in this run paired with, nothing
         compared at all. Accepted scorers (``--llm-eval-accept-incomparable``) are left out."""
         out = []
+        for s in (*self.scorers, *self.gates):
+            if s.verdict == "worse-too-few-cases":
+                out.append(
+                    f"{s.name}: got worse ({_n(s.diff, '+.3f')}) on {s.n} cases, too few for any "
+                    f"result to reach p < {self.alpha:g}: nothing can be concluded (add cases, "
+                    "or samples with repeat=)"
+                )
+        ambiguous = sum(len(s.ambiguous) for s in self.scorers)
+        if ambiguous:
+            out.append(
+                f"{ambiguous} case(s) have two records for one sample in a run (the same items "
+                "run twice, e.g. --keep-duplicates, or a report from before every "
+                "parametrization had its own identity): they cannot be paired, so nothing can "
+                "be said of them; run each item once, or record the baseline again"
+            )
         for s in self.scorers:
             if s.verdict == "incomparable":
                 out.append(
@@ -585,8 +625,16 @@ def _compare_cases(
         change = "unchanged"
     elif sign * diff < 0:
         change = "regressed" if p < alpha else "worse-not-significant"
+        if p >= alpha and smallest_p(diffs, resamples) >= alpha:
+            # no result at this size could have shown a regression: not "no regression"
+            change = "worse-too-few-cases"
     else:
         change = "improved" if p < alpha else "better-not-significant"
+    mcnemar_p = common["mcnemar_p"]
+    if flips_worse > flips_better and mcnemar_p is not None and mcnemar_p < alpha:
+        # significantly more cases now fail their bound than pass it anew: a regression of the
+        # pass rate, whatever the mean did (a pass-rate gate is about exactly that)
+        change = "regressed"
     verdict = "incomparable" if instrument == "changed" and not accepted else change
     return ScorerComparison(
         baseline_mean=math.fsum(c.baseline for c in changes) / len(changes),
@@ -787,6 +835,7 @@ _VERDICT_TEXT = {
     "worse-not-significant": "lower, not significant",
     "better-not-significant": "higher, not significant",
     "unchanged": "unchanged",
+    "worse-too-few-cases": "WORSE, too few cases to test",
     "not-comparable": "NOT COMPARED: no case scored in both runs",
     "incomparable": "INCOMPARABLE: another instrument",
     "new": "new in this run",
@@ -896,18 +945,32 @@ def format_comparison(cmp: Comparison, *, max_cases: int = 5) -> list[str]:
 def comparison_failures(cmp: Comparison) -> list[str]:
     """What fails a run that asked to fail on regression: each significant regression, and each
     of :meth:`Comparison.problems`."""
-    out = [
-        f"regression: {s.name} mean {s.baseline_mean:.3f} -> {s.current_mean:.3f} "
-        f"(p={_p(s.p_value)} < {cmp.alpha:g})"
-        for s in cmp.regressions
-        if s.baseline_mean is not None and s.current_mean is not None
-    ]
+    out = []
+    for s in cmp.regressions:
+        if s.baseline_mean is None or s.current_mean is None:
+            continue
+        worse_mean = (s.diff or 0.0) * (1 if s.higher_is_better else -1) < 0
+        if worse_mean and s.p_value is not None and s.p_value < cmp.alpha:
+            out.append(
+                f"regression: {s.name} mean {s.baseline_mean:.3f} -> {s.current_mean:.3f} "
+                f"(p={_p(s.p_value)} < {cmp.alpha:g})"
+            )
+        else:
+            out.append(
+                f"regression: {s.name}: {s.flips_worse} case(s) now miss their bound, "
+                f"{s.flips_better} meet it anew (exact McNemar p={_p(s.mcnemar_p)} < "
+                f"{cmp.alpha:g})"
+            )
     return out + cmp.problems()
 
 
 # --------------------------------------------------------------------------------------------
 # Command line: python -m pytest_llmeval compare BASELINE CURRENT
 # --------------------------------------------------------------------------------------------
+
+
+#: --fail-on-regression given without a value
+_FROM_ALPHA = -1.0
 
 
 def main(argv: Sequence[str]) -> int:
@@ -927,12 +990,12 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument(
         "--fail-on-regression",
         nargs="?",
-        const=0.05,
+        const=_FROM_ALPHA,
         default=None,
         type=float,
         metavar="ALPHA",
-        help="exit 1 when a scorer's mean gets worse with p < ALPHA (default 0.05), or when a "
-        "scorer cannot be compared (another instrument, nothing paired)",
+        help="exit 1 when a scorer's mean gets worse with p < ALPHA (default: --alpha, else "
+        "0.05), or when a scorer cannot be compared (another instrument, nothing paired)",
     )
     parser.add_argument("--alpha", type=float, default=None, help="significance level (0.05)")
     parser.add_argument(
@@ -947,7 +1010,9 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--max-cases", type=int, default=5, help="cases listed per scorer")
     parser.add_argument("--seed", type=int, default=0, help="seed of the Monte Carlo test")
     args = parser.parse_args(list(argv))
-    alpha = args.fail_on_regression if args.fail_on_regression is not None else args.alpha
+    alpha = args.fail_on_regression
+    if alpha is None or alpha == _FROM_ALPHA:  # the bare flag takes --alpha when it is given
+        alpha = args.alpha
     alpha = 0.05 if alpha is None else alpha
     if not 0.0 < alpha < 1.0:
         parser.error(f"ALPHA must be strictly between 0 and 1, got {alpha!r}")
@@ -955,6 +1020,8 @@ def main(argv: Sequence[str]) -> int:
     try:
         base = load_run(args.baseline)
         cur = load_run(args.current)
+        for path, run in ((args.baseline, base), (args.current, cur)):
+            refuse_shard(run, str(path))
     except ComparisonError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -124,8 +124,11 @@ class RunController:
         from pytest_llmeval.plugin import gate_rules_key, verdict_policies_key
 
         policies = self.config.stash[verdict_policies_key]
+        from pytest_llmeval.plugin import _enabled
+
         history = self.config.stash.get(history_key, None)
-        rules = self.config.stash[gate_rules_key]
+        # run gates are judged in evaluation runs only (a plain `pytest` has none to judge)
+        rules = self.config.stash[gate_rules_key] if _enabled(self.config) else []
         return RunSettings(
             gate_rules=tuple(rules),
             inconclusive=policies.inconclusive,
@@ -164,7 +167,7 @@ class RunController:
     def _compare(self, run: Run) -> None:
         """The comparison with the baseline asked for (an unusable one is a problem the verdict
         reports, never a crash that loses the run's own results)."""
-        from pytest_llmeval.compare import compare_runs
+        from pytest_llmeval.compare import ComparisonError, compare_runs, refuse_shard
         from pytest_llmeval.history import history_key
         from pytest_llmeval.model import load_run
         from pytest_llmeval.plugin import _enabled
@@ -176,8 +179,10 @@ class RunController:
             return
         try:
             self.baseline_run = load_run(choice.path)[0]
-        except RunFileError as exc:
+            refuse_shard(self.baseline_run, str(choice.path))
+        except (RunFileError, ComparisonError) as exc:
             self.baseline_problem = f"--llm-eval-baseline={choice.spec}: {exc}"
+            self.baseline_run = None
             return
         alpha = run.settings.fail_on_regression
         self.comparison = compare_runs(
@@ -201,6 +206,13 @@ class RunController:
         self.run = run
         if not self._judge_nothing():
             self.judged = True
+            unreported = self.tracker.unreported()
+            if unreported:
+                self.problems.append(
+                    f"{len(unreported)} selected llm_eval item(s) never reported (first: "
+                    f"{unreported[0]}): the run ended before them (pytest.exit, -x, Ctrl-C or a "
+                    "crashed worker), so it is incomplete"
+                )
             self.outcomes = evaluate_gates(run)
             self.statistics = dataset_statistics(run)
             self._compare(run)
@@ -290,7 +302,15 @@ class RunController:
             self._save(report, history.keep)
 
     def _save(self, report: dict[str, Any], keep: int) -> None:
-        from pytest_llmeval.history import cache_dir, git_info, prune_runs, runs_dir, save_run
+        from pytest_llmeval.history import (
+            cache_dir,
+            git_info,
+            prune_runs,
+            run_summary,
+            runs_dir,
+            save_run,
+            selection_of,
+        )
 
         directory = runs_dir(cache_dir(self.config))
         extra: dict[str, Any] = {
@@ -299,8 +319,14 @@ class RunController:
         }
         if self.comparison is not None:
             extra["comparison"] = self.comparison.to_json()
+        summary = run_summary(
+            self.verdict,
+            self.comparison,
+            selection_of(self.config),
+            self.run is not None and self.run.shard is not None,
+        )
         try:
-            self.saved = save_run(directory, report, extra)
+            self.saved = save_run(directory, report, extra, summary)
             prune_runs(directory, keep)
         except OSError as exc:
             self.save_error = f"{directory}: {exc}"

@@ -125,6 +125,13 @@ def make_spec(scorer: Any, options: Mapping[str, Any], source: str) -> GateSpec:
         v = bounds[k]
         if v is not None and not 0.0 <= v <= 1.0:
             raise GateError(source, f"{k}= is {v:g}, not a fraction in [0, 1] (90% is 0.9)")
+    if bounds["min_pass_rate"] == 0.0 or bounds["max_pass_rate"] == 1.0:
+        name = "min_pass_rate" if bounds["min_pass_rate"] == 0.0 else "max_pass_rate"
+        raise GateError(
+            source,
+            f"{name}={bounds[name]:g} can never fail (a gate that cannot fail would only soften "
+            "the test's per-case misses); give a bound strictly inside (0, 1)",
+        )
     for lo, hi in (("min_mean", "max_mean"), ("min_pass_rate", "max_pass_rate")):
         a, b = bounds[lo], bounds[hi]
         if a is not None and b is not None and a > b:
@@ -165,8 +172,9 @@ def make_spec(scorer: Any, options: Mapping[str, Any], source: str) -> GateSpec:
 
 def resolve_spec(spec: GateSpec, registry: ScorerRegistry) -> GateSpec:
     """``spec`` with its scorer's registered name, checked against the scorer: an unknown name
-    (with close matches) or a mean bound outside the scorer's declared range is a
-    :class:`GateError`. A pass-rate bound needs no scorer to check it."""
+    (with close matches), a mean bound outside the scorer's declared range (it could never
+    pass) or at or beyond its far end (it could never fail: ``min_mean=0`` on a 0..1 scorer) is
+    a :class:`GateError`."""
     from pytest_llmeval.assertions import _check_bound_range
 
     try:
@@ -174,10 +182,19 @@ def resolve_spec(spec: GateSpec, registry: ScorerRegistry) -> GateSpec:
         _check_bound_range(cls, spec.min_mean, spec.max_mean, ("min_mean", "max_mean"))
     except LLMEvalError as exc:
         raise GateError(spec.source, str(exc)) from None
+    lo, hi = float(cls.score_range[0]), float(cls.score_range[1])
+    for name, bound, vacuous in (
+        ("min_mean", spec.min_mean, spec.min_mean is not None and spec.min_mean <= lo),
+        ("max_mean", spec.max_mean, spec.max_mean is not None and spec.max_mean >= hi),
+    ):
+        if vacuous:
+            raise GateError(
+                spec.source,
+                f"{name}={bound:g} can never fail: {cls.name} scores lie in [{lo:g}, {hi:g}] "
+                "(a gate that cannot fail would only soften the test's per-case misses)",
+            )
     # The scorer's range keeps a mean interval honest when every case scored alike.
-    return dataclasses.replace(
-        spec, scorer=cls.name, score_range=(float(cls.score_range[0]), float(cls.score_range[1]))
-    )
+    return dataclasses.replace(spec, scorer=cls.name, score_range=(lo, hi))
 
 
 def _option_value(source: str, key: str, text: str) -> Any:
@@ -299,8 +316,9 @@ def case_samples(
     test: str = "",
 ) -> list[CaseSamples]:
     """The records of one scorer in one test as cases (key ``file::test[case_id]``) of samples,
-    in a stable order. An errored record is an unscored sample, never a score; so is each lost
-    item (selected, never reported: ``lost`` maps it to why), which makes its case unscored."""
+    in a stable order. An errored record is an unscored sample, never a score; so is each item
+    in ``lost`` (selected and never reported, or run without scoring: mapped to why), which makes
+    its case unscored."""
     groups: dict[str | None, list[ScoreRecord]] = {}
     for r in records:
         groups.setdefault(r.case_id, []).append(r)
@@ -316,11 +334,14 @@ def case_samples(
                 passed=None if r.error is not None else r.passed,
                 error=r.error,
                 sample=r.sample,
+                index=r.index,
+                min=r.min,
+                max=r.max,
             )
             for r in recs
         ]
         samples += [
-            Sample(score=None, passed=None, error=f"never reported: {why}", sample=sample)
+            Sample(score=None, passed=None, error=why, sample=sample)
             for sample, why in sorted(missing.get(case_id, ()))
         ]
         bounded = next((r for r in recs if r.error is None), recs[0] if recs else None)
@@ -333,6 +354,18 @@ def case_samples(
                 max=bounded.max if bounded is not None else None,
             )
         )
+    return out
+
+
+def _missing(plan: TestPlan, scorer: str, recs: Sequence[ScoreRecord]) -> dict[ItemKey, str]:
+    """The selected items of a gated test that bring no score of ``scorer``: those never
+    reported, and those that ran without scoring it (``if answer: assert_score(...)``): each
+    is an unscored sample, never a case left out."""
+    scored = {(r.case_id, r.sample) for r in recs}
+    out = {item: f"never reported: {why}" for item, why in plan.lost.items()}
+    for item in plan.ran:
+        if item not in scored:
+            out[item] = f"ran without a {scorer} score"
     return out
 
 
@@ -376,9 +409,9 @@ def _subset_note(
         )
     unrecorded = ran_cases - scored_cases - lost_cases
     if unrecorded:
-        parts.append(f"{len(unrecorded)} ran without a {scorer} record")
+        parts.append(f"{len(unrecorded)} ran without a {scorer} score, counted as unscored")
     whole = total if total is not None else len(selected_cases)
-    judged = len((scored_cases | lost_cases) & (selected_cases | scored_cases))
+    judged = len(scored_cases | lost_cases | unrecorded)
     if parts:
         return f"gate over {judged} of {whole} cases ({'; '.join(parts)})"
     samples = {(r.case_id, r.sample) for r in recs}
@@ -478,7 +511,7 @@ def evaluate_gates(run: Run) -> list[GateOutcome]:
                 outcomes.append(GateOutcome(name, spec, "error", problem=problem))
                 continue
             used.add(spec.source)
-            cases = case_samples(recs, plan.lost, plan.file, plan.test)
+            cases = case_samples(recs, _missing(plan, spec.scorer, recs), plan.file, plan.test)
             result = evaluate_gate(spec, cases)
             outcomes.append(
                 GateOutcome(
@@ -583,10 +616,11 @@ def dataset_statistics(run: Run) -> list[TestStatistics]:
     for (file, test, scorer), recs in sorted(groups.items()):
         plan = run.test_plan(file, test)
         reducer, why = _reducer_for(plan, scorer)
-        lost = plan.lost if plan is not None and scorer in plan.scorers_gated() else None
+        gated = plan is not None and scorer in plan.scorers_gated()
+        missing = _missing(plan, scorer, recs) if plan is not None and gated else None
         stats = scorer_stats(
             scorer,
-            case_samples(recs, lost, file, test),
+            case_samples(recs, missing, file, test),
             run.settings.confidence,
             run.score_range(scorer),
             reducer=reducer,

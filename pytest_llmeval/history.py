@@ -46,8 +46,10 @@ __all__ = [
     "newest_passing",
     "prune_runs",
     "resolve_baseline",
+    "run_summary",
     "runs_dir",
     "save_run",
+    "selection_of",
 ]
 
 RUN_VERSION = 1
@@ -119,12 +121,19 @@ def git_info(directory: Path) -> dict[str, Any]:
     }
 
 
-def save_run(directory: Path, report: dict[str, Any], extra: dict[str, Any] | None = None) -> int:
+def save_run(
+    directory: Path,
+    report: dict[str, Any],
+    extra: dict[str, Any] | None = None,
+    summary: dict[str, Any] | None = None,
+) -> int:
     """Save ``report`` as the next numbered run in ``directory``; return its number.
 
     The number is claimed with an ``O_EXCL`` marker file (checked against saved runs and other
     claims), the run is written to a temporary file and renamed onto its number, then the marker
     is removed. A crash in between leaves a marker, and that number is simply skipped.
+    ``summary`` (see :func:`run_summary`) goes to ``NNNN.summary.json`` beside it, so that
+    choosing the baseline reads a few bytes per run, not every report.
     """
     directory.mkdir(parents=True, exist_ok=True)
     number = (max(_numbers(directory, ("json", "claim")), default=0)) + 1
@@ -139,6 +148,12 @@ def save_run(directory: Path, report: dict[str, Any], extra: dict[str, Any] | No
             number += 1
             continue
         os.close(fd)
+        # Another run may have claimed this number, saved it and removed its claim between the
+        # check above and our claim: with the claim held, that run's file is there if it exists.
+        if run_path(directory, number).exists():
+            os.unlink(claim)
+            number += 1
+            continue
         break
     else:  # pragma: no cover - a thousand concurrent runs
         raise OSError(f"could not claim a run number in {directory}")
@@ -169,23 +184,49 @@ def save_run(directory: Path, report: dict[str, Any], extra: dict[str, Any] | No
             os.unlink(claim)
         except OSError:
             pass
+    if summary is not None:
+        _write_atomic(summary_path(directory, number), {**summary, "number": number})
     return number
 
 
+def summary_path(directory: Path, number: int) -> Path:
+    return directory / f"{number:04d}.summary.json"
+
+
+def _write_atomic(path: Path, data: dict[str, Any]) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, allow_nan=False)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
 def prune_runs(directory: Path, keep: int) -> list[int]:
-    """Delete all but the ``keep`` newest saved runs, and never the newest run that passed (the
-    baseline ``last`` names: a streak of failing runs must not prune it away and leave nothing
-    to compare with); return the numbers deleted."""
+    """Delete all but the ``keep`` newest saved runs, and never a run that ``last`` names for
+    some selection of tests (a streak of failing runs must not prune the baseline away and
+    leave nothing to compare with); return the numbers deleted."""
     numbers = list_runs(directory)
     gone = numbers[: max(0, len(numbers) - keep)]
     if gone:
-        newest = newest_passing(directory).number
-        gone = [n for n in gone if n != newest]
+        selections: list[Any] = [None]
+        for n in numbers:
+            info = _summary(directory, n)
+            if info is not None and info.get("selection") not in selections:
+                selections.append(info.get("selection"))
+        kept = {newest_passing(directory, sel).number for sel in selections}
+        gone = [n for n in gone if n not in kept]
     for n in gone:
-        try:
-            run_path(directory, n).unlink()
-        except FileNotFoundError:
-            pass  # a concurrent prune got there first
+        for path in (run_path(directory, n), summary_path(directory, n)):
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                pass  # a concurrent prune got there first
     return gone
 
 
@@ -232,39 +273,167 @@ class BaselineChoice:
     number: int | None = None
 
 
-def newest_passing(directory: Path) -> BaselineChoice:
-    """The newest saved run that can be the baseline (see :func:`baseline_refusal`); the runs
-    passed over on the way (a file that does not read or validate is passed over too)."""
+def run_summary(
+    verdict: Any, comparison: Any, selection: dict[str, Any] | None, shard: bool
+) -> dict[str, Any]:
+    """What choosing a baseline needs to know of a saved run: whether it passed, whether it was
+    *checked* (compared with a baseline, no regression, nothing that kept the comparison from
+    standing for 'no regression'), and which tests it selected."""
+    problems = comparison.problems() if comparison is not None else []
+    regressions = len(comparison.regressions) if comparison is not None else 0
+    failures = list(verdict.failures) if verdict is not None else []
+    return {
+        "passed": bool(verdict is not None and verdict.passed),
+        "failure": failures[0] if failures else None,
+        "checked": comparison is not None and not regressions and not problems,
+        "regressions": regressions,
+        "problems": len(problems),
+        "shard": shard,
+        "selection": selection,
+    }
+
+
+def selection_of(config: pytest.Config) -> dict[str, Any]:
+    """Which tests a run selected, as it was asked: the paths and node ids given (relative to
+    the rootdir), -k, -m, --deselect, --lf and --sw. ``last`` only compares runs of the same
+    selection: a run of one test must not become the baseline of the whole suite."""
+    root = config.rootpath
+    here = Path(config.invocation_params.dir)
+    args = []
+    for arg in config.args:
+        path, sep, rest = str(arg).partition("::")
+        target = Path(path) if Path(path).is_absolute() else here / path
+        try:
+            rel = os.path.relpath(target.resolve(), root).replace(os.sep, "/")
+        except ValueError:  # another drive
+            rel = str(target)
+        args.append(rel + sep + rest)
+    option = config.option
+    return {
+        "args": sorted(args),
+        "keyword": str(getattr(option, "keyword", "") or ""),
+        "markexpr": str(getattr(option, "markexpr", "") or ""),
+        "deselect": sorted(str(d) for d in (getattr(option, "deselect", None) or [])),
+        "last_failed": bool(getattr(option, "lf", False)),
+        "stepwise": bool(
+            getattr(option, "stepwise", False) or getattr(option, "stepwise_skip", False)
+        ),
+    }
+
+
+def _summary(directory: Path, number: int) -> dict[str, Any] | None:
+    """A saved run's summary, validated (None when it has none or it is not a valid one)."""
+    from pytest_llmeval.model import loads_strict
+
+    try:
+        data = loads_strict(summary_path(directory, number).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    kinds = {"passed": bool, "checked": bool, "shard": bool, "regressions": int, "problems": int}
+    if not isinstance(data, dict) or data.get("number") != number:
+        return None
+    if not all(isinstance(data.get(k), t) for k, t in kinds.items()):
+        return None
+    if data.get("selection") is not None and not isinstance(data.get("selection"), dict):
+        return None
+    return data
+
+
+def _legacy_summary(data: dict[str, Any]) -> dict[str, Any]:
+    """The summary of a run saved before summaries were (from the run itself)."""
+    why = baseline_refusal(data)
+    report = data.get("report") or {}
+    return {
+        "passed": why is None or why == "had a significant regression",
+        "checked": isinstance(data.get("comparison") or report.get("comparison"), dict)
+        and why is None,
+        "regressions": 1 if why == "had a significant regression" else 0,
+        "problems": 0,
+        "shard": isinstance(report.get("shard"), dict),
+        "selection": None,
+        "why": why,
+    }
+
+
+def _refusal(info: dict[str, Any]) -> str | None:
+    if info.get("why"):
+        return str(info["why"])
+    if info["shard"]:
+        return "a shard (its gates were partial)"
+    if not info["passed"]:
+        failure = info.get("failure")
+        return "failed" + (f": {failure}" if isinstance(failure, str) else "")
+    if info["regressions"]:
+        return "had a significant regression"
+    if info["problems"]:
+        return "its comparison could not stand for 'no regression'"
+    return None
+
+
+def newest_passing(directory: Path, selection: dict[str, Any] | None = None) -> BaselineChoice:
+    """The baseline ``last`` names: among the saved runs of the same ``selection`` that passed,
+    the newest one that was itself checked against a baseline, else (no run was ever checked)
+    the first one that passed: a run that was never checked (a regressed commit run once
+    without a baseline) cannot become the reference after the first. Runs passed over on the
+    way are named with why (a file that does not read or validate too)."""
     from pytest_llmeval.model import RunFileError
 
     skipped: list[tuple[int, str]] = []
+    unchecked: list[int] = []  # passing, never checked, newest first
     for number in reversed(list_runs(directory)):
-        try:
-            data = load_run(directory, number)
-        except RunFileError as exc:
-            skipped.append((number, f"unreadable: {exc.problem}"))
+        info = _summary(directory, number)
+        if info is None:
+            try:
+                info = _legacy_summary(load_run(directory, number))
+            except RunFileError as exc:
+                skipped.append((number, f"unreadable: {exc.problem}"))
+                continue
+        why = _refusal(info)
+        theirs = info.get("selection")
+        if why is None and None not in (theirs, selection) and theirs != selection:
+            why = "another selection of tests (paths, -k, -m, --deselect, --lf)"
+        if why is not None:
+            skipped.append((number, why))
             continue
-        why = baseline_refusal(data)
-        if why is None:
-            return BaselineChoice(
-                "last",
-                run_path(directory, number),
-                f"run {number}",
-                "the newest saved run that passed",
-                tuple(skipped),
-                number,
-            )
-        skipped.append((number, why))
+        if not info["checked"]:
+            unchecked.append(number)
+            continue
+        for n in unchecked:
+            skipped.append((n, "never checked against a baseline"))
+        return _choice(directory, number, "the newest saved run that passed its check", skipped)
+    if unchecked:
+        first = unchecked[-1]
+        for n in unchecked[:-1]:
+            skipped.append((n, "never checked against a baseline"))
+        return _choice(directory, first, "the first saved run that passed", skipped)
     choice = "no saved run passed yet" if skipped else "no saved run yet"
-    return BaselineChoice("last", None, "none", choice, tuple(skipped))
+    return BaselineChoice("last", None, "none", choice, tuple(sorted(skipped, reverse=True)))
 
 
-def resolve_baseline(spec: str, directory: Path, invocation_dir: Path) -> BaselineChoice:
-    """What a ``--llm-eval-baseline`` value names: ``last`` (the newest saved run that passed;
-    no path when none did), a saved run's number, or a path to a saved run or JSON report.
+def _choice(
+    directory: Path, number: int, how: str, skipped: list[tuple[int, str]]
+) -> BaselineChoice:
+    return BaselineChoice(
+        "last",
+        run_path(directory, number),
+        f"run {number}",
+        how,
+        tuple(sorted(skipped, reverse=True)),
+        number,
+    )
+
+
+def resolve_baseline(
+    spec: str,
+    directory: Path,
+    invocation_dir: Path,
+    selection: dict[str, Any] | None = None,
+) -> BaselineChoice:
+    """What a ``--llm-eval-baseline`` value names: ``last`` (see :func:`newest_passing`; no
+    path when no run can be it), a saved run's number, or a path to a saved run or JSON report.
     Raises UsageError for a number or path that names no file."""
     if spec == "last":
-        return newest_passing(directory)
+        return newest_passing(directory, selection)
     if spec.isdigit():
         path = run_path(directory, int(spec))
         if not path.is_file():
@@ -391,7 +560,10 @@ def pytest_configure(config: pytest.Config) -> None:
     if spec is not None and _enabled(config):
         # Resolved now: "last" is chosen among the runs saved before this one.
         baseline = resolve_baseline(
-            str(spec), runs_dir(cache_dir(config)), Path(config.invocation_params.dir)
+            str(spec),
+            runs_dir(cache_dir(config)),
+            Path(config.invocation_params.dir),
+            selection_of(config),
         )
     config.stash[history_key] = HistorySettings(keep, alpha, baseline)
 

@@ -377,12 +377,20 @@ def _compare(
         base, data = load_run(path)
     except RunFileError as exc:
         raise MergeError(f"--baseline: {exc}") from None
-    if recorded is not None and baseline is None:
-        started = _mapping(recorded.get("baseline")).get("started")
-        if started is not None and base.info.get("started") != started:
+    if recorded is not None:
+        # The merged verdict compares with the baseline the shards compared with, or none: a
+        # --baseline of another run would be judged under the shards' label (and settings).
+        theirs = _mapping(recorded.get("baseline"))
+        started, commit = theirs.get("started"), theirs.get("git_commit")
+        if (started is not None and base.info.get("started") != started) or (
+            commit is not None and base.info.get("git_commit") != commit
+        ):
             raise MergeError(
-                f"{path} is not the baseline the shards compared with (it started at "
-                f"{base.info.get('started')}, theirs at {started}); give it with --baseline PATH"
+                f"{path} is not the baseline the shards compared with "
+                f"({recorded.get('baseline_label')!r}: started at {started}, commit {commit}; "
+                f"this file: started at {base.info.get('started')}, commit "
+                f"{base.info.get('git_commit')}); give the shards' baseline with --baseline PATH, "
+                "or run the shards against the baseline you mean"
             )
     alpha = run.settings.fail_on_regression
     if alpha is None and recorded is not None and isinstance(recorded.get("alpha"), float):

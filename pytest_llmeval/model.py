@@ -191,7 +191,31 @@ def validate_report(data: Any, where: str) -> Mapping[str, Any]:
     return report
 
 
+def _check_gates(report: Mapping[str, Any], where: str, prefix: str) -> None:
+    """Every gate a report carries must be one a run could judge (a bound, a range with low <
+    high, ...): the schema cannot say it, and a bad one would fail only when judged."""
+    places: list[tuple[str, Any]] = []
+    for i, plan in enumerate(report.get("plan") or ()):
+        places += [(f"plan[{i}].gates[{j}]", g) for j, g in enumerate(plan.get("gates") or ())]
+    shard_section = report.get("shard")
+    shard: Mapping[str, Any] = shard_section if isinstance(shard_section, Mapping) else {}
+    for section, settings in (
+        ("settings", report.get("settings")),
+        ("shard.settings", shard.get("settings")),
+    ):
+        for k, rule in enumerate((settings or {}).get("gate_rules") or ()):
+            places.append((f"{section}.gate_rules[{k}].spec", rule["spec"]))
+    for field_, data in places:
+        try:
+            spec_from_json(data).validate()
+        except (ValueError, TypeError) as exc:
+            raise RunFileError(
+                where, f"not a gate a run can judge: {exc}", prefix + field_
+            ) from None
+
+
 def _check_semantics(report: Mapping[str, Any], where: str, prefix: str) -> None:
+    _check_gates(report, where, prefix)
     instruments = report.get("instruments") or {}
     for digest, inst in instruments.items():
         rng = inst.get("score_range")

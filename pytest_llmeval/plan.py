@@ -43,11 +43,15 @@ UNREPORTED = "no report arrived"
 
 @dataclass
 class PlannedTests:
-    """What a collection planned: gated items by node id, the gates of their tests, and every
+    """What a collection planned: gated items by node id, the gates of their tests (with the
+    number of distinct cases each test had before -k narrowed it), every other llm_eval item
+    selected (by node id: a run that ends before one of them reports is incomplete), and every
     collected test function."""
 
     items: dict[str, tuple[str, str, str | None, int]] = field(default_factory=dict)
     tests: dict[tuple[str, str], TestGates] = field(default_factory=dict)
+    totals: dict[tuple[str, str], int] = field(default_factory=dict)
+    others: list[str] = field(default_factory=list)
     collected: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
@@ -59,11 +63,12 @@ class PlannedTests:
                     "test": t,
                     "gates": [g.to_json() for g in gates.specs],
                     "marker_scorers": sorted(gates.marker_scorers),
-                    "total": gates.total,
+                    "total": self.totals.get((f, t), gates.total),
                     "repeat": gates.repeat,
                 }
                 for (f, t), gates in self.tests.items()
             ],
+            "others": self.others,
             "collected": self.collected,
         }
 
@@ -76,12 +81,16 @@ class PlannedTests:
         for n, f, t, c, s in data["items"]:
             out.items[str(n)] = (str(f), str(t), c, int(s))
         for e in data["tests"]:
-            out.tests[(str(e["file"]), str(e["test"]))] = TestGates(
+            key = (str(e["file"]), str(e["test"]))
+            out.tests[key] = TestGates(
                 specs=[spec_from_json(g) for g in e["gates"]],
                 total=e["total"],
                 repeat=int(e["repeat"]),
                 marker_scorers=frozenset(e["marker_scorers"]),
             )
+            if e["total"] is not None:
+                out.totals[key] = int(e["total"])
+        out.others = [str(x) for x in data["others"]]
         out.collected = [str(x) for x in data["collected"]]
         return out
 
@@ -94,36 +103,51 @@ class PlanCollector:
         config: pytest.Config,
         gate_table: dict[tuple[str, str], TestGates],
         identity: Any,
+        function: Any,
         relevant: Any,
     ) -> None:
         self.config = config
         self.gate_table = gate_table
         self._identity = identity  # item -> (file, test, case id, where)
-        self._relevant = relevant  # item -> whether its verdict counts (False: evals off)
+        self._function = function  # item -> (file, test), cheaper
+        self._relevant = relevant  # item -> whether it is an llm_eval item whose verdict counts
         self.planned = PlannedTests()
+        self._unsent = False
+
+    def _gated(self, key: tuple[str, str]) -> bool:
+        gates = self.gate_table.get(key)
+        return gates is not None and bool(gates.specs)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
-        """Every collected test function, before -k/-m/--deselect narrow the list: a run gate
-        that matches none of the selected ones is told which it could have meant."""
+        """Before -k/-m/--deselect narrow the list: every collected test function (a run gate
+        that matches none of the selected ones is told which it could have meant), and how many
+        distinct cases each gated test has (a gate over a subset says of how many)."""
         seen: dict[str, None] = {}
+        cases: dict[tuple[str, str], set[str | None]] = {}
         for item in items:
-            file, test, _case, _where = self._identity(item)
-            seen.setdefault(f"{file}::{test}", None)
+            key = self._function(item)
+            seen.setdefault(f"{key[0]}::{key[1]}", None)
+            if self._gated(key):
+                cases.setdefault(key, set()).add(self._identity(item)[2])
         self.planned.collected = list(seen)
+        self.planned.totals = {key: len(ids) for key, ids in cases.items()}
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        """The gated items selected to run, after every narrowing (the shard split included)."""
+        """The llm_eval and gated items selected to run, after every narrowing (the shard split
+        included)."""
         from pytest_llmeval.plugin import _sample_of
 
         planned = self.planned
         for item in session.items:
-            file, test, case_id, _where = self._identity(item)
-            gates = self.gate_table.get((file, test))
-            if gates is None or not gates.specs or not self._relevant(item):
-                continue
-            planned.items[item.nodeid] = (file, test, case_id, _sample_of(item))
-            planned.tests[(file, test)] = gates
+            key = self._function(item)
+            relevant = self._relevant(item)
+            if self._gated(key) and relevant is not False:
+                file, test, case_id, _where = self._identity(item)
+                planned.items[item.nodeid] = (file, test, case_id, _sample_of(item))
+                planned.tests[key] = self.gate_table[key]
+            elif relevant:
+                planned.others.append(item.nodeid)
         self._unsent = hasattr(self.config, "workerinput")
 
     @pytest.hookimpl(wrapper=True)
@@ -179,6 +203,14 @@ class PlanTracker:
             return self.remote
         return self.local.planned if self.local is not None else None
 
+    def unreported(self) -> list[str]:
+        """The planned items (llm_eval or gated) for which no report arrived (the run ended
+        before them, or a worker died with them)."""
+        planned = self.planned()
+        if planned is None:
+            return []
+        return [n for n in [*planned.items, *planned.others] if n not in self.reported]
+
     def test_plans(self, *, stopped: bool, interrupted: bool) -> tuple[TestPlan, ...]:
         """The plan of every gated test with a selected item: ran, skipped, or lost (with
         why)."""
@@ -209,7 +241,7 @@ class PlanTracker:
                     test=key[1],
                     gates=tuple(gates.specs),
                     marker_scorers=gates.marker_scorers,
-                    total=gates.total,
+                    total=planned.totals.get(key, gates.total),
                     repeat=gates.repeat,
                     ran=frozenset(ran.get(key, ())),
                     skipped=frozenset(skipped.get(key, ())),

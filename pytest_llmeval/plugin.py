@@ -969,20 +969,32 @@ def function_identity(item: pytest.Item) -> tuple[str, str]:
     return file, middle + getattr(item, "originalname", name)
 
 
-def _case_id(callspec: Any, case: Case) -> str:
+def _escaped_id(text: str, config: pytest.Config) -> str:
+    """``text`` as pytest writes it into an id (non-ASCII escaped, unless the ini option that
+    forfeits that is set). pytest's private helper when there is one, else the same rule."""
+    try:
+        from _pytest.python import _ascii_escaped_by_config
+
+        return str(_ascii_escaped_by_config(text, config))
+    except ImportError:  # pragma: no cover - another pytest
+        return text.encode("unicode_escape").decode("ascii")
+
+
+def _case_id(item: pytest.Item, callspec: Any, case: Case) -> str:
     """The record's case id of a dataset item: the dataset case's id, or, when the test is also
-    parametrized otherwise, pytest's own parametrization id with the repeat sample's suffix taken
-    out (``gpt4-q1`` for ``test[gpt4-q1-s2]``), so that two parametrizations of one case never
-    share a record identity."""
+    parametrized otherwise, pytest's own parametrization id with the dataset case's part written
+    as its id and the repeat sample's suffix taken out (``gpt4-q1`` for ``test[gpt4-q1-s2]``),
+    so that two parametrizations of one case never share a record identity, and every sample of
+    one parametrization keeps it."""
     full = str(getattr(callspec, "id", "") or "")
     parts = list(getattr(callspec, "_idlist", ()) or ())
-    if parts:
-        for i, part in enumerate(parts):
-            if part == case.id or (
-                part.startswith(f"{case.id}-s") and part[len(case.id) + 2 :].isdigit()
-            ):
-                parts[i] = case.id
-                return "-".join(parts)
+    sample = _sample_of(item)
+    ours = {case.id, f"{case.id}-s{sample}"}
+    ours |= {_escaped_id(x, item.config) for x in ours}
+    for i, part in enumerate(parts):
+        if part in ours:
+            parts[i] = case.id
+            return "-".join(parts)
     return full  # pytest without CallSpec2._idlist: the whole id (sample suffix included)
 
 
@@ -999,7 +1011,7 @@ def record_identity(item: pytest.Item) -> tuple[str, str, str | None, str | None
         c = params.get("case")
         if isinstance(c, Case):
             where = c.location
-            case_id = c.id if len(params) == 1 else _case_id(callspec, c)
+            case_id = c.id if len(params) == 1 else _case_id(item, callspec, c)
         else:
             case_id = callspec.id
     return file, test, case_id, where
@@ -1389,14 +1401,18 @@ def _configure_gates(config: pytest.Config) -> None:
         strict = bool(config.getini("llm_eval_strict_cases"))
     config.pluginmanager.register(GateHooks(config, bool(strict)), "llm-eval-gate-hooks")
     config.pluginmanager.register(
-        PlanCollector(config, table, record_identity, _counts_for_gates), "llm-eval-plan"
+        PlanCollector(config, table, record_identity, function_identity, _planned_kind),
+        "llm-eval-plan",
     )
 
 
-def _counts_for_gates(item: pytest.Item) -> bool:
-    """Whether a gated item's fate counts for its gates: not when it is an llm_eval test that
-    is skipped because evaluations are off (a plain ``pytest`` run judges no llm_eval gate)."""
-    return _enabled(item.config) or item.get_closest_marker("llm_eval") is None
+def _planned_kind(item: pytest.Item) -> bool | None:
+    """Whether an item's fate counts: True for an llm_eval item of a run with evaluations on,
+    False for one skipped because they are off (a plain ``pytest`` run judges no llm_eval
+    gate), None for any other test (its gates, if a run gate gives it some, still count)."""
+    if item.get_closest_marker("llm_eval") is None:
+        return None
+    return _enabled(item.config)
 
 
 def _test_gates(config: pytest.Config, file: str, test: str) -> TestGates:
@@ -1488,7 +1504,9 @@ class GateHooks:
                 spec = make_spec(mark.args[0], mark.kwargs, source)
                 specs.append(resolve_spec(spec, default_registry))
                 marker_scorers.add(specs[-1].scorer)
-            for rule in self.config.stash[gate_rules_key]:
+            # Run gates are the evaluation run's (--llm-eval): a plain `pytest` judges none.
+            rules = self.config.stash[gate_rules_key] if _enabled(self.config) else []
+            for rule in rules:
                 if rule.matches(file, test):
                     resolved = self._resolved.get(rule.spec.source)
                     if resolved is None:

@@ -25,13 +25,15 @@ import functools
 import logging
 import re
 import threading
-from collections.abc import Iterable
-from typing import final
+from collections.abc import Iterable, Mapping
+from typing import Any, final
 from urllib.parse import quote, unquote_plus
 
 __all__ = [
+    "HIDDEN",
     "MASK",
     "RedactingFilter",
+    "hide_secrets",
     "is_secret_name",
     "redact_logs",
     "redact_text",
@@ -107,6 +109,35 @@ def remember_secret(value: str) -> None:
         _remembered.add(value)
         # Longest first: a secret that contains another is replaced whole.
         _remembered_sorted = tuple(sorted(_remembered, key=len, reverse=True))
+
+
+#: what a hidden value is shown as
+HIDDEN = "<hidden>"
+
+#: header-like names whose value is a credential whatever the header (``is_secret_name`` covers
+#: parameter-like names)
+_SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "auth", "cookie", "x-api-key"})
+
+
+def hide_secrets(value: Any) -> Any:
+    """``value`` (an option, a scorer's identity: JSON-like) as it may be shown or stored in
+    plain text: the value under any secret-looking name, at any depth, as :data:`HIDDEN` (a
+    scorer's ``password=``, ``token=``, ``headers={"Authorization": ...}``), and every URL without
+    its credentials. What is hashed (a cache key) may keep them; what is written may not."""
+    if isinstance(value, Mapping):
+        return {
+            k: HIDDEN
+            if isinstance(k, str)
+            and (is_secret_name(k) or k.strip().lower() in _SECRET_HEADERS)
+            and v not in (None, "")
+            else hide_secrets(v)
+            for k, v in value.items()
+        }
+    if isinstance(value, (list, tuple)):
+        return [hide_secrets(v) for v in value]
+    if isinstance(value, str) and "://" in value:
+        return redact_url(value)
+    return value
 
 
 def is_secret_name(name: str) -> bool:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, final
 
 from pytest_llmeval.errors import ScorerConfigError, ScorerInputError
-from pytest_llmeval.redaction import redact_text, redact_url
+from pytest_llmeval.redaction import hide_secrets, redact_text, redact_url
 
 if TYPE_CHECKING:
     from pytest_llmeval.context import ScoringContext
@@ -375,10 +375,11 @@ class Scorer:
         return text
 
     def instrument(self, ctx: ScoringContext) -> Instrument:
-        """What this scorer measures with in ``ctx`` (its identity, direction and range), named
-        by a digest of :meth:`identity_json`; every record carries the digest, so a comparison
-        of two runs knows whether they measured with the same instrument. Made once per
-        identity (a cache hit costs one identity lookup)."""
+        """What this scorer measures with in ``ctx``: its identity (as reports may show it:
+        secret-looking options hidden), its direction and its range, named by a digest of all
+        three. Every record carries the digest, so a comparison of two runs knows whether they
+        measured with the same instrument (a scorer re-declared lower-is-better is another
+        one). Made once per identity (a cache hit costs one identity lookup)."""
         text = self.identity_json(ctx)
         memo = self.__dict__.get("_instrument_memo")
         if memo is not None and memo[0] is text:
@@ -386,14 +387,23 @@ class Scorer:
             return made
         from pytest_llmeval.model import KNOWN_INSTRUMENTS, Instrument, instrument_digest
 
-        digest = instrument_digest(text)
+        identity = hide_secrets(json.loads(text))
+        higher = bool(self.higher_is_better)
+        lo, hi = float(self.score_range[0]), float(self.score_range[1])
+        named = {
+            "identity": identity,
+            "higher_is_better": higher,
+            # JSON has no infinity: an unbounded end is named as such
+            "score_range": [x if math.isfinite(x) else str(x) for x in (lo, hi)],
+        }
+        digest = instrument_digest(canonical_json(named))
         made = KNOWN_INSTRUMENTS.get(digest) or Instrument(
             digest=digest,
             scorer=self.name,
             version=str(self.version),
-            higher_is_better=bool(self.higher_is_better),
-            score_range=(float(self.score_range[0]), float(self.score_range[1])),
-            identity=json.loads(text),
+            higher_is_better=higher,
+            score_range=(lo, hi),
+            identity=identity,
         )
         KNOWN_INSTRUMENTS.setdefault(digest, made)
         self.__dict__["_instrument_memo"] = (text, made)
@@ -408,14 +418,18 @@ class Scorer:
 def code_fingerprint(cls: type[Scorer]) -> str | None:
     """A hash of a user-defined scorer's own code (the function of an ``@scorer``, the methods a
     ``Scorer`` subclass defines outside this package), so that editing it does not replay results
-    cached for the old code. Line numbers are left out: moving code does not change it. Helpers
-    the scorer calls elsewhere are not covered (bump ``version`` when they change). ``None`` for
-    the built-in scorers, whose ``version`` says when their results change."""
+    cached for the old code. Line numbers are left out: moving code does not change it. What the
+    code reads from its module is covered too: the values of the plain constants it names (a
+    ``CUTOFF = 0.8`` changed to ``0.9``), its closure's plain values, and the code of the
+    functions of its own module it names (helpers), recursively. Helpers in other modules are
+    not covered (bump ``version`` when they change). ``None`` for the built-in scorers, whose
+    ``version`` says when their results change."""
     memo = cls.__dict__.get("_code_fingerprint")
     if memo is not None:
         return memo[0]  # type: ignore[no-any-return]
     digest = hashlib.sha256()
     found = False
+    seen: set[int] = set()
     for klass in cls.__mro__:
         module = getattr(klass, "__module__", "") or ""
         if module == "pytest_llmeval" or module.startswith("pytest_llmeval."):
@@ -425,21 +439,88 @@ def code_fingerprint(cls: type[Scorer]) -> str | None:
         if func is not None:
             members["_func"] = func
         for name in sorted(members):
-            code = _code_of(members[name])
-            if code is not None:
+            target = _function_of(members[name])
+            if target is not None:
                 found = True
                 digest.update(name.encode("utf-8") + b"\0")
-                _hash_code(digest, code)
+                _hash_function(digest, target, seen)
     result = digest.hexdigest()[:16] if found else None
     cls._code_fingerprint = (result,)  # type: ignore[attr-defined]
     return result
 
 
-def _code_of(member: Any) -> Any:
+def _function_of(member: Any) -> Any:
     if isinstance(member, (staticmethod, classmethod)):
         member = member.__func__
     func = getattr(member, "__func__", member)  # bound methods
-    return getattr(func, "__code__", None)
+    return func if getattr(func, "__code__", None) is not None else None
+
+
+#: plain values whose repr names them exactly (a constant's value, not an object's identity)
+_PLAIN = (type(None), bool, int, float, complex, str, bytes)
+
+
+def _plain_repr(value: Any, depth: int = 0) -> str | None:
+    """``repr(value)`` when it is a plain constant (or a small container of them), else None."""
+    if isinstance(value, _PLAIN):
+        text = repr(value)
+        return text if len(text) <= 10_000 else None
+    if depth < 3 and isinstance(value, (tuple, list, frozenset, set)) and len(value) <= 1000:
+        items = []
+        for v in value:
+            item = _plain_repr(v, depth + 1)
+            if item is None:
+                return None
+            items.append(item)
+        body = sorted(items) if isinstance(value, (set, frozenset)) else items
+        return f"{type(value).__name__}({', '.join(body)})"
+    if depth < 3 and isinstance(value, dict) and len(value) <= 1000:
+        pairs = []
+        for k, v in value.items():
+            kr, vr = _plain_repr(k, depth + 1), _plain_repr(v, depth + 1)
+            if kr is None or vr is None:
+                return None
+            pairs.append(f"{kr}: {vr}")
+        return "{" + ", ".join(sorted(pairs)) + "}"
+    return None
+
+
+def _hash_function(digest: Any, func: Any, seen: set[int]) -> None:
+    if id(func) in seen:
+        return
+    seen.add(id(func))
+    code = func.__code__
+    _hash_code(digest, code)
+    module = getattr(func, "__module__", None)
+    namespace = getattr(func, "__globals__", {})
+    for name in sorted(_names(code)):
+        if name not in namespace:
+            continue
+        value = namespace[name]
+        plain = _plain_repr(value)
+        if plain is not None:
+            digest.update(f"{name}={plain}".encode("utf-8", "backslashreplace") + b"\0")
+        elif callable(value) and getattr(value, "__module__", None) == module:
+            helper = _function_of(value)
+            if helper is not None:
+                digest.update(name.encode("utf-8") + b"\0")
+                _hash_function(digest, helper, seen)
+    for cell in getattr(func, "__closure__", None) or ():
+        try:
+            plain = _plain_repr(cell.cell_contents)
+        except ValueError:  # an empty cell
+            continue
+        if plain is not None:
+            digest.update(plain.encode("utf-8", "backslashreplace") + b"\0")
+
+
+def _names(code: Any) -> set[str]:
+    """Every global name ``code`` and the code nested in it can read."""
+    out = set(code.co_names)
+    for const in code.co_consts:
+        if hasattr(const, "co_code"):
+            out |= _names(const)
+    return out
 
 
 def _hash_code(digest: Any, code: Any) -> None:

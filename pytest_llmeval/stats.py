@@ -253,6 +253,12 @@ class Sample:
     passed: bool | None  # the record's own bound check; None when errored or no bound
     error: str | None = None
     sample: int = 0  # repeat index, 0 without repeat
+    #: which assertion of the scorer in the test (0 for the first): several assertions of one
+    #: scorer in a case are separate checks, each reduced over its samples
+    index: int = 0
+    #: the bound of that assertion (None: as the case's)
+    min: float | None = None
+    max: float | None = None
 
     @property
     def errored(self) -> bool:
@@ -310,6 +316,11 @@ def reduce_case(case: CaseSamples, reducer: str = "mean") -> CaseResult:
     of the samples passed (a tie fails). ``pass_at_k``: any sample passed. ``pass_all`` (pass^k):
     every sample passed. The last three score the case with the mean.
 
+    Several assertions of the scorer in one case (``Sample.index``) are separate checks: each is
+    reduced over its own samples against its own bound, the case passes only when every one
+    passes, and its score is the mean of theirs (a missed assertion is never averaged into a
+    pass by another).
+
     Any errored sample makes the whole case an error case (score and verdict None): an error is
     never softened by other samples and never counted as a pass. Raises ValueError for an unknown
     reducer.
@@ -317,6 +328,38 @@ def reduce_case(case: CaseSamples, reducer: str = "mean") -> CaseResult:
     if reducer not in REDUCERS:
         raise ValueError(f"unknown reducer {reducer!r}; choose one of {', '.join(REDUCERS)}")
     samples = case.samples
+    first = samples[0].index if samples else 0
+    if any(s.index != first for s in samples):
+        return _reduce_assertions(case, reducer)
+    return _reduce(case.case, samples, case.min, case.max, reducer)
+
+
+def _reduce_assertions(case: CaseSamples, reducer: str) -> CaseResult:
+    by_index: dict[int, list[Sample]] = {}
+    for s in case.samples:
+        by_index.setdefault(s.index, []).append(s)
+    parts = []
+    for _, group in sorted(by_index.items()):
+        bounded = next((s for s in group if not s.errored), group[0])
+        parts.append(_reduce(case.case, group, bounded.min, bounded.max, reducer))
+    n_samples = len(case.samples)
+    n_errors = sum(p.n_errors for p in parts)
+    flaky = any(p.flaky for p in parts)
+    if n_errors or any(p.score is None for p in parts):
+        return CaseResult(case.case, None, None, n_samples, n_errors, flaky)
+    scores = [p.score for p in parts if p.score is not None]
+    verdicts = [p.passed for p in parts if p.passed is not None]
+    passed = all(verdicts) if verdicts else None
+    return CaseResult(case.case, math.fsum(scores) / len(scores), passed, n_samples, 0, flaky)
+
+
+def _reduce(
+    key: str,
+    samples: Sequence[Sample],
+    bound_min: float | None,
+    bound_max: float | None,
+    reducer: str,
+) -> CaseResult:
     # one pass over the samples: this runs for every case of every gate and scorer
     n_errors = 0
     scores: list[float] = []
@@ -330,7 +373,7 @@ def reduce_case(case: CaseSamples, reducer: str = "mean") -> CaseResult:
             verdicts.append(s.passed)
     flaky = True in verdicts and False in verdicts
     if n_errors or not samples:
-        return CaseResult(case.case, None, None, len(samples), n_errors, flaky)
+        return CaseResult(key, None, None, len(samples), n_errors, flaky)
     mean = scores[0] if len(scores) == 1 else math.fsum(scores) / len(scores)
     score: float
     passed: bool | None
@@ -345,9 +388,9 @@ def reduce_case(case: CaseSamples, reducer: str = "mean") -> CaseResult:
             score = min(scores)
         else:
             score = max(scores)
-        if case.min is not None or case.max is not None:
-            passed = (case.min is None or score >= case.min) and (
-                case.max is None or score <= case.max
+        if bound_min is not None or bound_max is not None:
+            passed = (bound_min is None or score >= bound_min) and (
+                bound_max is None or score <= bound_max
             )
         else:
             passed = all(verdicts) if verdicts else None
@@ -361,7 +404,7 @@ def reduce_case(case: CaseSamples, reducer: str = "mean") -> CaseResult:
             passed = any(verdicts)
         else:  # pass_all
             passed = all(verdicts)
-    return CaseResult(case.case, score, passed, len(samples), 0, flaky)
+    return CaseResult(key, score, passed, len(samples), 0, flaky)
 
 
 def flaky_cases(cases: Sequence[CaseSamples]) -> list[str]:

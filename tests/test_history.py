@@ -61,13 +61,28 @@ def test_concurrent_saves_never_overwrite_each_other(tmp_path: Path) -> None:
     assert not [p for p in d.iterdir() if not p.name.endswith(".json")]  # no claim or temp left
 
 
-def test_prune_keeps_the_newest(tmp_path: Path) -> None:
+def test_prune_keeps_the_newest_and_the_baseline(tmp_path: Path) -> None:
     d = tmp_path / "runs"
     for i in range(5):
         save_run(d, _report(str(i)))
-    assert prune_runs(d, 2) == [1, 2, 3]
-    assert list_runs(d) == [4, 5]
+    # none of these runs was checked against a baseline: `last` names the first (the bootstrap),
+    # and pruning keeps it
+    assert prune_runs(d, 2) == [2, 3]
+    assert list_runs(d) == [1, 4, 5]
     assert save_run(d, _report("x")) == 6  # numbers are not reused
+    checked = {
+        "passed": True,
+        "failure": None,
+        "checked": True,
+        "regressions": 0,
+        "problems": 0,
+        "shard": False,
+        "selection": None,
+    }
+    save_run(d, _report("checked"), summary=checked)  # run 7 passed its check
+    save_run(d, _report("y"))
+    assert prune_runs(d, 1) == [1, 4, 5, 6]  # the baseline is now run 7
+    assert list_runs(d) == [7, 8]
 
 
 def test_resolve_baseline(tmp_path: Path) -> None:
@@ -76,7 +91,11 @@ def test_resolve_baseline(tmp_path: Path) -> None:
     assert resolve_baseline("last", d, tmp_path).choice == "no saved run yet"
     save_run(d, _report("a"))
     save_run(d, _report("b"))
-    assert resolve_baseline("last", d, tmp_path).path == run_path(d, 2)
+    # neither was checked against a baseline: the first that passed is the reference
+    assert resolve_baseline("last", d, tmp_path).path == run_path(d, 1)
+    assert resolve_baseline("last", d, tmp_path).passed_over == (
+        (2, "never checked against a baseline"),
+    )
     assert resolve_baseline("1", d, tmp_path).path == run_path(d, 1)
     with pytest.raises(pytest.UsageError, match=r"no saved run 9 .*saved runs: 1\.\.2"):
         resolve_baseline("9", d, tmp_path)
@@ -121,11 +140,11 @@ def test_every_llm_eval_run_is_saved_and_history_n_keeps_the_last_n(
     for _ in range(3):
         result = project.runpytest("--llm-eval", "--llm-eval-history=2", "-v")
     result.stdout.fnmatch_lines(["llm-eval: saved run 4 in *runs"])
-    assert _runs(project) == [3, 4]
+    assert _runs(project) == [1, 3, 4]  # 1: the first passing run, the baseline 'last' names
     project.runpytest("--llm-eval", "--llm-eval-no-history")
     project.runpytest("--llm-eval", "--llm-eval-history=0")
     project.runpytest()  # without --llm-eval nothing is scored or saved
-    assert _runs(project) == [3, 4]
+    assert _runs(project) == [1, 3, 4]
 
 
 def test_history_records_git_commit_dirty_flag_and_branch(project: pytest.Pytester) -> None:
