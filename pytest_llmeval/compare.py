@@ -143,15 +143,19 @@ def sign_flip_test(
 
 
 def smallest_p(diffs: Sequence[float], resamples: int = DEFAULT_RESAMPLES) -> float:
-    """The smallest p-value :func:`sign_flip_test` can give for differences like ``diffs`` (as
-    many non-zero ones): ``2 / 2**m`` exactly, ``1 / (1 + resamples)`` by Monte Carlo. At or
-    above alpha, no change of any size on these cases could be significant."""
-    m = sum(1 for d in diffs if d != 0.0)
-    if m == 0:
+    """The smallest p-value :func:`sign_flip_test` could give on as many paired cases as
+    ``diffs``, whatever their values: every case changed the same way (``2 / 2**n`` exactly up to
+    :data:`EXACT_MAX` changed cases, ``1 / (1 + resamples)`` by Monte Carlo beyond). At or above
+    alpha no result of this size could be significant: the test had no power at all, which is
+    not evidence of "no regression". (Few *changed* cases among many is not that: the test could
+    have fired, and the data say the change is within noise.)"""
+    n = len(diffs)
+    if n == 0:
         return 1.0
-    if m <= EXACT_MAX:
-        return min(1.0, 2.0 / float(2**m))
-    return 1.0 / (1 + resamples)
+    best = 2.0 / float(2 ** min(n, EXACT_MAX))
+    if n > EXACT_MAX:
+        best = min(best, 1.0 / (1 + resamples))
+    return min(1.0, best)
 
 
 def mcnemar_exact(worse: int, better: int) -> float:

@@ -19,6 +19,7 @@ from pytest_llmeval.compare import (
     format_comparison,
     mcnemar_exact,
     sign_flip_test,
+    smallest_p,
 )
 
 # -- the paired tests against scipy -------------------------------------------------------------
@@ -66,6 +67,21 @@ def test_exact_p_of_known_data() -> None:
     assert sign_flip_test([1.0, 1.0, 1.0, 1.0]) == (2 / 16, "exact")
     assert sign_flip_test([]) == (1.0, "exact")
     assert sign_flip_test([0.0, 0.0]) == (1.0, "exact")
+
+
+def test_smallest_p_is_a_property_of_the_number_of_cases_not_of_the_changed_ones() -> None:
+    # 3 cases: even all three worse gives p = 2/8, so nothing can be concluded at 0.05
+    assert smallest_p([-1.0, -1.0, -1.0]) == pytest.approx(0.25)
+    assert smallest_p([-1.0, 0.0, 0.0]) == pytest.approx(0.25)
+    # 30 cases, one changed: the test could have fired (all 30 worse gives about 3e-5); the data
+    # simply show a change within noise, which is not "too few cases"
+    one_of_30 = [0.0] * 29 + [-1.0]
+    assert smallest_p(one_of_30) == pytest.approx(2 / 2**16)
+    assert sign_flip_test(one_of_30)[0] == pytest.approx(1.0)
+    assert smallest_p([]) == 1.0
+    # beyond the exact range, Monte Carlo's floor
+    assert smallest_p([-1.0] * 40, resamples=100_000) == pytest.approx(1 / 100_001)
+    assert smallest_p([-1.0] * 40, resamples=100) == pytest.approx(2 / 2**16)
 
 
 def test_monte_carlo_p_agrees_with_exact_within_its_error() -> None:
@@ -468,7 +484,11 @@ def test_compare_command_line(project: pytest.Pytester) -> None:
     assert "REGRESSED" in plain.stdout
     assert "regression: exact_match_test mean 1.000 -> 0.667" in plain.stdout
     assert run("--fail-on-regression").returncode == 1
-    assert run("--fail-on-regression=0.0000001").returncode == 0  # p is about 0.002 (exact, 10)
+    assert run("--fail-on-regression=0.001").returncode == 0  # p is about 0.002 (exact, 10)
+    # no result on 30 cases can reach p < 1e-7 (at best 2 / 2**16): nothing concluded, failed
+    strict = run("--fail-on-regression=0.0000001")
+    assert strict.returncode == 1
+    assert "too few for any result to reach p < 1e-07" in strict.stdout
     as_json = json.loads(run("--json").stdout)
     assert as_json["scorers"][0]["verdict"] == "regressed"
     assert as_json["scorers"][0]["p_value"] == pytest.approx(2 / 1024)

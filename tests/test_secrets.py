@@ -147,7 +147,7 @@ def test_judge_url_secrets_stay_out_of_a_judged_run(
     for name in ("r.json", "merged.json"):
         report = json.loads((root / name).read_text())
         assert report["run"]["judge"]["base_url"] == shown, name
-    saved = sorted((root / ".llmeval" / "runs").glob("*.json"))
+    saved = sorted((root / ".llmeval" / "runs").glob("[0-9][0-9][0-9][0-9].json"))
     assert len(saved) == 1
     run = json.loads(saved[0].read_text())
     assert run["judge"]["base_url"] == run["report"]["run"]["judge"]["base_url"] == shown
@@ -189,7 +189,7 @@ def test_judge_url_secrets_stay_out_of_judge_errors(
     junit = (root / "j.xml").read_text()
     assert endpoint in junit and 'value="error: JudgeError: judge error' in junit
     # the records of the JSON report, the merged report and the saved run
-    saved = sorted((root / ".llmeval" / "runs").glob("*.json"))
+    saved = sorted((root / ".llmeval" / "runs").glob("[0-9][0-9][0-9][0-9].json"))
     assert len(saved) == 1
     for path in (root / "r.json", root / "merged.json", saved[0]):
         report = json.loads(path.read_text())
