@@ -938,3 +938,34 @@ async def test_j(case):
             for r in data["records"]
         )
     assert records[4] == records[1]
+
+
+@pytest.mark.parametrize("timeout", [None, "30"])
+@pytest.mark.parametrize("kw", ["", ", concurrency=2"])
+def test_an_async_fixture_that_raises_timeouterror_is_that_error(
+    pytester: pytest.Pytester, kw: str, timeout: str | None
+) -> None:
+    """An async fixture's own TimeoutError (``asyncio.wait_for`` giving up on a service) was
+    taken for the fixture timeout: reported as the case timeout (with
+    ``--llm-eval-case-timeout``), or as an AssertionError inside the plugin (without)."""
+    _cases(pytester, ["a"])
+    pytester.makepyfile(
+        test_f=HEADER
+        + f"""
+@pytest.fixture
+async def service():
+    await asyncio.wait_for(asyncio.sleep(10), 0.01)
+    yield
+
+
+@pytest.mark.llm_eval_dataset("cases.jsonl"{kw})
+async def test_f(case, service):
+    pass
+"""
+    )
+    args = [] if timeout is None else [f"--llm-eval-case-timeout={timeout}"]
+    result = _run(pytester, *args)
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*ERROR at setup of test_f[[]a[]]*", "E  *TimeoutError*"])
+    assert "CaseTimeoutError" not in result.stdout.str()
+    assert "AssertionError" not in result.stdout.str()
