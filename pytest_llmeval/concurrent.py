@@ -45,11 +45,13 @@ How it works, and why:
 from __future__ import annotations
 
 import asyncio
+import bisect
 import concurrent.futures
 import contextlib
 import contextvars
 import inspect
 import io
+import itertools
 import logging
 import sys
 import threading
@@ -241,6 +243,11 @@ class _Gate:
     The main thread blocks to enter (steps are short); the case loop never blocks: a step that
     finds the gate closed waits on an asyncio future that the phase's end resolves.
 
+    Steps pass in the order they came to the gate: one that found it closed waits with a
+    ticket, and a step that comes later (even one scheduled before the wake-up, finding the gate
+    open) queues behind it. Otherwise which of several identical judged scorings in flight pays
+    the judge (see ``ScoringContext.inflight``) depended on thread timing, not case order.
+
     The main thread's side is kept whole under Ctrl-C (see :data:`_aio.ctrl_c`): a
     KeyboardInterrupt between taking the lock and the ``try`` that gives it back left it taken
     (the cases cancelled by the interrupt waited for it forever, then so did the teardown that
@@ -251,32 +258,61 @@ class _Gate:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._waiters_lock = threading.Lock()
-        self._waiters: list[asyncio.Future[None]] = []
+        #: (ticket, future) of the steps waiting, in ticket order (changed on the case loop)
+        self._waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._tickets = itertools.count()
+        #: (case loop) tickets of the steps woken and not back at the gate yet
+        self._woken: set[int] = set()
         self.loop: asyncio.AbstractEventLoop | None = None
         #: the main thread holds it for a phase (and has not lent it out)
         self.held = False
 
-    def try_enter(self) -> bool:
+    def try_enter(self, ticket: int | None = None) -> bool:
+        """(case loop) Enter if open and no step that came earlier waits: a step that has not
+        waited (``ticket`` None) goes after all that wait or were woken; one that waited, after
+        those with earlier tickets (woken ones come back in ticket order)."""
+        if ticket is None:
+            if self._woken or self._waiters:
+                return False
+        elif (self._waiters and self._waiters[0][0] < ticket) or (
+            self._woken and min(self._woken) < ticket
+        ):
+            return False
         return self._lock.acquire(blocking=False)
 
     def leave(self) -> None:
         self._lock.release()
 
-    def opened(self) -> asyncio.Future[None]:
-        """(case loop) A future done once the gate is open again."""
+    def ticket(self) -> int:
+        """(case loop) A step's place in the queue, kept until it enters."""
+        return next(self._tickets)
+
+    def opened(self, ticket: int) -> asyncio.Future[None]:
+        """(case loop) A future done once the gate is open again; hand it to :meth:`back`."""
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         with self._waiters_lock:
-            self._waiters.append(fut)
-        if not self._lock.locked():  # opened between the failed try and the append
-            self._wake()
+            bisect.insort(self._waiters, (ticket, fut), key=_ticket_of)
+        if not self._lock.locked():
+            # Opened before the append, or it waits only for its turn: woken on the loop's next
+            # round, once the steps woken before it came back (not now: it would not yield).
+            asyncio.get_running_loop().call_soon(self._wake)
         return fut
+
+    def back(self, ticket: int, fut: asyncio.Future[None]) -> None:
+        """(case loop) The step that waited on ``fut`` goes on (woken, or cancelled)."""
+        if fut.done() and not fut.cancelled():
+            self._woken.discard(ticket)
+        else:
+            with self._waiters_lock:
+                self._waiters = [w for w in self._waiters if w[1] is not fut]
 
     def _wake(self) -> None:
         with self._waiters_lock:
             waiters, self._waiters = self._waiters, []
-        for fut in waiters:
+        for ticket, fut in waiters:  # in ticket order: their steps come back in that order
             if not fut.done():
                 fut.set_result(None)
+                self._woken.add(ticket)
 
     @contextlib.contextmanager
     def phase(self) -> Iterator[None]:
@@ -332,6 +368,10 @@ class _Gate:
                 pass
 
 
+def _ticket_of(waiter: tuple[int, asyncio.Future[None]]) -> int:
+    return waiter[0]
+
+
 class _Gated:
     """Drive a case's coroutine one step at a time, each step with the gate held and the
     case's own stdout/stderr buffers installed."""
@@ -346,13 +386,18 @@ class _Gated:
         to_send: Any = None
         to_throw: BaseException | None = None
         while True:
-            while not gate.try_enter():
+            ticket: int | None = None
+            while not gate.try_enter(ticket):
+                if ticket is None:
+                    ticket = gate.ticket()
+                fut = gate.opened(ticket)
                 case.begin_gate_wait()
                 try:
-                    yield from gate.opened()
+                    yield from fut
                 except BaseException as exc:  # e.g. cancelled while waiting: the case gets it
                     to_throw = exc
                 finally:
+                    gate.back(ticket, fut)
                     case.end_gate_wait()
             out, err = sys.stdout, sys.stderr
             sys.stdout, sys.stderr = case.out, case.err

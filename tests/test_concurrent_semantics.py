@@ -969,3 +969,64 @@ async def test_f(case, service):
     result.stdout.fnmatch_lines(["*ERROR at setup of test_f[[]a[]]*", "E  *TimeoutError*"])
     assert "CaseTimeoutError" not in result.stdout.str()
     assert "AssertionError" not in result.stdout.str()
+
+
+def test_a_case_step_waiting_for_the_gate_goes_before_steps_that_come_later() -> None:
+    """Which of several identical judged scorings in flight pays the judge (the others read its
+    result) is the first to get there: the first case, as one after the other, if the cases'
+    steps pass the gate in the order they came to it. A step that found the gate held waited
+    for the wake-up the gate's opening sends; a step scheduled before that wake-up ran first,
+    found the gate open and went ahead (seen under load: repeat sample s1 paid the judge and s0
+    read the cache, the records differed from concurrency 1)."""
+    import asyncio
+    import threading
+    from typing import Any, cast
+
+    from pytest_llmeval.concurrent import _Case, _Gate, _gated
+
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    gate = _Gate()
+    gate.loop = loop
+    order: list[str] = []
+
+    async def first_step(name: str) -> None:
+        order.append(name)
+
+    def case() -> _Case:
+        return _Case(cast(Any, None), None, gated=True)
+
+    created = threading.Event()
+    go_on = threading.Event()
+    tasks: list[asyncio.Task[None]] = []
+
+    def start_s1_then_stall() -> None:
+        # (case loop) s1's first step is scheduled now, before the wake-up the gate's opening
+        # will schedule; this callback then holds the loop until the main thread has opened it
+        tasks.append(loop.create_task(_gated(first_step("s1"), case(), gate)))
+        created.set()
+        go_on.wait(10)
+
+    try:
+        with gate.phase():
+            s0 = asyncio.run_coroutine_threadsafe(_gated(first_step("s0"), case(), gate), loop)
+            for _ in range(1000):  # s0 waits for the gate (a barrier, not a sleep)
+                if gate._waiters:
+                    break
+                threading.Event().wait(0.01)
+            assert gate._waiters, "s0 never waited for the gate"
+            loop.call_soon_threadsafe(start_s1_then_stall)
+            assert created.wait(10)
+        go_on.set()
+        s0.result(10)
+        for _ in range(1000):
+            if len(order) == 2:
+                break
+            threading.Event().wait(0.01)
+        assert order == ["s0", "s1"]
+    finally:
+        go_on.set()
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        loop.close()
