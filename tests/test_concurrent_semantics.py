@@ -7,6 +7,8 @@ through real pytest runs (pytester)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
+from typing import Any
 
 import pytest
 from case_files import read_events as _events
@@ -1030,3 +1032,60 @@ def test_a_case_step_waiting_for_the_gate_goes_before_steps_that_come_later() ->
         loop.call_soon_threadsafe(loop.stop)
         thread.join(10)
         loop.close()
+
+
+def test_an_identical_judged_scoring_that_just_finished_elsewhere_is_read_not_paid_again(
+    judge_server: OpenAITestServer, tmp_path: Path
+) -> None:
+    """``score_async`` from two threads' event loops (one scoring context): B looks in the cache
+    while A's judge call is in flight (a miss), A stores its result and leaves the in-flight
+    table, then B finds nobody in flight and called the judge a second time for the same key.
+    B now looks again when a scoring finished meanwhile, and reads A's result."""
+    import asyncio
+    import dataclasses
+    import threading
+
+    from conftest import judge_test_settings
+    from pytest_llmeval import score_async
+    from pytest_llmeval.cache import ResultCache
+    from pytest_llmeval.context import ScoringContext, set_context
+
+    b_missed = threading.Event()
+    a_done = threading.Event()
+
+    class MissesWaitForA(ResultCache):
+        """The real store; B's miss returns only once A is done (the interleaving)."""
+
+        def get(self, key: str) -> dict[str, Any] | None:
+            value = super().get(key)
+            if value is None and threading.current_thread().name == "B":
+                b_missed.set()
+                assert a_done.wait(30)
+            return value
+
+    settings = dataclasses.replace(
+        judge_test_settings(judge_server.base_url, tmp_path), cache_mode="use"
+    )
+    ctx = ScoringContext(settings, cache=MissesWaitForA(tmp_path / "cache"))
+    previous = set_context(ctx)
+    judge_server.set_default(text("Yes", top_logprobs=[("Yes", -0.1), ("No", -2.5)]))
+    scores: dict[str, Any] = {}
+
+    def scoring(name: str) -> None:
+        scores[name] = asyncio.run(score_async("l3score", input="q", output="a", expected="a"))
+
+    try:
+        b = threading.Thread(target=scoring, args=("B",), name="B")
+        b.start()
+        assert b_missed.wait(30)  # B's lookup missed; it goes on once A is done
+        scoring("A")  # A: a miss, nobody in flight, the judge, stored, out of the table
+        a_done.set()
+        b.join(30)
+        assert not b.is_alive()
+    finally:
+        a_done.set()
+        set_context(previous)
+        ctx.close()
+    assert len(judge_server.requests_to("chat")) == 1
+    assert (scores["A"].cached, scores["B"].cached) == (False, True)
+    assert scores["A"].value == scores["B"].value
