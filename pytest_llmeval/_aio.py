@@ -10,12 +10,27 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextvars
+import importlib
 import signal
 import threading
 import time
 from collections.abc import Callable, Coroutine, Iterable
 from types import FrameType, TracebackType
 from typing import Any, TypeVar
+
+
+def _signal_functions() -> tuple[Callable[[int], Any], Callable[[int, Any], Any]]:
+    """getsignal and signal: the C functions under signal.py, whose wrappers convert handlers
+    to enums (20-40 us a call; the main thread installs and removes its SIGINT handler around
+    each piece of its bookkeeping)."""
+    try:
+        raw = importlib.import_module("_signal")
+        return raw.getsignal, raw.signal
+    except (ImportError, AttributeError):  # pragma: no cover - another Python
+        return signal.getsignal, signal.signal
+
+
+_getsignal, _setsignal = _signal_functions()
 
 T = TypeVar("T")
 
@@ -100,7 +115,7 @@ class _CtrlC:
     def _deliver(self, signum: int, frame: FrameType | None) -> None:
         previous = self._previous
         if previous is None:  # uninstalled meanwhile: the handler now in place
-            current = signal.getsignal(signal.SIGINT)
+            current = _getsignal(signal.SIGINT)
             previous = signal.default_int_handler
             if callable(current) and current != self._handle:
                 previous = current
@@ -108,14 +123,14 @@ class _CtrlC:
 
     def _install(self) -> None:
         try:
-            current = signal.getsignal(signal.SIGINT)
+            current = _getsignal(signal.SIGINT)
         except ValueError:  # pragma: no cover - no signals in this interpreter
             return
         if current == self._handle or not callable(current):
             return
         self._previous = current
         try:
-            signal.signal(signal.SIGINT, self._handle)
+            _setsignal(signal.SIGINT, self._handle)
         except ValueError:  # pragma: no cover - not the main interpreter
             self._previous = None
 
@@ -124,8 +139,8 @@ class _CtrlC:
         if previous is None:
             return
         try:
-            if signal.getsignal(signal.SIGINT) == self._handle:
-                signal.signal(signal.SIGINT, previous)
+            if _getsignal(signal.SIGINT) == self._handle:
+                _setsignal(signal.SIGINT, previous)
         except ValueError:  # pragma: no cover
             pass
         # (another handler installed meanwhile, e.g. by a test, stays: it is not ours to undo)

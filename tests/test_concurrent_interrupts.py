@@ -16,6 +16,9 @@ every fixture set up torn down. The timeouts of the inner runs are a backstop on
 
 from __future__ import annotations
 
+import signal
+import sys
+
 import pytest
 from case_files import CTRL_C_CONFTEST, read_injected
 from case_files import read_events as _events
@@ -247,3 +250,77 @@ def test_ctrl_c_while_a_sync_test_waits_for_the_judge_stops_the_run(
     _assert_stopped(result)
     assert read_injected(pytester) == ([] if where == "interrupt-main" else [where])
     assert _events(pytester) == ["started 1"]  # not scored, and no next test
+
+
+GUARD_SCRIPT = """
+import _thread, signal, threading, time
+from pytest_llmeval._aio import ctrl_c, wait_event
+
+# Held back inside the block, delivered (KeyboardInterrupt) when it ends; the handler that was
+# there is back afterwards.
+try:
+    with ctrl_c:
+        signal.raise_signal(signal.SIGINT)
+        with ctrl_c:
+            pass  # the inner block's end is no place to deliver it
+        print("held back", ctrl_c.pending)
+    print("not delivered")
+except KeyboardInterrupt:
+    print("delivered at the end")
+print("default back", signal.getsignal(signal.SIGINT) is signal.default_int_handler)
+
+# A handler of the user's is the one called for it, once.
+calls = []
+signal.signal(signal.SIGINT, lambda signum, frame: calls.append(signum))
+with ctrl_c:
+    signal.raise_signal(signal.SIGINT)
+    print("user handler not yet", calls)
+print("user handler", calls, signal.getsignal(signal.SIGINT) is not signal.default_int_handler)
+
+# Ignored stays ignored.
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+with ctrl_c:
+    signal.raise_signal(signal.SIGINT)
+print("ignored", signal.getsignal(signal.SIGINT) == signal.SIG_IGN)
+signal.signal(signal.SIGINT, signal.default_int_handler)
+
+# A Ctrl-C that does not interrupt the blocking call still ends the wait.
+never = threading.Event()
+threading.Thread(target=lambda: (time.sleep(0.2), _thread.interrupt_main()), daemon=True).start()
+try:
+    wait_event(never, 60)
+    print("wait not interrupted")
+except KeyboardInterrupt:
+    print("wait interrupted")
+
+# Another thread's blocks change nothing for the main thread.
+def other():
+    with ctrl_c:
+        time.sleep(0.5)
+threading.Thread(target=other).start()
+time.sleep(0.1)
+try:
+    signal.raise_signal(signal.SIGINT)
+    time.sleep(0.01)
+    print("main thread held back by another thread's block")
+except KeyboardInterrupt:
+    print("main thread interrupted at once")
+"""
+
+
+def test_ctrl_c_guard_holds_back_then_delivers_to_the_handler_that_was_there(
+    pytester: pytest.Pytester,
+) -> None:
+    """_aio.ctrl_c's contract, in a process of its own (it raises real SIGINTs)."""
+    result = pytester.run(sys.executable, "-c", GUARD_SCRIPT, timeout=120)
+    assert result.ret == 0, result.stderr.str()
+    assert result.stdout.lines == [
+        "held back True",
+        "delivered at the end",
+        "default back True",
+        "user handler not yet []",
+        f"user handler [{int(signal.SIGINT)}] True",
+        "ignored True",
+        "wait interrupted",
+        "main thread interrupted at once",
+    ]
