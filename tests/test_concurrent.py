@@ -478,7 +478,9 @@ async def test_k(case, res):
         raise
 """
     )
-    result = pytester.runpytest_subprocess("--llm-eval", "-p", "no:cacheprovider", timeout=60)
+    # (a backstop: a loaded machine takes tens of seconds to start the inner run; where a
+    # Ctrl-C used to be lost, see test_concurrent_interrupts.py)
+    result = pytester.runpytest_subprocess("--llm-eval", "-p", "no:cacheprovider", timeout=120)
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines(["*KeyboardInterrupt*", "*no tests ran*"])
     events = _events(pytester)
