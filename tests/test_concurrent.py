@@ -886,7 +886,7 @@ def test_a_phase_wakes_the_case_loop_only_when_a_step_waits_on_the_gate() -> Non
     loop = asyncio.new_event_loop()
     try:
         waiter: asyncio.Future[None] = loop.create_future()
-        gate._waiters.append(waiter)  # a step that found the gate closed
+        gate._waiters.append((gate.ticket(), waiter))  # a step that found the gate closed
         with gate.phase():
             pass
         assert recording.posted == [gate._wake]
