@@ -485,10 +485,12 @@ async def _score_async(
 ) -> tuple[Scorer, Score]:
     t0 = time.perf_counter()
     inst, inputs, key = _prepare(scorer, fields, kwargs, ctx)
+    seen = ctx.inflight_done  # (read before the lookup: see below)
     hit = _lookup(inst, inputs, key, ctx, t0)
     if hit is not None:
         return inst, hit
     leader: concurrent.futures.Future[None] | None = None
+    finished = seen
     if key is not None and inst.uses_judge and ctx.result_cache() is not None:
         # One judged scoring per cache key in flight (see ScoringContext.inflight): the others
         # wait for it, then read what it stored (a failure stores nothing: the next one tries).
@@ -497,14 +499,22 @@ async def _score_async(
                 waiting = ctx.inflight.get(key)
                 if waiting is None:
                     leader = ctx.inflight[key] = concurrent.futures.Future()
+                    finished = ctx.inflight_done
                     break
             await asyncio.wait([asyncio.wrap_future(waiting)])
+            seen = ctx.inflight_done
             hit = _lookup(inst, inputs, key, ctx, t0)
             if hit is not None:
                 return inst, hit
     collector = UsageCollector()
     token = current_usage.set(collector)
     try:
+        if finished != seen:
+            # An identical scoring (on another thread's loop) stored its result and left the
+            # table between this one's miss and now: read it rather than pay the judge again.
+            hit = _lookup(inst, inputs, key, ctx, t0)
+            if hit is not None:
+                return inst, hit
         if inst.uses_judge:
             # On the background loop, like a sync test's judge calls: one judge client, pool
             # and concurrency limit for the process, however many async cases are in flight.
@@ -522,6 +532,7 @@ async def _score_async(
         if leader is not None:
             with ctx.inflight_lock:
                 ctx.inflight.pop(key, None)  # type: ignore[arg-type]
+                ctx.inflight_done += 1
             if not leader.done():
                 leader.set_result(None)
 

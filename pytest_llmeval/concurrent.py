@@ -45,11 +45,13 @@ How it works, and why:
 from __future__ import annotations
 
 import asyncio
+import bisect
 import concurrent.futures
 import contextlib
 import contextvars
 import inspect
 import io
+import itertools
 import logging
 import sys
 import threading
@@ -60,6 +62,8 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import pytest
 
+from pytest_llmeval import _aio
+from pytest_llmeval._aio import ctrl_c
 from pytest_llmeval.errors import CaseFixtureError, CaseTimeoutError
 from pytest_llmeval.progress import RUNNING_ATTR
 from pytest_llmeval.records import TestRecorder, current_recorder
@@ -237,64 +241,118 @@ class _Gate:
     """Mutual exclusion of case steps (case loop) and pytest phases (main thread).
 
     The main thread blocks to enter (steps are short); the case loop never blocks: a step that
-    finds the gate closed waits on an asyncio future that the phase's end resolves."""
+    finds the gate closed waits on an asyncio future that the phase's end resolves.
+
+    Steps pass in the order they came to the gate: one that found it closed waits with a
+    ticket, and a step that comes later (even one scheduled before the wake-up, finding the gate
+    open) queues behind it. Otherwise which of several identical judged scorings in flight pays
+    the judge (see ``ScoringContext.inflight``) depended on thread timing, not case order.
+
+    The main thread's side is kept whole under Ctrl-C (see :data:`_aio.ctrl_c`): a
+    KeyboardInterrupt between taking the lock and the ``try`` that gives it back left it taken
+    (the cases cancelled by the interrupt waited for it forever, then so did the teardown that
+    followed), and one between giving it back and noting so gave it back twice. Taking and
+    giving back, with ``held`` saying which, happen inside ``ctrl_c``; ``held`` is what the
+    phase's end goes by."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._waiters_lock = threading.Lock()
-        self._waiters: list[asyncio.Future[None]] = []
+        #: (ticket, future) of the steps waiting, in ticket order (changed on the case loop)
+        self._waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._tickets = itertools.count()
+        #: (case loop) tickets of the steps woken and not back at the gate yet
+        self._woken: set[int] = set()
         self.loop: asyncio.AbstractEventLoop | None = None
         #: the main thread holds it for a phase (and has not lent it out)
         self.held = False
 
-    def try_enter(self) -> bool:
+    def try_enter(self, ticket: int | None = None) -> bool:
+        """(case loop) Enter if open and no step that came earlier waits: a step that has not
+        waited (``ticket`` None) goes after all that wait or were woken; one that waited, after
+        those with earlier tickets (woken ones come back in ticket order)."""
+        if ticket is None:
+            if self._woken or self._waiters:
+                return False
+        elif (self._waiters and self._waiters[0][0] < ticket) or (
+            self._woken and min(self._woken) < ticket
+        ):
+            return False
         return self._lock.acquire(blocking=False)
 
     def leave(self) -> None:
         self._lock.release()
 
-    def opened(self) -> asyncio.Future[None]:
-        """(case loop) A future done once the gate is open again."""
+    def ticket(self) -> int:
+        """(case loop) A step's place in the queue, kept until it enters."""
+        return next(self._tickets)
+
+    def opened(self, ticket: int) -> asyncio.Future[None]:
+        """(case loop) A future done once the gate is open again; hand it to :meth:`back`."""
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         with self._waiters_lock:
-            self._waiters.append(fut)
-        if not self._lock.locked():  # opened between the failed try and the append
-            self._wake()
+            bisect.insort(self._waiters, (ticket, fut), key=_ticket_of)
+        if not self._lock.locked():
+            # Opened before the append, or it waits only for its turn: woken on the loop's next
+            # round, once the steps woken before it came back (not now: it would not yield).
+            asyncio.get_running_loop().call_soon(self._wake)
         return fut
+
+    def back(self, ticket: int, fut: asyncio.Future[None]) -> None:
+        """(case loop) The step that waited on ``fut`` goes on (woken, or cancelled)."""
+        if fut.done() and not fut.cancelled():
+            self._woken.discard(ticket)
+        else:
+            with self._waiters_lock:
+                self._waiters = [w for w in self._waiters if w[1] is not fut]
 
     def _wake(self) -> None:
         with self._waiters_lock:
             waiters, self._waiters = self._waiters, []
-        for fut in waiters:
+        for ticket, fut in waiters:  # in ticket order: their steps come back in that order
             if not fut.done():
                 fut.set_result(None)
+                self._woken.add(ticket)
 
     @contextlib.contextmanager
     def phase(self) -> Iterator[None]:
         """(main thread) Hold the gate for one pytest phase."""
-        self._lock.acquire()
-        self.held = True
         try:
+            with ctrl_c:
+                self._take()
+                self.held = True
+            # (a Ctrl-C noted meanwhile is delivered here, in the try: the finally opens)
             yield
         finally:
-            self.held = False
-            self._open()
+            with ctrl_c:
+                if self.held:  # not when a Ctrl-C came before it was taken (or taken back)
+                    self.held = False
+                    self._open()
 
     @contextlib.contextmanager
     def lent(self) -> Iterator[bool]:
         """(main thread, in a phase) Open the gate while the phase only waits for the case loop
         (an async fixture): a case holding what the fixture needs (a lock, a pool slot) can go
         on. Yields whether it was lent (not when no phase holds it)."""
-        if not self.held:
-            yield False
-            return
-        self.held = False
-        self._open()
+        lent = False
         try:
-            yield True
+            with ctrl_c:
+                if self.held:
+                    self.held = False
+                    self._open()
+                    lent = True
+            yield lent
         finally:
-            self._lock.acquire()
-            self.held = True
+            if lent:
+                with ctrl_c:
+                    self._take()
+                    self.held = True
+
+    def _take(self) -> None:
+        """(main thread, inside ``ctrl_c``) Take the lock once the case step holding it ends.
+        A Ctrl-C meanwhile (a step that never ends) is delivered before it is taken."""
+        while not self._lock.acquire(timeout=_aio.SLICE):
+            ctrl_c.checkpoint()
 
     def _open(self) -> None:
         self._lock.release()
@@ -308,6 +366,10 @@ class _Gate:
                 loop.call_soon_threadsafe(self._wake)
             except RuntimeError:  # the loop is closing
                 pass
+
+
+def _ticket_of(waiter: tuple[int, asyncio.Future[None]]) -> int:
+    return waiter[0]
 
 
 class _Gated:
@@ -324,13 +386,18 @@ class _Gated:
         to_send: Any = None
         to_throw: BaseException | None = None
         while True:
-            while not gate.try_enter():
+            ticket: int | None = None
+            while not gate.try_enter(ticket):
+                if ticket is None:
+                    ticket = gate.ticket()
+                fut = gate.opened(ticket)
                 case.begin_gate_wait()
                 try:
-                    yield from gate.opened()
+                    yield from fut
                 except BaseException as exc:  # e.g. cancelled while waiting: the case gets it
                     to_throw = exc
                 finally:
+                    gate.back(ticket, fut)
                     case.end_gate_wait()
             out, err = sys.stdout, sys.stderr
             sys.stdout, sys.stderr = case.out, case.err
@@ -679,10 +746,13 @@ class ConcurrentCases:
         coro: Coroutine[Any, Any, Any],
         name: str = "",
         context: contextvars.Context | None = None,
+        abandoned: Callable[[], None] | None = None,
     ) -> Any:
         """(main thread, during a phase) Run an async fixture's coroutine on the case loop,
         bounded by ``--llm-eval-case-timeout``, in ``context`` (its setup and teardown share one,
-        so a context variable it sets can be reset at teardown)."""
+        so a context variable it sets can be reset at teardown). ``abandoned`` is called when
+        the wait ends without its value (Ctrl-C, the timeout), after the coroutine is
+        cancelled."""
         if threading.current_thread() is self._thread:
             coro.close()
             raise RuntimeError(
@@ -695,7 +765,8 @@ class ConcurrentCases:
         async def in_context() -> Any:
             return await _InContext(coro, ctx)
 
-        future = asyncio.run_coroutine_threadsafe(in_context(), self.loop())
+        with ctrl_c:  # (starting the loop's thread waits on an Event; no coroutine lost)
+            future = asyncio.run_coroutine_threadsafe(in_context(), self.loop())
         try:
             with self.gate.lent() as lent:
                 # the phase's own log handlers keep only the fixture's records meanwhile
@@ -703,19 +774,25 @@ class ConcurrentCases:
                 for handler in handlers:
                     handler.addFilter(_not_case_code)
                 try:
-                    return future.result(timeout=self.timeout)
+                    done = _aio.wait_done([future], self.timeout)
                 finally:
                     for handler in handlers:
                         handler.removeFilter(_not_case_code)
-        except concurrent.futures.TimeoutError:
-            future.cancel()
-            assert self.timeout is not None
-            fixture = f"async fixture {name!r}"
-            raise CaseTimeoutError(fixture, self.timeout, what="fixture") from None
         except BaseException:
             # e.g. KeyboardInterrupt while waiting: the fixture's coroutine stops too
             future.cancel()
+            if abandoned is not None:
+                abandoned()
             raise
+        if not done:
+            future.cancel()
+            if abandoned is not None:
+                abandoned()
+            assert self.timeout is not None
+            fixture = f"async fixture {name!r}"
+            raise CaseTimeoutError(fixture, self.timeout, what="fixture")
+        # (its own exception, a TimeoutError included, is the fixture's error as it is)
+        return future.result()
 
     def _refuse_from_a_case(self, name: str) -> None:
         """A fixture set up from a concurrent case's body (``request.getfixturevalue()``):
@@ -793,15 +870,14 @@ class ConcurrentCases:
         # case's body only (its neighbours in flight must not see them).
         shared = self.concurrency(item) <= 1 or fixturedef.scope != "function"
 
-        def setup(coro: Coroutine[Any, Any, Any]) -> tuple[Any, contextvars.Context]:
-            # The fixture's own context: a copy of this one with the context variables the
-            # case's earlier async fixtures set.
-            ctx = contextvars.copy_context()
+        def setup(
+            coro: Coroutine[Any, Any, Any],
+            ctx: contextvars.Context,
+            abandoned: Callable[[], None] | None = None,
+        ) -> Any:
             known = self._vars.setdefault(item, {})
-            for var, val in known.items():
-                ctx.run(var.set, val)
             before = dict(ctx.items())
-            value, after = self.run_fixture(_with_context(coro), name, ctx)
+            value, after = self.run_fixture(_with_context(coro), name, ctx, abandoned)
             changed = {
                 var: val
                 for var, val in after.items()
@@ -812,20 +888,34 @@ class ConcurrentCases:
                 request.addfinalizer(lambda: _reset_all(tokens))
             else:
                 known.update(changed)
-            return value, ctx
+            return value
+
+        def fixture_context() -> contextvars.Context:
+            # The fixture's own context: a copy of this one with the context variables the
+            # case's earlier async fixtures set.
+            ctx = contextvars.copy_context()
+            for var, val in self._vars.get(item, {}).items():
+                ctx.run(var.set, val)
+            return ctx
 
         if is_gen:
 
             def stand_in(**kwargs: Any) -> Iterator[Any]:
                 agen = fixturefunc(**kwargs)
-                value, ctx = setup(agen.__anext__())
+                ctx = fixture_context()
+                handoff = _Handoff(agen, name)
+                value = setup(
+                    handoff.first_yield(),
+                    ctx,
+                    lambda: self.run_fixture(handoff.give_up(), name, ctx),
+                )
                 yield value
                 self.run_fixture(_close_agen(agen, name), name, ctx)
 
         else:
 
             def stand_in(**kwargs: Any) -> Any:
-                return setup(fixturefunc(**kwargs))[0]
+                return setup(fixturefunc(**kwargs), fixture_context())
 
         fixturedef.func = stand_in  # type: ignore[misc]
         try:
@@ -879,7 +969,8 @@ class ConcurrentCases:
         self._fill(item, nextitem)
         while case.running:
             running = [c.future for c in self.cases.values() if c.running and c.future]
-            concurrent.futures.wait(running, return_when=concurrent.futures.FIRST_COMPLETED)
+            # (a Ctrl-C is raised between two slices of this wait: see _aio.ctrl_c)
+            _aio.wait_done(running)
             self._fill(item, nextitem)
         self._finish(case, nextitem)
 
@@ -938,8 +1029,9 @@ class ConcurrentCases:
                 case.future = concurrent.futures.Future()
                 case.future.set_result(None)
             else:
-                case.coro = coro
-                case.future = asyncio.run_coroutine_threadsafe(self._run(case, coro), loop)
+                with ctrl_c:  # a coroutine started is one abandon() knows of
+                    case.coro = coro
+                    case.future = asyncio.run_coroutine_threadsafe(self._run(case, coro), loop)
         return case
 
     def _case_caplog(self, case: _Case) -> None:
@@ -1198,7 +1290,9 @@ class ConcurrentCases:
         case.vars = self._vars.pop(item, {})
         self._sequential = case
         try:
-            case.future = asyncio.run_coroutine_threadsafe(self._run(case, coro), self.loop())
+            with ctrl_c:  # a coroutine started is one _cancel() knows of
+                case.future = asyncio.run_coroutine_threadsafe(self._run(case, coro), self.loop())
+            _aio.wait_done([case.future])
             case.future.result()
         except BaseException:
             # KeyboardInterrupt while waiting: cancel the body and let its cleanup run before
@@ -1213,31 +1307,40 @@ class ConcurrentCases:
         """Cancel a running case's body and wait (at most ``wait`` s) for it to finish."""
         deadline = time.monotonic() + wait
         if self._ask_to_cancel(case, deadline):
-            case.finished.wait(max(0.0, deadline - time.monotonic()))
+            _aio.wait_event(case.finished, max(0.0, deadline - time.monotonic()))
 
     def _ask_to_cancel(self, case: _Case, deadline: float) -> bool:
         """Cancel a case's body without waiting for it; whether there is a cancellation to
         wait for (not when it never started or had finished)."""
-        future, loop = case.future, self._loop
-        if future is None or future.done():
-            return False
-        # Not started on the loop yet: cancelling the future keeps it from starting. Once it
-        # runs, the future cannot be cancelled and the task (set first thing) is.
-        if case.task is None and future.cancel():
-            if case.coro is not None:
-                case.coro.close()  # never started: no "never awaited" warning
-            return False
-        while case.task is None and not case.finished.wait(0.01):
+        with ctrl_c:
+            future, loop = case.future, self._loop
+            if future is None or future.done():
+                if future is None and case.coro is not None:
+                    case.coro.close()  # made, never started: no "never awaited" warning
+                return False
+            # Not started on the loop yet: cancelling the future keeps it from starting. Once
+            # it runs, the future cannot be cancelled and the task (set first thing) is.
+            if case.task is None and future.cancel():
+                if case.coro is not None:
+                    case.coro.close()  # never started: no "never awaited" warning
+                return False
+        # (a second Ctrl-C while the body's task is awaited ends this wait)
+        while case.task is None and not _aio.wait_event(case.finished, 0.01):
             if time.monotonic() > deadline:
                 return False
         task = case.task
         if task is not None and loop is not None and not case.finished.is_set():
-            loop.call_soon_threadsafe(task.cancel)
+            with ctrl_c:
+                loop.call_soon_threadsafe(task.cancel)
         return task is not None
 
     # -- detaching pytest's per-item state ---------------------------------------------------
 
     def _detach(self, case: _Case) -> None:
+        with ctrl_c:  # what is taken from pytest's state is kept, or it is never torn down
+            self._detach_now(case)
+
+    def _detach_now(self, case: _Case) -> None:
         item = case.item
         stack = item.session._setupstate.stack
         if stack and next(reversed(stack)) is item:
@@ -1254,6 +1357,10 @@ class ConcurrentCases:
             fixturedef._finalizers.clear()
 
     def _attach(self, case: _Case) -> None:
+        with ctrl_c:
+            self._attach_now(case)
+
+    def _attach_now(self, case: _Case) -> None:
         item = case.item
         for fixturedef, cached, finalizers, param in case.fixture_states:
             fixturedef.cached_result = cached
@@ -1272,11 +1379,12 @@ class ConcurrentCases:
         cancelled = [c for c in cases if self._ask_to_cancel(c, deadline)]
         for c in cancelled:
             # wait for the coroutine's own cancellation cleanup before its fixtures go
-            c.finished.wait(max(0.0, deadline - time.monotonic()))
+            _aio.wait_event(c.finished, max(0.0, deadline - time.monotonic()))
         for c in cases:
-            self._attach(c)
-            stack = c.item.session._setupstate.stack
-            entry = stack.pop(c.item, None)
+            with ctrl_c:  # its finalizers are taken off pytest's stack: they are run below
+                self._attach(c)
+                stack = c.item.session._setupstate.stack
+                entry = stack.pop(c.item, None)
             with self.gate.phase():
                 while entry is not None and entry[0]:
                     fin = entry[0].pop()
@@ -1360,6 +1468,35 @@ def _forget_request(item: pytest.Item) -> None:
     if hasattr(item, "_request"):
         item._request = False
         item.funcargs = None  # type: ignore[attr-defined]
+
+
+class _Handoff:
+    """The setup of an async generator fixture, whose value may never reach pytest: the main
+    thread stops waiting for it (Ctrl-C, the fixture timeout) as it yields, and pytest, which
+    registers the teardown once it has the value, never tears it down."""
+
+    def __init__(self, agen: Any, name: str) -> None:
+        self._agen = agen
+        self._name = name
+        self._task: asyncio.Task[Any] | None = None
+        self._yielded = False
+
+    async def first_yield(self) -> Any:
+        """(case loop) The fixture's setup: its first yielded value."""
+        self._task = asyncio.current_task()
+        value = await self._agen.__anext__()
+        self._yielded = True
+        return value
+
+    async def give_up(self) -> None:
+        """(case loop) The value will not reach pytest: stop the setup (it was started before
+        this, on the same loop) and, if it yielded all the same, run the teardown."""
+        task = self._task
+        if task is not None and not task.done():
+            task.cancel()
+            await asyncio.wait({task})
+        if self._yielded:
+            await _close_agen(self._agen, self._name)
 
 
 async def _close_agen(agen: Any, name: str) -> None:

@@ -196,6 +196,9 @@ class ScoringContext:
         #: cache, as it would have one after the other, instead of paying the judge again
         self.inflight: dict[str, concurrent.futures.Future[None]] = {}
         self.inflight_lock = threading.Lock()
+        #: how many of those finished (under ``inflight_lock``, after storing their result): a
+        #: scoring that looked in the cache before one finished looks again before it pays
+        self.inflight_done = 0
         self._judges: dict[Any, JudgeClient] = {}
         self._embedders: dict[Any, Embedder] = {}
         # A store given here (from pytest_llmeval_make_cache) is the bare store: the mode

@@ -478,7 +478,9 @@ async def test_k(case, res):
         raise
 """
     )
-    result = pytester.runpytest_subprocess("--llm-eval", "-p", "no:cacheprovider", timeout=60)
+    # (a backstop: a loaded machine takes tens of seconds to start the inner run; where a
+    # Ctrl-C used to be lost, see test_concurrent_interrupts.py)
+    result = pytester.runpytest_subprocess("--llm-eval", "-p", "no:cacheprovider", timeout=120)
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines(["*KeyboardInterrupt*", "*no tests ran*"])
     events = _events(pytester)
@@ -884,7 +886,7 @@ def test_a_phase_wakes_the_case_loop_only_when_a_step_waits_on_the_gate() -> Non
     loop = asyncio.new_event_loop()
     try:
         waiter: asyncio.Future[None] = loop.create_future()
-        gate._waiters.append(waiter)  # a step that found the gate closed
+        gate._waiters.append((gate.ticket(), waiter))  # a step that found the gate closed
         with gate.phase():
             pass
         assert recording.posted == [gate._wake]

@@ -7,6 +7,8 @@ through real pytest runs (pytester)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
+from typing import Any
 
 import pytest
 from case_files import read_events as _events
@@ -938,3 +940,152 @@ async def test_j(case):
             for r in data["records"]
         )
     assert records[4] == records[1]
+
+
+@pytest.mark.parametrize("timeout", [None, "30"])
+@pytest.mark.parametrize("kw", ["", ", concurrency=2"])
+def test_an_async_fixture_that_raises_timeouterror_is_that_error(
+    pytester: pytest.Pytester, kw: str, timeout: str | None
+) -> None:
+    """An async fixture's own TimeoutError (``asyncio.wait_for`` giving up on a service) was
+    taken for the fixture timeout: reported as the case timeout (with
+    ``--llm-eval-case-timeout``), or as an AssertionError inside the plugin (without)."""
+    _cases(pytester, ["a"])
+    pytester.makepyfile(
+        test_f=HEADER
+        + f"""
+@pytest.fixture
+async def service():
+    await asyncio.wait_for(asyncio.sleep(10), 0.01)
+    yield
+
+
+@pytest.mark.llm_eval_dataset("cases.jsonl"{kw})
+async def test_f(case, service):
+    pass
+"""
+    )
+    args = [] if timeout is None else [f"--llm-eval-case-timeout={timeout}"]
+    result = _run(pytester, *args)
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*ERROR at setup of test_f[[]a[]]*", "E  *TimeoutError*"])
+    assert "CaseTimeoutError" not in result.stdout.str()
+    assert "AssertionError" not in result.stdout.str()
+
+
+def test_a_case_step_waiting_for_the_gate_goes_before_steps_that_come_later() -> None:
+    """Which of several identical judged scorings in flight pays the judge (the others read its
+    result) is the first to get there: the first case, as one after the other, if the cases'
+    steps pass the gate in the order they came to it. A step that found the gate held waited
+    for the wake-up the gate's opening sends; a step scheduled before that wake-up ran first,
+    found the gate open and went ahead (seen under load: repeat sample s1 paid the judge and s0
+    read the cache, the records differed from concurrency 1)."""
+    import asyncio
+    import threading
+    from typing import Any, cast
+
+    from pytest_llmeval.concurrent import _Case, _Gate, _gated
+
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    gate = _Gate()
+    gate.loop = loop
+    order: list[str] = []
+
+    async def first_step(name: str) -> None:
+        order.append(name)
+
+    def case() -> _Case:
+        return _Case(cast(Any, None), None, gated=True)
+
+    created = threading.Event()
+    go_on = threading.Event()
+    tasks: list[asyncio.Task[None]] = []
+
+    def start_s1_then_stall() -> None:
+        # (case loop) s1's first step is scheduled now, before the wake-up the gate's opening
+        # will schedule; this callback then holds the loop until the main thread has opened it
+        tasks.append(loop.create_task(_gated(first_step("s1"), case(), gate)))
+        created.set()
+        go_on.wait(10)
+
+    try:
+        with gate.phase():
+            s0 = asyncio.run_coroutine_threadsafe(_gated(first_step("s0"), case(), gate), loop)
+            for _ in range(1000):  # s0 waits for the gate (a barrier, not a sleep)
+                if gate._waiters:
+                    break
+                threading.Event().wait(0.01)
+            assert gate._waiters, "s0 never waited for the gate"
+            loop.call_soon_threadsafe(start_s1_then_stall)
+            assert created.wait(10)
+        go_on.set()
+        s0.result(10)
+        for _ in range(1000):
+            if len(order) == 2:
+                break
+            threading.Event().wait(0.01)
+        assert order == ["s0", "s1"]
+    finally:
+        go_on.set()
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        loop.close()
+
+
+def test_an_identical_judged_scoring_that_just_finished_elsewhere_is_read_not_paid_again(
+    judge_server: OpenAITestServer, tmp_path: Path
+) -> None:
+    """``score_async`` from two threads' event loops (one scoring context): B looks in the cache
+    while A's judge call is in flight (a miss), A stores its result and leaves the in-flight
+    table, then B finds nobody in flight and called the judge a second time for the same key.
+    B now looks again when a scoring finished meanwhile, and reads A's result."""
+    import asyncio
+    import dataclasses
+    import threading
+
+    from conftest import judge_test_settings
+    from pytest_llmeval import score_async
+    from pytest_llmeval.cache import ResultCache
+    from pytest_llmeval.context import ScoringContext, set_context
+
+    b_missed = threading.Event()
+    a_done = threading.Event()
+
+    class MissesWaitForA(ResultCache):
+        """The real store; B's miss returns only once A is done (the interleaving)."""
+
+        def get(self, key: str) -> dict[str, Any] | None:
+            value = super().get(key)
+            if value is None and threading.current_thread().name == "B":
+                b_missed.set()
+                assert a_done.wait(30)
+            return value
+
+    settings = dataclasses.replace(
+        judge_test_settings(judge_server.base_url, tmp_path), cache_mode="use"
+    )
+    ctx = ScoringContext(settings, cache=MissesWaitForA(tmp_path / "cache"))
+    previous = set_context(ctx)
+    judge_server.set_default(text("Yes", top_logprobs=[("Yes", -0.1), ("No", -2.5)]))
+    scores: dict[str, Any] = {}
+
+    def scoring(name: str) -> None:
+        scores[name] = asyncio.run(score_async("l3score", input="q", output="a", expected="a"))
+
+    try:
+        b = threading.Thread(target=scoring, args=("B",), name="B")
+        b.start()
+        assert b_missed.wait(30)  # B's lookup missed; it goes on once A is done
+        scoring("A")  # A: a miss, nobody in flight, the judge, stored, out of the table
+        a_done.set()
+        b.join(30)
+        assert not b.is_alive()
+    finally:
+        a_done.set()
+        set_context(previous)
+        ctx.close()
+    assert len(judge_server.requests_to("chat")) == 1
+    assert (scores["A"].cached, scores["B"].cached) == (False, True)
+    assert scores["A"].value == scores["B"].value
