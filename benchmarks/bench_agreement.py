@@ -130,9 +130,9 @@ class Ours:
     """Our scorers through the public ``score()`` on a context whose judge is the local one."""
 
     def __init__(self, base_url: str, *, use_cot: bool) -> None:
-        from pytest_llmeval.context import ScoringContext, set_context
-        from pytest_llmeval.registry import default_registry
-        from pytest_llmeval.settings import JudgeSettings, Settings
+        from pytest_llmeval.core.settings import JudgeSettings, Settings
+        from pytest_llmeval.engine.context import ScoringContext, set_context
+        from pytest_llmeval.engine.registry import default_registry
 
         judge = JudgeSettings(
             base_url=base_url,
@@ -167,7 +167,7 @@ class Ours:
 
     def choose(self, system: str, case: dict[str, Any]) -> str:
         from pytest_llmeval import score
-        from pytest_llmeval.errors import JudgeError
+        from pytest_llmeval.core.errors import JudgeError
 
         try:
             result = score(self.scorers[system, case["scorer"]], **case["inputs"])
@@ -176,7 +176,7 @@ class Ours:
         return str(result.metadata["choice"])
 
     def close(self) -> None:
-        from pytest_llmeval.context import set_context
+        from pytest_llmeval.engine.context import set_context
 
         set_context(self._prev)
         self.ctx.close()

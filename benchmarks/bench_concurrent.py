@@ -9,8 +9,8 @@ server in its own process with 100 ms added latency per reply, cache off. All in
 (b) at least 10x faster than the same cases as a sync test with ``-n 0``, and at least 3x faster
     than the sync test with ``-n 4``;
 (c) the async test with ``-n 2`` (C per worker): at least as fast as (a). Each worker gets its
-    contiguous half of the cases at once (pytest_llmeval/xdist_sched.py). Also printed, without
-    a target: the same with ``--dist worksteal`` (which must not judge any case twice).
+    contiguous half of the cases at once (pytest_llmeval/plugin/xdist_sched.py). Also printed,
+    without a target: the same with ``--dist worksteal`` (which must not judge any case twice).
 
 The judge engine caps judge calls in flight per process (``--llm-eval-concurrency``, default
 8): with 32 cases in flight and the default, 24 of them would queue for the judge and (a) could

@@ -85,7 +85,7 @@ def bench_runs(repeats: int) -> list[tuple[int, float, float, float]]:
 
 
 def bench_lookups() -> tuple[float, int]:
-    from pytest_llmeval.cache import ResultCache, cache_key
+    from pytest_llmeval.stores.cache import ResultCache, cache_key
 
     with tempfile.TemporaryDirectory() as tmp:
         cache = ResultCache(tmp)

@@ -233,10 +233,10 @@ def _overhead_breakdown(ctx: Any) -> dict[str, float]:
 
     import autoevals
 
-    from pytest_llmeval import assertions
+    from pytest_llmeval.engine import assertions
+    from pytest_llmeval.engine.scoring import Score, make_score
     from pytest_llmeval.scorers.lexical import Levenshtein, levenshtein_similarity
     from pytest_llmeval.scorers.structured import ListContains
-    from pytest_llmeval.scoring import Score, make_score
 
     inst = Levenshtein()
     ref = autoevals.Levenshtein()
@@ -306,9 +306,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
 
     from pytest_llmeval import score
-    from pytest_llmeval.context import ScoringContext, set_context
-    from pytest_llmeval.registry import default_registry
-    from pytest_llmeval.settings import Settings
+    from pytest_llmeval.core.settings import Settings
+    from pytest_llmeval.engine.context import ScoringContext, set_context
+    from pytest_llmeval.engine.registry import default_registry
 
     ctx = ScoringContext(Settings(cache_mode="off"))
     set_context(ctx)

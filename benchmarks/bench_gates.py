@@ -1,7 +1,7 @@
 """Gate verdict simulation benchmark (issue 9): how often is a dataset gate wrong?
 
 Simulates apps whose true pass rate or true mean score is known, runs many seeded "test runs"
-of 100-200 cases each through ``pytest_llmeval.stats.evaluate_gate`` and counts the verdicts:
+of 100-200 cases each through ``pytest_llmeval.core.stats.evaluate_gate`` and counts the verdicts:
 
 * pass-rate apps: one sample per case, and three repeated samples per case judged by majority
   (each case has its own pass probability, drawn from a Beta distribution, so the samples of one
@@ -34,7 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pytest_llmeval.stats import (
+from pytest_llmeval.core.stats import (
     CaseSamples,
     GateSpec,
     Sample,

@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     import pytest_llmeval
-    from pytest_llmeval.settings import JudgeSettings, Secret, Settings
+    from pytest_llmeval.core.settings import JudgeSettings, Secret, Settings
 
     def make_rows(rep: int) -> list[dict[str, str]]:
         # Distinct inputs per repetition, so that every cold run starts with a cold cache.

@@ -54,9 +54,9 @@ def bench_lookups(port: int, n: int, repeats: int) -> tuple[float, float, float,
     """Seconds for n lookups: through the read-through with a cold local store (warm Redis;
     wall and this process's CPU), the same again (now locally warm), and on the local SQLite
     store alone (warm)."""
-    from pytest_llmeval.cache import ResultCache
-    from pytest_llmeval.cache_entries import Entry
-    from pytest_llmeval.redis_store import RedisStore, TieredStore
+    from pytest_llmeval.stores.cache import ResultCache
+    from pytest_llmeval.stores.cache_entries import Entry
+    from pytest_llmeval.stores.redis_store import RedisStore, TieredStore
 
     url = f"redis://127.0.0.1:{port}/0"
     keys = [hashlib.sha256(f"case {i}".encode()).hexdigest() for i in range(n)]

@@ -8,21 +8,7 @@ from __future__ import annotations
 
 import typing as _t
 
-from pytest_llmeval.assertions import (
-    BatchResult,
-    LLMEvalAssertionError,
-    ascore,
-    assert_score,
-    assert_score_async,
-    assert_scores,
-    assert_scores_async,
-    score,
-    score_async,
-    score_many,
-)
-from pytest_llmeval.context import ScoringContext, configure, get_context
-from pytest_llmeval.dataset import Case, load_dataset
-from pytest_llmeval.errors import (
+from pytest_llmeval.core.errors import (
     BudgetExceededError,
     CacheMissError,
     DatasetError,
@@ -35,9 +21,23 @@ from pytest_llmeval.errors import (
     ScorerNotAvailableError,
     UnknownScorerError,
 )
-from pytest_llmeval.registry import default_registry
-from pytest_llmeval.scoring import Score, Scorer, Usage, scorer
-from pytest_llmeval.settings import JudgeSettings, Secret, Settings
+from pytest_llmeval.core.settings import JudgeSettings, Secret, Settings
+from pytest_llmeval.engine.assertions import (
+    BatchResult,
+    LLMEvalAssertionError,
+    ascore,
+    assert_score,
+    assert_score_async,
+    assert_scores,
+    assert_scores_async,
+    score,
+    score_async,
+    score_many,
+)
+from pytest_llmeval.engine.context import ScoringContext, configure, get_context
+from pytest_llmeval.engine.dataset import Case, load_dataset
+from pytest_llmeval.engine.registry import default_registry
+from pytest_llmeval.engine.scoring import Score, Scorer, Usage, scorer
 
 __version__ = "0.1.0"
 

@@ -13,13 +13,13 @@ __all__ = ["COMMANDS", "main"]
 
 
 def _compare(argv: Sequence[str]) -> int:
-    from pytest_llmeval.compare import main as compare_main
+    from pytest_llmeval.analysis.compare import main as compare_main
 
     return compare_main(argv)
 
 
 def _merge(argv: Sequence[str]) -> int:
-    from pytest_llmeval.merge import main as merge_main
+    from pytest_llmeval.analysis.merge import main as merge_main
 
     return merge_main(argv)
 
@@ -31,7 +31,7 @@ def _report(argv: Sequence[str]) -> int:
 
 
 def _cache(argv: Sequence[str]) -> int:
-    from pytest_llmeval.cache_cli import main as cache_main
+    from pytest_llmeval.cli.cache_cli import main as cache_main
 
     return cache_main(argv)
 

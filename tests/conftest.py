@@ -12,8 +12,8 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.fixture
 def ctx(tmp_path: Path):  # type: ignore[no-untyped-def]
     """A scoring context with the cache off, installed as the active one for the test."""
-    from pytest_llmeval.context import ScoringContext, set_context
-    from pytest_llmeval.settings import Settings
+    from pytest_llmeval.core.settings import Settings
+    from pytest_llmeval.engine.context import ScoringContext, set_context
 
     c = ScoringContext(Settings(cache_mode="off", cache_dir=tmp_path / ".llmeval"))
     prev = set_context(c)
@@ -41,7 +41,7 @@ def judge_server():  # type: ignore[no-untyped-def]
 def judge_test_settings(base_url: str, tmp_path: Path, **judge: object):  # type: ignore[no-untyped-def]
     """Settings whose judge is the test server: model "test-judge", key "sk-test-SECRET", short
     timeouts and backoff (retry tests stay quick), cache off. ``judge`` overrides JudgeSettings."""
-    from pytest_llmeval.settings import JudgeSettings, Secret, Settings
+    from pytest_llmeval.core.settings import JudgeSettings, Secret, Settings
 
     fields: dict[str, object] = {
         "base_url": base_url,
@@ -65,7 +65,7 @@ def judge_test_settings(base_url: str, tmp_path: Path, **judge: object):  # type
 def judge_ctx(judge_server, tmp_path: Path):  # type: ignore[no-untyped-def]
     """A ScoringContext whose judge is ``judge_server`` (see :func:`judge_test_settings`),
     installed as the active context for the test."""
-    from pytest_llmeval.context import ScoringContext, set_context
+    from pytest_llmeval.engine.context import ScoringContext, set_context
 
     c = ScoringContext(judge_test_settings(judge_server.base_url, tmp_path))
     prev = set_context(c)

@@ -200,8 +200,8 @@ def run_case(case_id: str) -> list[dict[str, Any]]:
     """The chat request bodies the case's scorer sends, in the order received (concurrent
     calls sorted by their text, so the order is stable)."""
     from pytest_llmeval import llm_classifier, score
-    from pytest_llmeval.context import ScoringContext, set_context
-    from pytest_llmeval.settings import JudgeSettings, Secret, Settings
+    from pytest_llmeval.core.settings import JudgeSettings, Secret, Settings
+    from pytest_llmeval.engine.context import ScoringContext, set_context
 
     (_, name, inputs, options) = next(c for c in CASES if c[0] == case_id)
     if name in CUSTOM:

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, NoReturn
 import pytest
 
 if TYPE_CHECKING:
-    from pytest_llmeval.context import ScoringContext
+    from pytest_llmeval.engine.context import ScoringContext
 
 __all__ = ["local_judge_ctx", "local_judge_model_path", "local_judge_url"]
 
@@ -149,8 +149,8 @@ def local_judge_url(
 @pytest.fixture
 def local_judge_ctx(local_judge_url: str, tmp_path: Path) -> Iterator[ScoringContext]:
     """A scoring context (cache off) whose judge is the local server, installed as active."""
-    from pytest_llmeval.context import ScoringContext, set_context
-    from pytest_llmeval.settings import JudgeSettings, Settings
+    from pytest_llmeval.core.settings import JudgeSettings, Settings
+    from pytest_llmeval.engine.context import ScoringContext, set_context
 
     judge = JudgeSettings(
         base_url=local_judge_url,

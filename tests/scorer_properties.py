@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from pytest_llmeval import ScorerInputError
-from pytest_llmeval.context import ScoringContext
-from pytest_llmeval.registry import default_registry
-from pytest_llmeval.settings import Settings
+from pytest_llmeval.core.settings import Settings
+from pytest_llmeval.engine.context import ScoringContext
+from pytest_llmeval.engine.registry import default_registry
 
 #: Deterministic scorers ignore their context; property tests share this one (no fixture, since
 #: hypothesis runs many examples per test function).

@@ -18,9 +18,9 @@ from pytest_llmeval import (
     score,
     score_many,
 )
-from pytest_llmeval.context import ScoringContext, set_context
-from pytest_llmeval.records import TestRecorder, current_recorder
-from pytest_llmeval.settings import Settings
+from pytest_llmeval.core.records import TestRecorder, current_recorder
+from pytest_llmeval.core.settings import Settings
+from pytest_llmeval.engine.context import ScoringContext, set_context
 
 CALLS: list[dict[str, Any]] = []
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_llmeval.cache import (
+from pytest_llmeval.stores.cache import (
     CacheWarning,
     ResultCache,
     cache_key,
@@ -75,7 +75,7 @@ def test_damaged_entry_is_a_miss(tmp_path: Path) -> None:
 
 CONCURRENT_TEST = """
 import os, pytest
-from pytest_llmeval.cache import ResultCache
+from pytest_llmeval.stores.cache import ResultCache
 
 PER_TEST = 5
 DIR = os.environ["CACHE_UNDER_TEST"]
@@ -241,7 +241,7 @@ def test_write_under_exclusive_lock_is_skipped_with_one_warning(tmp_path: Path) 
 RACE_WORKER = """
 import json, os, sys, time, warnings
 from pathlib import Path
-from pytest_llmeval.cache import ResultCache
+from pytest_llmeval.stores.cache import ResultCache
 
 base, me, n, rounds, entries = Path(sys.argv[1]), int(sys.argv[2]), *map(int, sys.argv[3:6])
 for r in range(rounds):
@@ -343,7 +343,7 @@ def test_put_many_writes_a_batch_and_leaves_out_only_a_row_sqlite_cannot_store(
 ) -> None:
     """A batch (the read-through's fills) goes in with one executemany per table; a scorer
     name with a lone surrogate fails that batch, which is then written row by row without it."""
-    from pytest_llmeval.cache_protocol import KeyAbout
+    from pytest_llmeval.stores.cache_protocol import KeyAbout
 
     c = ResultCache(tmp_path / "c")
     keys = [cache_key({"name": "s", "version": "1"}, {"output": str(i)}) for i in range(4)]

@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from pytest_llmeval.cache import ResultCache
-from pytest_llmeval.cache_cli import main
-from pytest_llmeval.cache_entries import Entry
-from pytest_llmeval.cache_protocol import KeyAbout
+from pytest_llmeval.cli.cache_cli import main
+from pytest_llmeval.stores.cache import ResultCache
+from pytest_llmeval.stores.cache_entries import Entry
+from pytest_llmeval.stores.cache_protocol import KeyAbout
 
 DAY = 86400.0
 NOW = time.time()
@@ -351,7 +351,7 @@ def test_redis_stats_export_import_prune(
         e.to_line() + "\n" for e in sorted(ENTRIES[:4], key=lambda e: e.key)
     )
     # The Redis entry is what a run reads under the same key.
-    from pytest_llmeval.redis_store import RedisStore
+    from pytest_llmeval.stores.redis_store import RedisStore
 
     store = RedisStore(redis_server.url, prefix=prefix)
     assert store.get(ENTRIES[3].key) == {"value": 0.5, "rationale": "because a4"}

@@ -20,11 +20,11 @@ from typing import Any
 import pytest
 
 from pytest_llmeval import CacheMissError, Score, Scorer, score
-from pytest_llmeval.cache import CacheWarning, ResultCache, cache_key
-from pytest_llmeval.cache_protocol import input_key
-from pytest_llmeval.context import ScoringContext, set_context
+from pytest_llmeval.core.settings import JudgeSettings, Settings
+from pytest_llmeval.engine.context import ScoringContext, set_context
 from pytest_llmeval.judge import judge_identity
-from pytest_llmeval.settings import JudgeSettings, Settings
+from pytest_llmeval.stores.cache import CacheWarning, ResultCache, cache_key
+from pytest_llmeval.stores.cache_protocol import input_key
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -118,8 +118,8 @@ RECORDER = """
 import sys
 from pathlib import Path
 from pytest_llmeval import Score, Scorer, score
-from pytest_llmeval.context import ScoringContext, set_context
-from pytest_llmeval.settings import Settings
+from pytest_llmeval.engine.context import ScoringContext, set_context
+from pytest_llmeval.core.settings import Settings
 
 class Graded(Scorer):
     '''A judge scorer stand-in whose verdict is the output's length (replay must not call it).'''
@@ -284,7 +284,8 @@ def test_replay_as_a_user_who_cannot_write_the_cache(tmp_path: Path) -> None:
         # to the other user (and with it every capability) before running the script.
         as_nobody = (
             "import os, sys, inspect, linecache, tokenize, sqlite3, pytest_llmeval, "
-            "pytest_llmeval.cache, pytest_llmeval.context, pytest_llmeval.assertions; "
+            "pytest_llmeval.stores.cache, pytest_llmeval.engine.context, "
+            "pytest_llmeval.engine.assertions; "
             "code = open(sys.argv[1]).read(); sys.argv = sys.argv[1:]; "
             "os.setgroups([]); os.setgid(65534); os.setuid(65534); "
             "exec(compile(code, sys.argv[0], 'exec'), {'__name__': '__main__'})"
@@ -699,7 +700,7 @@ def test_batch_replay_miss_is_explained_too(tmp_path: Path) -> None:
 
 
 def test_nearest_recorded_entry_is_the_one_with_fewest_differences(tmp_path: Path) -> None:
-    from pytest_llmeval.records import current_recorder
+    from pytest_llmeval.core.records import current_recorder
 
     for text in ("a", "b", "c"):
         _record_judged(tmp_path, "local", output=text)
@@ -772,7 +773,7 @@ def test_xdist_replay_run_on_a_read_only_cache_mount(pytester: pytest.Pytester) 
 
 
 def test_key_parts_and_their_differences_read_plainly() -> None:
-    from pytest_llmeval.cache_protocol import describe_differences, key_parts
+    from pytest_llmeval.stores.cache_protocol import describe_differences, key_parts
 
     identity = {
         "name": "s",
@@ -1043,7 +1044,7 @@ def test_the_sqlite_store_refuses_what_is_not_strict_json_of_an_object(
 
 
 def test_a_huge_stored_value_is_refused_without_being_parsed(tmp_path: Path) -> None:
-    from pytest_llmeval.cache_entries import MAX_ENTRY_CHARS
+    from pytest_llmeval.stores.cache_entries import MAX_ENTRY_CHARS
 
     c = ResultCache(tmp_path)
     c.put("k", "s", {"value": 0.5, "rationale": "x" * (MAX_ENTRY_CHARS + 1)})

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from conftest import judge_test_settings
-from pytest_llmeval.context import ScoringContext
+from pytest_llmeval.core.records import ScoreRecord, aggregate
+from pytest_llmeval.engine.context import ScoringContext
+from pytest_llmeval.engine.scoring import Usage
 from pytest_llmeval.judge.prices import cost_usd, price_of
-from pytest_llmeval.records import ScoreRecord, aggregate
-from pytest_llmeval.scoring import Usage
 from pytest_llmeval.testing import OpenAITestServer, text
 
 # 3000 prompt tokens of which 1000 cached, 3 completion tokens

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from pytest_llmeval.compare import (
+from pytest_llmeval.analysis.compare import (
     compare_reports,
     format_comparison,
     mcnemar_exact,
@@ -287,7 +287,7 @@ def test_lower_is_better_scorer_regresses_when_its_mean_rises() -> None:
 
 
 def test_a_registered_scorer_uses_its_declared_direction() -> None:
-    from pytest_llmeval.registry import default_registry
+    from pytest_llmeval.engine.registry import default_registry
 
     name = "levenshtein"
     higher = default_registry.get(name).higher_is_better

@@ -737,7 +737,7 @@ def test_async_assertions_record_like_their_sync_forms(ctx: object) -> None:
         assert_scores_async,
         score_async,
     )
-    from pytest_llmeval.records import TestRecorder, current_recorder
+    from pytest_llmeval.core.records import TestRecorder, current_recorder
 
     assert ascore is score_async
     recorder = TestRecorder("t.py", "test_x", "c1", "cases.jsonl:1")
@@ -835,7 +835,7 @@ def test_each_item_is_classified_once_not_per_look_ahead_pass(
     """Whether an item is a concurrent case is fixed once collection is over: it is decided once
     per item, not again for all the look-ahead items each time a case finishes (which made the
     main thread's bookkeeping grow with cases x look-ahead)."""
-    import pytest_llmeval.concurrent as concurrent_mod
+    import pytest_llmeval.plugin.concurrent as concurrent_mod
 
     asked: list[str] = []
     real = concurrent_mod._other_async_plugin
@@ -862,7 +862,7 @@ def test_a_phase_wakes_the_case_loop_only_when_a_step_waits_on_the_gate() -> Non
     cross-thread write and a loop iteration per phase) even when no case step was waiting."""
     import asyncio
 
-    from pytest_llmeval.concurrent import _Gate
+    from pytest_llmeval.plugin.concurrent import _Gate
 
     class RecordingLoop:
         def __init__(self) -> None:

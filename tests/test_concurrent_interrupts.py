@@ -206,7 +206,7 @@ import _thread, sys, threading, time
 import pytest
 from conftest import ARMED, KIND, event
 from pytest_llmeval import score
-from pytest_llmeval._aio import background_loop
+from pytest_llmeval.core.aio import background_loop
 """
     + WAIT_FOR_MAIN
     + """
@@ -254,7 +254,7 @@ def test_ctrl_c_while_a_sync_test_waits_for_the_judge_stops_the_run(
 
 GUARD_SCRIPT = """
 import _thread, signal, threading, time
-from pytest_llmeval._aio import ctrl_c, wait_event
+from pytest_llmeval.core.aio import ctrl_c, wait_event
 
 # Held back inside the block, delivered (KeyboardInterrupt) when it ends; the handler that was
 # there is back afterwards.

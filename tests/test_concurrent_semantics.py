@@ -984,7 +984,7 @@ def test_a_case_step_waiting_for_the_gate_goes_before_steps_that_come_later() ->
     import threading
     from typing import Any, cast
 
-    from pytest_llmeval.concurrent import _Case, _Gate, _gated
+    from pytest_llmeval.plugin.concurrent import _Case, _Gate, _gated
 
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, daemon=True)
@@ -1047,8 +1047,8 @@ def test_an_identical_judged_scoring_that_just_finished_elsewhere_is_read_not_pa
 
     from conftest import judge_test_settings
     from pytest_llmeval import score_async
-    from pytest_llmeval.cache import ResultCache
-    from pytest_llmeval.context import ScoringContext, set_context
+    from pytest_llmeval.engine.context import ScoringContext, set_context
+    from pytest_llmeval.stores.cache import ResultCache
 
     b_missed = threading.Event()
     a_done = threading.Event()

@@ -1,5 +1,5 @@
 """Concurrent dataset cases under pytest-xdist (real ``-n 2`` runs through pytester): each worker
-gets a contiguous share of a concurrent test's cases at once (pytest_llmeval/xdist_sched.py),
+gets a contiguous share of a concurrent test's cases at once (pytest_llmeval/plugin/xdist_sched.py),
 every case runs exactly once whatever ``--dist`` mode, and ``-x`` still stops the run.
 
 Which worker ran a case and when is read from what each case itself wrote (its process id, its
@@ -323,7 +323,7 @@ def test_a_crash_is_not_blamed_on_a_case_whose_reports_had_arrived() -> None:
 
     from xdist.scheduler import LoadScheduling
 
-    from pytest_llmeval.xdist_sched import CaseShares
+    from pytest_llmeval.plugin.xdist_sched import CaseShares
 
     config = SimpleNamespace(
         getvalue=lambda name: ["2*popen"] if name == "tx" else None,

@@ -13,8 +13,10 @@ from typing import Any
 
 import pytest
 
-from pytest_llmeval.context import ScoringContext
-from pytest_llmeval.embeddings import (
+from pytest_llmeval.core.errors import ScorerConfigError, ScorerNotAvailableError
+from pytest_llmeval.core.settings import Settings
+from pytest_llmeval.engine.context import ScoringContext
+from pytest_llmeval.engine.embeddings import (
     LocalEmbedder,
     OpenAIEmbedder,
     cosine_similarity,
@@ -22,8 +24,6 @@ from pytest_llmeval.embeddings import (
     parse_model_spec,
     require_torch,
 )
-from pytest_llmeval.errors import ScorerConfigError, ScorerNotAvailableError
-from pytest_llmeval.settings import Settings
 
 
 @pytest.fixture(scope="module")
@@ -214,7 +214,7 @@ def test_local_identity_is_machine_independent(minilm: str) -> None:
 
 
 def test_local_model_loads_once_per_process(minilm: str) -> None:
-    from pytest_llmeval.embeddings import loaded_local_models
+    from pytest_llmeval.engine.embeddings import loaded_local_models
 
     LocalEmbedder(minilm).embed(["one"])
     LocalEmbedder(minilm).embed(["two"])

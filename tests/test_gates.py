@@ -626,7 +626,7 @@ def test_bad_repeat_and_inconclusive_options_are_usage_errors(project: pytest.Py
 
 
 def test_score_record_round_trips_sample_and_gated() -> None:
-    from pytest_llmeval.records import ScoreRecord
+    from pytest_llmeval.core.records import ScoreRecord
 
     rec = ScoreRecord("f.py", "t", "c", "exact_match", 0, 0.0, 1.0, None, False, False, 0.1)
     rec = dataclasses.replace(rec, sample=3, gated=True)
@@ -638,7 +638,7 @@ def test_score_record_round_trips_sample_and_gated() -> None:
 
 
 def test_parse_gate_option() -> None:
-    from pytest_llmeval.gates import parse_gate_option
+    from pytest_llmeval.analysis.gates import parse_gate_option
 
     rule = parse_gate_option(
         "tests/test_qa.py::test_qa:factuality:min_mean=0.7, min-pass-rate=0.9,reducer=majority,"
@@ -660,8 +660,8 @@ def test_parse_gate_option() -> None:
 
 
 def test_case_samples_group_cases_and_keep_errors_unscored() -> None:
-    from pytest_llmeval.gates import case_samples
-    from pytest_llmeval.records import ScoreRecord
+    from pytest_llmeval.analysis.gates import case_samples
+    from pytest_llmeval.core.records import ScoreRecord
 
     def rec(case: str, sample: int, score: float | None, error: str | None = None) -> ScoreRecord:
         passed = None if score is None else score >= 0.5

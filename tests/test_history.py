@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_llmeval.history import (
+from pytest_llmeval.stores.history import (
     list_runs,
     load_run,
     prune_runs,

@@ -12,7 +12,7 @@ PROBE = """
 import json, sys
 import pytest_llmeval
 import pytest_llmeval.plugin
-import pytest_llmeval.redis_store  # redis-py only when a Redis store is made
+import pytest_llmeval.stores.redis_store  # redis-py only when a Redis store is made
 pytest_llmeval.default_registry.names()
 pytest_llmeval.default_registry.canonical("Factuality")
 print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in HEAVY)))

@@ -13,10 +13,10 @@ from typing import Any, TypeVar
 
 import pytest
 
-from pytest_llmeval.context import ScoringContext, UsageLedger
-from pytest_llmeval.errors import BudgetExceededError, JudgeError, ScorerConfigError
+from pytest_llmeval.core.errors import BudgetExceededError, JudgeError, ScorerConfigError
+from pytest_llmeval.core.settings import JudgeSettings, Secret
+from pytest_llmeval.engine.context import ScoringContext, UsageLedger
 from pytest_llmeval.judge.client import ChatResult, JudgeClient, extract_json
-from pytest_llmeval.settings import JudgeSettings, Secret
 from pytest_llmeval.testing import (
     OpenAITestServer,
     delay,

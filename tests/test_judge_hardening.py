@@ -15,11 +15,11 @@ from typing import Any, TypeVar
 import pytest
 
 from pytest_llmeval import score
-from pytest_llmeval.context import JudgeClock, ScoringContext, UsageLedger
-from pytest_llmeval.errors import BudgetExceededError, JudgeError
+from pytest_llmeval.core.errors import BudgetExceededError, JudgeError
+from pytest_llmeval.core.settings import JudgeSettings, Secret
+from pytest_llmeval.engine.context import JudgeClock, ScoringContext, UsageLedger
 from pytest_llmeval.judge import params
 from pytest_llmeval.judge.client import JudgeClient
-from pytest_llmeval.settings import JudgeSettings, Secret
 from pytest_llmeval.testing import (
     OpenAITestServer,
     delay,
@@ -87,7 +87,7 @@ def test_scoring_deadline_holds_over_retries_of_a_trickling_server(
     """Ten tries of one second each would take ten seconds; the scoring's deadline (2 s) ends
     it, whatever the server does."""
     from conftest import judge_test_settings
-    from pytest_llmeval.context import set_context
+    from pytest_llmeval.engine.context import set_context
 
     judge_server.set_default(trickle(0.2, YES))
     settings = judge_test_settings(
@@ -112,7 +112,7 @@ def test_scoring_deadline_covers_all_calls_of_a_scoring(
     judge_ctx: ScoringContext, judge_server: OpenAITestServer
 ) -> None:
     """A re-asked structured reply is two calls; each alone fits the deadline, both do not."""
-    from pytest_llmeval.context import UsageCollector, current_usage
+    from pytest_llmeval.engine.context import UsageCollector, current_usage
 
     judge_server.enqueue(
         delay(1.2, tool_call('{"reasons": "r", "choice": ')),  # invalid: re-asked
@@ -142,7 +142,7 @@ def test_waiting_for_a_concurrency_slot_does_not_count(
     run's own queue, not the server's doing, so a 1 s scoring deadline still holds for each."""
     import asyncio
 
-    from pytest_llmeval.context import UsageCollector, current_usage
+    from pytest_llmeval.engine.context import UsageCollector, current_usage
 
     judge_server.set_default(delay(0.6, text("ok")))
     client = client_for(judge_ctx, overall_timeout=1.0, concurrency=1)
@@ -610,7 +610,7 @@ def test_model_families(model: str, reasoning: bool) -> None:
 def test_options_reach_the_settings(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
         """
-        from pytest_llmeval.context import get_context
+        from pytest_llmeval.engine.context import get_context
 
         def test_settings():
             judge = get_context().settings.judge

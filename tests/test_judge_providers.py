@@ -12,9 +12,9 @@ import pytest
 
 from conftest import judge_test_settings
 from pytest_llmeval import score
-from pytest_llmeval.context import ScoringContext, set_context
-from pytest_llmeval.errors import JudgeError
-from pytest_llmeval.settings import JudgeSettings, Secret, Settings
+from pytest_llmeval.core.errors import JudgeError
+from pytest_llmeval.core.settings import JudgeSettings, Secret, Settings
+from pytest_llmeval.engine.context import ScoringContext, set_context
 from pytest_llmeval.testing import OpenAITestServer, error, tool_call
 
 KEY = "azure-SECRET-key-0123"

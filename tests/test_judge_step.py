@@ -13,7 +13,7 @@ import pytest
 from judge_parity import CONV, TRAJECTORY, reply
 
 from pytest_llmeval import JudgeError, Score, Scorer, score
-from pytest_llmeval.context import ScoringContext
+from pytest_llmeval.engine.context import ScoringContext
 from pytest_llmeval.judge.prompt import data_notice
 from pytest_llmeval.judge.step import (
     JudgeStep,

@@ -29,8 +29,8 @@ from typing import Any
 
 import pytest
 
-from pytest_llmeval.merge import main as merge_main
-from pytest_llmeval.shard import parse_shard, split_keys
+from pytest_llmeval.analysis.merge import main as merge_main
+from pytest_llmeval.plugin.shard import parse_shard, split_keys
 
 CONFTEST = """
 import pytest

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from pytest_llmeval import ScorerInputError, score
-from pytest_llmeval.context import ScoringContext
-from pytest_llmeval.registry import default_registry
+from pytest_llmeval.engine.context import ScoringContext
+from pytest_llmeval.engine.registry import default_registry
 
 #: The project's own copy of the reference vectors: a test never reads outside the repository.
 PARITY_DIR = Path(__file__).resolve().parent / "parity"

@@ -193,7 +193,7 @@ def test_cache_dir_option_and_corrupt_cache(project: pytest.Pytester) -> None:
         "--llm-eval-cache-dir",
         str(alt),
         "-W",
-        "default::pytest_llmeval.cache.CacheWarning",
+        "default::pytest_llmeval.stores.cache.CacheWarning",
     )
     result.assert_outcomes(passed=3, failed=1)
     result.stdout.fnmatch_lines(["*unreadable*rebuilding*"])

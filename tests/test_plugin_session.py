@@ -197,15 +197,15 @@ def test_unknown_scorer_is_a_short_error_without_internal_frames(
         "",
         "    def test_typo():",
         '>       assert_score("levenstein", output="a", expected="b")',
-        "E       pytest_llmeval.errors.UnknownScorerError: unknown scorer 'levenstein'; did you "
-        "mean 'levenshtein'? Register custom scorers with @pytest_llmeval.scorer or the "
+        "E       pytest_llmeval.core.errors.UnknownScorerError: unknown scorer 'levenstein'; "
+        "did you mean 'levenshtein'? Register custom scorers with @pytest_llmeval.scorer or the "
         "pytest_llmeval_register_scorers hook.",
         "",
         "test_typo.py:4: UnknownScorerError",
     ]
     # --fulltrace still shows where it came from
     full = pytester.runpytest("--fulltrace").stdout.str()
-    assert "pytest_llmeval/registry.py" in full
+    assert "pytest_llmeval/engine/registry.py" in full
 
 
 def test_options_assert_scores_rejects_are_counted_in_the_summary(

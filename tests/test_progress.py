@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from pytest_llmeval.progress import Progress, _StatusFile, format_status
+from pytest_llmeval.plugin.progress import Progress, _StatusFile, format_status
 from pytest_llmeval.testing import OpenAITestServer, text
 
 COLUMNS = 120

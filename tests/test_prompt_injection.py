@@ -22,9 +22,9 @@ from hypothesis import strategies as st
 
 from conftest import judge_test_settings
 from pytest_llmeval import score
-from pytest_llmeval.context import ScoringContext, set_context
+from pytest_llmeval.engine.context import ScoringContext, set_context
+from pytest_llmeval.engine.registry import default_registry
 from pytest_llmeval.judge.prompt import choose_nonce, data_notice, render_prompt
-from pytest_llmeval.registry import default_registry
 from pytest_llmeval.scorers.llm import Factuality
 from pytest_llmeval.testing import ChatReply, OpenAITestServer, text, tool_call
 

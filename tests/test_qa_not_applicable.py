@@ -9,8 +9,8 @@ import sqlite3
 import pytest
 
 from pytest_llmeval import score
-from pytest_llmeval.context import ScoringContext
-from pytest_llmeval.errors import JudgeNotApplicableError, ScorerConfigError
+from pytest_llmeval.core.errors import JudgeNotApplicableError, ScorerConfigError
+from pytest_llmeval.engine.context import ScoringContext
 from pytest_llmeval.testing import OpenAITestServer, tool_call
 
 NA = tool_call(

@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from pytest_llmeval.progress import format_status
-from pytest_llmeval.ratelimit import (
+from pytest_llmeval.plugin.progress import format_status
+from pytest_llmeval.stores.ratelimit import (
     FileBucket,
     RateLimiter,
     RateLimits,
@@ -29,7 +29,7 @@ from pytest_llmeval.ratelimit import (
     _take,
     estimate_tokens,
 )
-from pytest_llmeval.spend import shared_spend_supported
+from pytest_llmeval.stores.spend import shared_spend_supported
 from pytest_llmeval.testing import OpenAITestServer, text
 
 posix_only = pytest.mark.skipif(not shared_spend_supported(), reason="needs fcntl (POSIX)")
@@ -179,7 +179,7 @@ def test_a_limit_on_tokens_settles_with_the_reported_usage(
     after the first two requests one starts per second; by the estimate alone (about 30 tokens
     each) all six would go at once."""
     from conftest import judge_test_settings
-    from pytest_llmeval.context import ScoringContext
+    from pytest_llmeval.engine.context import ScoringContext
 
     limits = RateLimits(tpm=18000)
     bucket = FileBucket.create(limits)
@@ -231,7 +231,7 @@ def test_the_wait_is_not_judge_time_and_every_try_waits(
     for the limit, three times its 1 s of judge time, and still succeed: the wait is queueing,
     like the wait for a concurrency slot. A 429 retried goes through the limit again."""
     from conftest import judge_test_settings
-    from pytest_llmeval.context import ScoringContext, UsageCollector, current_usage
+    from pytest_llmeval.engine.context import ScoringContext, UsageCollector, current_usage
     from pytest_llmeval.testing import error
 
     limits = RateLimits(rpm=60)
@@ -373,7 +373,7 @@ def test_two_machines_share_one_rpm_through_redis(
 def test_the_lua_bucket_does_the_same_arithmetic(redis_server: Any) -> None:
     import redis
 
-    from pytest_llmeval.ratelimit import RedisBucket
+    from pytest_llmeval.stores.ratelimit import RedisBucket
 
     limits = RateLimits(rpm=120, tpm=600)  # holds 2 requests and 10 tokens
     client = redis.Redis(port=redis_server.port)
@@ -413,7 +413,7 @@ def test_redis_down_mid_run_falls_back_to_the_file_with_one_warning(own_redis: A
     from redis.backoff import NoBackoff
     from redis.retry import Retry
 
-    from pytest_llmeval.ratelimit import RedisBucket
+    from pytest_llmeval.stores.ratelimit import RedisBucket
 
     limits = RateLimits(rpm=120)
     client = redis.Redis(port=own_redis.port, socket_connect_timeout=1, socket_timeout=1)
@@ -568,7 +568,7 @@ def test_bad_values_are_clear_errors_naming_the_option(
 
 
 def test_settings_from_the_environment() -> None:
-    from pytest_llmeval.settings import Settings
+    from pytest_llmeval.core.settings import Settings
 
     env = {"LLM_EVAL_RPM": "600", "LLM_EVAL_TPM": "90000", "LLM_EVAL_RATE_BURST": "2.5"}
     assert Settings.from_env(env).rate_limits == RateLimits(rpm=600, tpm=90000, burst_s=2.5)
@@ -646,7 +646,7 @@ def test_the_lua_bucket_keeps_its_own_debt_bounded(redis_server: Any) -> None:
     state the script writes is always one it accepts when it reads it back."""
     import redis
 
-    from pytest_llmeval.ratelimit import MAX_DEBT_S, RedisBucket
+    from pytest_llmeval.stores.ratelimit import MAX_DEBT_S, RedisBucket
 
     limits = RateLimits(rpm=60, tpm=600)  # 10 tokens a second
     client = redis.Redis(port=redis_server.port)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_llmeval import score
-from pytest_llmeval.context import ScoringContext
+from pytest_llmeval.engine.context import ScoringContext
 
 # One llama.cpp server per process: under xdist, `--dist loadgroup` keeps these on one worker.
 pytestmark = [pytest.mark.realjudge, pytest.mark.xdist_group("realjudge")]

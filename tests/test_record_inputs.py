@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from pytest_llmeval import Score, Scorer, assert_score, assert_scores
-from pytest_llmeval.context import ScoringContext, set_context
-from pytest_llmeval.records import ScoreRecord, TestRecorder, current_recorder
-from pytest_llmeval.settings import Settings
+from pytest_llmeval.core.records import ScoreRecord, TestRecorder, current_recorder
+from pytest_llmeval.core.settings import Settings
+from pytest_llmeval.engine.context import ScoringContext, set_context
 
 
 class Noted(Scorer):

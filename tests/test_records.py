@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from pytest_llmeval.records import ScoreRecord, aggregate
+from pytest_llmeval.core.records import ScoreRecord, aggregate
 
 
 def rec(scorer: str, score: float | None, passed: bool | None, **kw: object) -> ScoreRecord:

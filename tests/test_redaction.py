@@ -1,5 +1,5 @@
-"""The redaction functions (pytest_llmeval/redaction.py): a table of URLs and texts, the property
-that a secret given never comes back, and the log filter."""
+"""The redaction functions (pytest_llmeval/core/redaction.py): a table of URLs and texts, the
+property that a secret given never comes back, and the log filter."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
-from pytest_llmeval.redaction import (
+from pytest_llmeval.core.redaction import (
     MASK,
     is_secret_name,
     redact_logs,

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from pytest_llmeval.store_modes import (
+from pytest_llmeval.stores.store_modes import (
     NULL_STORE,
     ReplayStore,
     WriteOnlyStore,
@@ -58,8 +58,8 @@ def test_each_mode_is_a_wrapper_chosen_once() -> None:
 
 
 def test_the_context_applies_the_mode_to_a_given_store(tmp_path: Path) -> None:
-    from pytest_llmeval.context import ScoringContext
-    from pytest_llmeval.settings import Settings
+    from pytest_llmeval.core.settings import Settings
+    from pytest_llmeval.engine.context import ScoringContext
 
     mem = _Mem()
     mem.put("k", "s", {"value": 1.0})
@@ -293,7 +293,7 @@ def test_unreachable_at_start_warns_once_and_runs_on_local(pytester: pytest.Pyte
 
 
 def test_store_read_errors_are_misses_and_reprs_hide_the_password(redis_server_auth: Any) -> None:
-    from pytest_llmeval.redis_store import RedisStore, RedisUnavailable
+    from pytest_llmeval.stores.redis_store import RedisStore, RedisUnavailable
 
     url = f"redis://:s3cret-Pa55-xyz@127.0.0.1:{redis_server_auth.port}/0"
     store = RedisStore(url, prefix="t-unit:", ttl=30)
@@ -334,8 +334,8 @@ def test_url_checks_and_tls_scheme() -> None:
     pytest.importorskip("redis")
     import redis
 
-    from pytest_llmeval.errors import LLMEvalError
-    from pytest_llmeval.redis_store import RedisStore, redact_url
+    from pytest_llmeval.core.errors import LLMEvalError
+    from pytest_llmeval.stores.redis_store import RedisStore, redact_url
 
     tls = RedisStore("rediss://:pw-Secret-9@example.invalid:6380/2")
     assert tls._client.connection_pool.connection_class is redis.SSLConnection
@@ -564,8 +564,8 @@ def test_outage_until_the_end_leaves_results_local_and_cache_push_sends_them(
 def test_tiered_store_outage_notes_unpushed_keys_and_push_keys_sends_them(
     tmp_path: Path, restartable_redis: Any
 ) -> None:
-    from pytest_llmeval.cache import CacheWarning, ResultCache
-    from pytest_llmeval.redis_store import PushOutcome, RedisStore, TieredStore, push_keys
+    from pytest_llmeval.stores.cache import CacheWarning, ResultCache
+    from pytest_llmeval.stores.redis_store import PushOutcome, RedisStore, TieredStore, push_keys
 
     server = restartable_redis
     keys = [f"{i:064x}" for i in range(5)]
@@ -719,8 +719,8 @@ def test_a_tampered_redis_value_never_passes_a_gate_on_another_machine(
 def test_read_through_never_keeps_a_value_its_scorer_refuses(
     tmp_path: Path, redis_server: Any
 ) -> None:
-    from pytest_llmeval.cache import CacheWarning, ResultCache
-    from pytest_llmeval.redis_store import RedisStore, TieredStore
+    from pytest_llmeval.stores.cache import CacheWarning, ResultCache
+    from pytest_llmeval.stores.redis_store import RedisStore, TieredStore
 
     keys = [f"{i:064x}" for i in range(3)]
     writer = RedisStore(redis_server.url, prefix="t-through:")
@@ -749,8 +749,8 @@ def test_read_through_never_keeps_a_value_its_scorer_refuses(
 def test_nan_in_redis_is_refused_by_the_store_and_never_copied(
     tmp_path: Path, redis_server: Any
 ) -> None:
-    from pytest_llmeval.cache import CacheWarning, ResultCache
-    from pytest_llmeval.redis_store import RedisStore, TieredStore
+    from pytest_llmeval.stores.cache import CacheWarning, ResultCache
+    from pytest_llmeval.stores.redis_store import RedisStore, TieredStore
 
     key = "ab" * 32
     client = _redis(redis_server)
@@ -765,8 +765,8 @@ def test_nan_in_redis_is_refused_by_the_store_and_never_copied(
 
 
 def test_an_entry_copied_under_another_key_is_a_miss(redis_server: Any) -> None:
-    from pytest_llmeval.cache import CacheWarning
-    from pytest_llmeval.redis_store import RedisStore
+    from pytest_llmeval.stores.cache import CacheWarning
+    from pytest_llmeval.stores.redis_store import RedisStore
 
     k1, k2 = "11" * 32, "22" * 32
     store = RedisStore(redis_server.url, prefix="t-bound:")
@@ -791,9 +791,9 @@ def test_signed_entries_only_with_the_hmac_key_and_the_key_never_shows(
     import hashlib
     import hmac
 
-    from pytest_llmeval.cache import CacheWarning
-    from pytest_llmeval.cache_entries import Entry
-    from pytest_llmeval.redis_store import RedisStore
+    from pytest_llmeval.stores.cache import CacheWarning
+    from pytest_llmeval.stores.cache_entries import Entry
+    from pytest_llmeval.stores.redis_store import RedisStore
 
     k1, k2, k3 = "a1" * 32, "b2" * 32, "c3" * 32
     client = _redis(redis_server)
@@ -949,9 +949,9 @@ def test_the_readme_acl_lets_main_write_and_pr_only_read(
 def test_a_huge_redis_value_is_refused_after_reading_a_bounded_part(redis_server: Any) -> None:
     """A 20 MiB value under a result key: a lookup fetches at most 8 MiB + 1 byte of it and
     refuses it (what a single GET would have pulled whole into every reader)."""
-    from pytest_llmeval.cache import CacheWarning
-    from pytest_llmeval.cache_entries import MAX_ENTRY_CHARS
-    from pytest_llmeval.redis_store import RedisStore
+    from pytest_llmeval.stores.cache import CacheWarning
+    from pytest_llmeval.stores.cache_entries import MAX_ENTRY_CHARS
+    from pytest_llmeval.stores.redis_store import RedisStore
 
     key = "dd" * 32
     client = _redis(redis_server)

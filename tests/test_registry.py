@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_llmeval import Score, Scorer, UnknownScorerError
-from pytest_llmeval.registry import BUILTIN_SCORERS, ScorerRegistry, normalize_name
+from pytest_llmeval.engine.registry import BUILTIN_SCORERS, ScorerRegistry, normalize_name
 
 
 class Dummy(Scorer):

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from pytest_llmeval.records import ScoreRecord, aggregate
+from pytest_llmeval.core.records import ScoreRecord, aggregate
+from pytest_llmeval.core.settings import JudgeSettings, Secret, Settings
 from pytest_llmeval.report.json_report import build_report, git_commit, write_report
 from pytest_llmeval.report.terminal import format_table, write_summary
-from pytest_llmeval.settings import JudgeSettings, Secret, Settings
 
 
 class FakeTR:

@@ -15,9 +15,9 @@ import pytest
 from browser import Node, dump_dom, parse_dom, screenshot
 
 from pytest_llmeval.__main__ import main as cli_main
-from pytest_llmeval.errors import ReportFormatError
+from pytest_llmeval.core.errors import ReportFormatError
+from pytest_llmeval.core.stats import cluster_mean_interval, wilson_interval
 from pytest_llmeval.report.html import build_cards, embed_json, render_html, write_html
-from pytest_llmeval.stats import cluster_mean_interval, wilson_interval
 
 XSS = "</script><script>document.title='XSS'</script><img src=x onerror=\"document.title='X2'\">"
 SCORERS = ("exact_match", "llm_judge", "rouge_l")

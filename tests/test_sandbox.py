@@ -23,8 +23,13 @@ from pathlib import Path
 
 import pytest
 
-from pytest_llmeval import sandbox
-from pytest_llmeval.sandbox import SandboxLimits, SandboxResult, containment_mode, run_python
+from pytest_llmeval.scorers import sandbox
+from pytest_llmeval.scorers.sandbox import (
+    SandboxLimits,
+    SandboxResult,
+    containment_mode,
+    run_python,
+)
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux sandbox")
 
@@ -573,7 +578,7 @@ def _start_killed_run(base: Path, *, weak: bool) -> Path:
     (no ``finally`` runs); returns the working directory it leaves behind."""
     code = textwrap.dedent(
         """
-        from pytest_llmeval.sandbox import SandboxLimits, run_python
+        from pytest_llmeval.scorers.sandbox import SandboxLimits, run_python
         run_python("import time\\nopen('busy', 'w').write('x')\\ntime.sleep(30)",
                    SandboxLimits(timeout_s=3), allow_weak=True)
         """

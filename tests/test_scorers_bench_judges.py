@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from pytest_llmeval import score
-from pytest_llmeval.context import ScoringContext
-from pytest_llmeval.errors import JudgeError, ScorerConfigError, ScorerInputError
-from pytest_llmeval.registry import default_registry
+from pytest_llmeval.core.errors import JudgeError, ScorerConfigError, ScorerInputError
+from pytest_llmeval.engine.context import ScoringContext
+from pytest_llmeval.engine.registry import default_registry
 from pytest_llmeval.scorers.bench_judges import (
     REPLY_RESERVE_TOKENS,
     Hallucination,

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from pytest_llmeval import score
-from pytest_llmeval.errors import ScorerConfigError, ScorerInputError, ScorerNotAvailableError
+from pytest_llmeval.core.errors import ScorerConfigError, ScorerInputError, ScorerNotAvailableError
 
 pytest.importorskip("torch", reason="BERTScore needs torch (pip install torch==2.13.0 first)")
 pytest.importorskip("bert_score", reason='needs the bertscore extra: pip install ".[bertscore]"')
@@ -289,8 +289,8 @@ def test_identity_names_a_directory_by_fingerprint_not_path(ctx: Any, model_path
 def test_constructing_and_identity_never_import_torch(tmp_path: Any) -> None:
     probe = """
 import json, sys
-from pytest_llmeval.context import ScoringContext
-from pytest_llmeval.settings import Settings
+from pytest_llmeval.engine.context import ScoringContext
+from pytest_llmeval.core.settings import Settings
 from pytest_llmeval.scorers.bertscore import BERTScore, HedgingLanguage
 ctx = ScoringContext(Settings(cache_mode="off"))
 a = BERTScore(model=sys.argv[1], num_layers=6).identity(ctx)

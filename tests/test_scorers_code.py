@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from pytest_llmeval import sandbox
-from pytest_llmeval.context import ScoringContext
-from pytest_llmeval.errors import ScorerConfigError, ScorerInputError, ScorerNotAvailableError
+from pytest_llmeval.core.errors import ScorerConfigError, ScorerInputError, ScorerNotAvailableError
+from pytest_llmeval.core.settings import Secret, Settings
+from pytest_llmeval.engine.context import ScoringContext
 from pytest_llmeval.scorers import code as code_module
+from pytest_llmeval.scorers import sandbox
 from pytest_llmeval.scorers.code import (
     PythonUnitTesting,
     WeakSandboxWarning,
@@ -22,7 +23,6 @@ from pytest_llmeval.scorers.code import (
     pass_at_k,
     redact,
 )
-from pytest_llmeval.settings import Secret, Settings
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux sandbox")
 
@@ -65,7 +65,7 @@ def test_opt_in_from_the_environment() -> None:
 
 def test_opt_in_through_configure_and_score() -> None:
     from pytest_llmeval import score as score_fn
-    from pytest_llmeval.context import configure, set_context
+    from pytest_llmeval.engine.context import configure, set_context
 
     prev = set_context(None)
     try:
@@ -146,7 +146,7 @@ def test_unit_tests_option_paired_by_index(enabled: ScoringContext) -> None:
 def test_a_tests_directory_is_cached_by_contents_not_path(tmp_path: Path) -> None:
     """Editing a test file under the same directory must not replay the old result."""
     from pytest_llmeval import score as score_fn
-    from pytest_llmeval.context import configure, set_context
+    from pytest_llmeval.engine.context import configure, set_context
 
     tests = tmp_path / "tests"
     tests.mkdir()
@@ -477,7 +477,7 @@ def test_weak_mode_secrets_never_reach_the_cache(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, weak: None
 ) -> None:
     from pytest_llmeval import score as score_fn
-    from pytest_llmeval.context import configure, set_context
+    from pytest_llmeval.engine.context import configure, set_context
 
     monkeypatch.setenv("OPENAI_API_KEY", SECRET_KEY)
     monkeypatch.setenv("GITHUB_TOKEN", SECRET_ENV)

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from pytest_llmeval import ScorerConfigError, ScorerInputError, score
-from pytest_llmeval.context import ScoringContext
-from pytest_llmeval.errors import JudgeError
+from pytest_llmeval.core.errors import JudgeError
+from pytest_llmeval.engine.context import ScoringContext
+from pytest_llmeval.engine.registry import default_registry
 from pytest_llmeval.judge.prompt import data_notice
-from pytest_llmeval.registry import default_registry
 from pytest_llmeval.scorers.conversation import (
     ConversationCompleteness,
     ConversationRelevancy,

@@ -13,10 +13,10 @@ import pytest
 
 import pytest_llmeval
 from pytest_llmeval import score
-from pytest_llmeval.context import ScoringContext, set_context
-from pytest_llmeval.errors import JudgeError, JudgeSpecError, ScorerConfigError
+from pytest_llmeval.core.errors import JudgeError, JudgeSpecError, ScorerConfigError
+from pytest_llmeval.engine.context import ScoringContext, set_context
+from pytest_llmeval.engine.registry import default_registry
 from pytest_llmeval.judge.prompt import choose_nonce, data_notice
-from pytest_llmeval.registry import default_registry
 from pytest_llmeval.scorers import custom
 from pytest_llmeval.testing import OpenAITestServer, text, tool_call
 

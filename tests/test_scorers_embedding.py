@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from pytest_llmeval import score
-from pytest_llmeval.context import ScoringContext
-from pytest_llmeval.errors import ScorerConfigError, ScorerInputError
+from pytest_llmeval.core.errors import ScorerConfigError, ScorerInputError
+from pytest_llmeval.engine.context import ScoringContext
 from pytest_llmeval.scorers.embedding import AnswerSimilarity, EmbeddingSimilarity, rescale
 from pytest_llmeval.testing import embeddings, hashed_embedding
 

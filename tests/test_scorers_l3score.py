@@ -7,7 +7,7 @@ import math
 import pytest
 
 from pytest_llmeval import JudgeError, ScorerInputError, default_registry, score
-from pytest_llmeval.context import ScoringContext
+from pytest_llmeval.engine.context import ScoringContext
 from pytest_llmeval.judge.prompt import choose_nonce, data_notice
 from pytest_llmeval.judge.step import JudgeStep, prompt_sha256
 from pytest_llmeval.scorers.l3score import (

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from scorer_properties import PLAIN_CTX, assert_in_range_or_input_error
 
 from pytest_llmeval import Score, ScorerConfigError, ScorerInputError, score
-from pytest_llmeval.context import ScoringContext
-from pytest_llmeval.registry import default_registry
+from pytest_llmeval.engine.context import ScoringContext
+from pytest_llmeval.engine.registry import default_registry
 from pytest_llmeval.scorers.lexical import (
     ExactMatch,
     Levenshtein,

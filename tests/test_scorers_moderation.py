@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_llmeval import JudgeError, ScorerConfigError, default_registry, score
-from pytest_llmeval.context import ScoringContext
+from pytest_llmeval.engine.context import ScoringContext
 from pytest_llmeval.scorers.moderation import Moderation
 from pytest_llmeval.testing import OpenAITestServer, error, moderation
 

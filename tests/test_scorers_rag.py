@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from pytest_llmeval import score
-from pytest_llmeval.context import ScoringContext
-from pytest_llmeval.errors import JudgeError, ScorerConfigError, ScorerInputError
+from pytest_llmeval.core.errors import JudgeError, ScorerConfigError, ScorerInputError
+from pytest_llmeval.engine.context import ScoringContext
+from pytest_llmeval.engine.registry import default_registry
 from pytest_llmeval.judge.prompt import choose_nonce, render_prompt
-from pytest_llmeval.registry import default_registry
 from pytest_llmeval.scorers import rag
 from pytest_llmeval.testing import (
     ChatReply,
@@ -612,7 +612,7 @@ def test_context_entity_recall_does_not_send_blank_texts(
     ("value", "problem"),
     [
         ("no_such_scorer", "unknown scorer"),
-        # the one resolution's message (pytest_llmeval.registry.resolve_scorer)
+        # the one resolution's message (pytest_llmeval.engine.registry.resolve_scorer)
         (5, "must be a registered scorer name, a Scorer class or a Scorer instance"),
     ],
 )
@@ -923,8 +923,8 @@ def test_answer_relevancy_without_a_seed_sends_none(
 ) -> None:
     import dataclasses
 
-    from pytest_llmeval.context import ScoringContext as Ctx
-    from pytest_llmeval.context import set_context
+    from pytest_llmeval.engine.context import ScoringContext as Ctx
+    from pytest_llmeval.engine.context import set_context
 
     settings = judge_ctx.settings
     unseeded = Ctx(
@@ -1004,8 +1004,8 @@ def test_results_round_trip_through_the_result_cache(
 ) -> None:
     import dataclasses
 
-    from pytest_llmeval.context import ScoringContext as Ctx
-    from pytest_llmeval.context import set_context
+    from pytest_llmeval.engine.context import ScoringContext as Ctx
+    from pytest_llmeval.engine.context import set_context
 
     cached = Ctx(dataclasses.replace(judge_ctx.settings, cache_mode="use"))
     prev = set_context(cached)

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from scorer_properties import PLAIN_CTX, assert_in_range_or_input_error
 
 from pytest_llmeval import Score, Scorer, ScorerConfigError, ScorerInputError, score
-from pytest_llmeval.context import ScoringContext
+from pytest_llmeval.engine.context import ScoringContext
 from pytest_llmeval.scorers.lexical import ExactMatch, levenshtein_similarity
 from pytest_llmeval.scorers.structured import JSONDiff, ListContains, ValidJSON
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from scorer_properties import assert_in_range_or_input_error
 
 from pytest_llmeval import ScorerConfigError, ScorerInputError, ScorerNotAvailableError, score
-from pytest_llmeval.context import ScoringContext
+from pytest_llmeval.engine.context import ScoringContext
 from pytest_llmeval.scorers import text as text_module
 from pytest_llmeval.scorers.text import (
     READABILITY_MAX,

@@ -6,8 +6,8 @@ import pytest
 
 import pytest_llmeval
 from pytest_llmeval import Score, Scorer, ScorerConfigError, ScorerInputError, scorer
-from pytest_llmeval.context import ScoringContext
-from pytest_llmeval.scoring import Usage, identity_of
+from pytest_llmeval.engine.context import ScoringContext
+from pytest_llmeval.engine.scoring import Usage, identity_of
 
 
 class Upper(Scorer):
@@ -48,7 +48,7 @@ def test_identity_excludes_api_key_and_unset_judge_options() -> None:
 
 def test_identity_of_callables_and_scorers() -> None:
     assert identity_of(len) == {"callable": "builtins.len"}
-    from pytest_llmeval.scoring import code_fingerprint
+    from pytest_llmeval.engine.scoring import code_fingerprint
 
     code = code_fingerprint(Upper)
     assert code is not None and len(code) == 16  # a scorer defined outside the package
@@ -98,8 +98,8 @@ def test_score_cache_round_trip() -> None:
 
 
 def test_code_fingerprint_follows_the_code_not_its_position() -> None:
-    from pytest_llmeval.registry import default_registry
-    from pytest_llmeval.scoring import code_fingerprint
+    from pytest_llmeval.engine.registry import default_registry
+    from pytest_llmeval.engine.scoring import code_fingerprint
 
     def make(src: str) -> type[Scorer]:
         namespace: dict[str, Any] = {"pytest_llmeval": pytest_llmeval}

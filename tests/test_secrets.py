@@ -208,9 +208,9 @@ def test_azure_endpoint_with_credentials_works_and_is_shown_redacted(
 
     from conftest import judge_test_settings
     from pytest_llmeval import score
-    from pytest_llmeval.context import ScoringContext, set_context
-    from pytest_llmeval.errors import JudgeError
-    from pytest_llmeval.settings import Secret
+    from pytest_llmeval.core.errors import JudgeError
+    from pytest_llmeval.core.settings import Secret
+    from pytest_llmeval.engine.context import ScoringContext, set_context
     from pytest_llmeval.testing import tool_call
 
     url = f"http://user:{PASSWORD}@127.0.0.1:{judge_server.port}?sig={URL_KEY}"
@@ -251,7 +251,7 @@ def test_a_long_error_text_is_redacted_before_it_is_cut(
 ) -> None:
     """The cause keeps the first 1000 characters of the endpoint's text. Cut first, a URL across
     the cut would lose its "@" and keep the start of its password in the open."""
-    from pytest_llmeval.errors import JudgeError
+    from pytest_llmeval.core.errors import JudgeError
 
     url = f"http://user:{PASSWORD}@h.example/v1?api_key={URL_KEY}"
     # "HTTP 400: " + filler puts the 1000th character inside the password ("s3c|retpass")
@@ -271,10 +271,10 @@ def test_a_long_error_text_is_redacted_before_it_is_cut(
 
 
 def test_reprs_of_settings_clients_and_errors_hide_url_secrets(tmp_path: Path) -> None:
-    from pytest_llmeval.context import ScoringContext
-    from pytest_llmeval.errors import JudgeError
+    from pytest_llmeval.core.errors import JudgeError
+    from pytest_llmeval.core.settings import JudgeSettings, Secret, Settings
+    from pytest_llmeval.engine.context import ScoringContext
     from pytest_llmeval.judge.client import JudgeClient
-    from pytest_llmeval.settings import JudgeSettings, Secret, Settings
 
     url = f"http://user:{PASSWORD}@127.0.0.1:9/v1?api_key={URL_KEY}"
     shown = "http://***@127.0.0.1:9/v1?api_key=***"
@@ -292,7 +292,7 @@ def test_reprs_of_settings_clients_and_errors_hide_url_secrets(tmp_path: Path) -
     finally:
         ctx.close()
     # a scorer given the URL as its judge option
-    from pytest_llmeval.registry import default_registry
+    from pytest_llmeval.engine.registry import default_registry
 
     scorer = default_registry.get("factuality")(base_url=url, api_key=ENV_KEY)
     assert repr(scorer) == f"Factuality(use_cot=True, base_url={shown!r})"
@@ -311,8 +311,8 @@ def test_reprs_of_settings_clients_and_errors_hide_url_secrets(tmp_path: Path) -
 def test_a_short_key_is_not_masked_out_of_words() -> None:
     """A local server's key "test" is no secret: the endpoint's "test server" stays readable.
     A real key is masked wherever the endpoint quotes it."""
+    from pytest_llmeval.core.settings import JudgeSettings, Secret
     from pytest_llmeval.judge.client import JudgeClient
-    from pytest_llmeval.settings import JudgeSettings, Secret
 
     short = JudgeClient(JudgeSettings(api_key=Secret("test")))
     assert short._redact("HTTP 404: test server: no route") == "HTTP 404: test server: no route"
@@ -414,8 +414,8 @@ def test_redis_password_stays_out_of_runs_and_the_cache_cli(
 
 
 def test_redis_store_reprs_and_texts_hide_the_password(redis_server_auth: Any) -> None:
-    from pytest_llmeval.ratelimit import RateLimiter, RateLimits, RedisBucket
-    from pytest_llmeval.redis_store import RedisStore
+    from pytest_llmeval.stores.ratelimit import RateLimiter, RateLimits, RedisBucket
+    from pytest_llmeval.stores.redis_store import RedisStore
 
     password = redis_server_auth.password
     port = redis_server_auth.port

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_llmeval.settings import JudgeSettings, Secret, Settings
+from pytest_llmeval.core.settings import JudgeSettings, Secret, Settings
 
 
 def test_secret_never_shows_itself() -> None:

@@ -1,4 +1,4 @@
-"""pytest_llmeval.stats: reducers, intervals and gate verdicts (issue 9).
+"""pytest_llmeval.core.stats: reducers, intervals and gate verdicts (issue 9).
 
 scipy is the reference here (the module itself is pure Python)."""
 
@@ -15,7 +15,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from scipy import stats as sps
 
-from pytest_llmeval.stats import (
+from pytest_llmeval.core.stats import (
     REDUCERS,
     VERDICTS,
     CaseResult,
@@ -76,7 +76,7 @@ def test_stats_imports_only_math_and_random() -> None:
     import sys
 
     probe = (
-        "import sys, pytest_llmeval; before = set(sys.modules); import pytest_llmeval.stats; "
+        "import sys, pytest_llmeval; before = set(sys.modules); import pytest_llmeval.core.stats; "
         "print(sorted(m for m in set(sys.modules) - before "
         "if m.split('.')[0] in ('numpy', 'scipy', 'statistics', 'decimal', 'fractions')))"
     )

@@ -2,7 +2,7 @@
 functions of one typed run model, and the three paths that compute them (pytest at the end of a
 session, ``merge`` of shard reports, ``compare`` of two report files) agree field by field.
 
-Two property tests: one over random runs built as :class:`pytest_llmeval.model.Run` (fast, many
+Two property tests: one over random runs built as :class:`pytest_llmeval.core.model.Run` (fast, many
 examples: parametrized tests, repeats, lower- and higher-is-better scorers, errored, skipped
 and lost cases, gates and run gates, changed instruments), each written as a report, read back,
 split into random shards, written and merged; and one over random projects run through real
@@ -20,10 +20,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytest_llmeval.compare import compare_runs
-from pytest_llmeval.gates import dataset_statistics, evaluate_gates
-from pytest_llmeval.merge import merge_runs
-from pytest_llmeval.model import (
+from pytest_llmeval.analysis.compare import compare_runs
+from pytest_llmeval.analysis.gates import dataset_statistics, evaluate_gates
+from pytest_llmeval.analysis.merge import merge_runs
+from pytest_llmeval.analysis.verdict import decide
+from pytest_llmeval.core.model import (
     GateRule,
     Instrument,
     Run,
@@ -32,10 +33,9 @@ from pytest_llmeval.model import (
     run_from_json,
     sort_key,
 )
-from pytest_llmeval.records import ScoreRecord
+from pytest_llmeval.core.records import ScoreRecord
+from pytest_llmeval.core.stats import GateSpec
 from pytest_llmeval.report.json_report import build_report
-from pytest_llmeval.stats import GateSpec
-from pytest_llmeval.verdict import decide
 
 SCORERS = {
     # name: (higher is better, range)
@@ -47,7 +47,7 @@ SCORERS = {
 def _instrument(scorer: str, version: str) -> Instrument:
     higher, rng = SCORERS[scorer]
     ident = {"name": scorer, "version": version, "options": {}}
-    from pytest_llmeval.model import instrument_digest
+    from pytest_llmeval.core.model import instrument_digest
 
     digest = instrument_digest(json.dumps(ident, sort_keys=True))
     return Instrument(digest, scorer, version, higher, rng, ident)
@@ -444,8 +444,8 @@ def _sections(report: dict[str, Any]) -> dict[str, Any]:
 def test_pytest_merge_and_compare_agree_on_random_projects(
     pytester: pytest.Pytester, project: dict[str, Any]
 ) -> None:
-    from pytest_llmeval.compare import main as compare_main
-    from pytest_llmeval.merge import main as merge_main
+    from pytest_llmeval.analysis.compare import main as compare_main
+    from pytest_llmeval.analysis.merge import main as merge_main
 
     root = pytester.path
     for name in root.glob("*.json"):

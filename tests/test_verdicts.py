@@ -295,7 +295,7 @@ def test_pruning_never_deletes_the_run_last_names(pytester: pytest.Pytester) -> 
     strict = (*base, "--llm-eval-baseline=last", "--llm-eval-fail-on-regression")
     for _ in range(3):
         assert pytester.runpytest(*strict).ret == 1
-    from pytest_llmeval.history import list_runs
+    from pytest_llmeval.stores.history import list_runs
 
     assert list_runs(pytester.path / ".llmeval" / "runs") == [1, 3, 4]
 
@@ -393,9 +393,9 @@ def test_a_changed_instrument_is_incomparable_unless_accepted(pytester: pytest.P
 
 def test_a_different_judge_model_is_named_in_the_instrument_change() -> None:
     """Finding 8 (the judge): two runs that differ only in the judge model of an instrument."""
-    from pytest_llmeval.compare import compare_runs
-    from pytest_llmeval.model import Instrument, Run
-    from pytest_llmeval.records import ScoreRecord
+    from pytest_llmeval.analysis.compare import compare_runs
+    from pytest_llmeval.core.model import Instrument, Run
+    from pytest_llmeval.core.records import ScoreRecord
 
     def run(model: str) -> Run:
         inst = Instrument(
@@ -681,7 +681,7 @@ def test_an_unreadable_plan_fails_the_run_instead_of_dropping_its_gates(
 def test_two_records_for_one_sample_are_never_paired() -> None:
     """A report written before every parametrization had its own identity may hold two records
     for one key: which one is 'the' case is unknowable, so it is not paired (and said)."""
-    from pytest_llmeval.compare import compare_reports
+    from pytest_llmeval.analysis.compare import compare_reports
 
     def rec(case: str, score: float) -> dict[str, Any]:
         return {

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pytest_llmeval.scoring import JUDGE_OPTIONS
+from pytest_llmeval.engine.scoring import JUDGE_OPTIONS
 
 if TYPE_CHECKING:
-    from pytest_llmeval.context import ScoringContext
-    from pytest_llmeval.scoring import Scorer
+    from pytest_llmeval.engine.context import ScoringContext
+    from pytest_llmeval.engine.scoring import Scorer
 
 __all__ = ["judge_identity", "judge_options_of"]
 

@@ -35,20 +35,20 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, final
 
-from pytest_llmeval.context import JudgeClock, current_usage
-from pytest_llmeval.errors import BudgetExceededError, JudgeError, ScorerConfigError
+from pytest_llmeval.core.errors import BudgetExceededError, JudgeError, ScorerConfigError
+from pytest_llmeval.core.redaction import MIN_REMEMBERED, redact_logs, redact_text, redact_url
+from pytest_llmeval.core.settings import JUDGE_MODES, JudgeSettings
+from pytest_llmeval.engine.context import JudgeClock, current_usage
+from pytest_llmeval.engine.scoring import Usage
 from pytest_llmeval.judge import params
 from pytest_llmeval.judge.prices import Price, cost_usd
-from pytest_llmeval.ratelimit import estimate_tokens
-from pytest_llmeval.redaction import MIN_REMEMBERED, redact_logs, redact_text, redact_url
-from pytest_llmeval.scoring import Usage
-from pytest_llmeval.settings import JUDGE_MODES, JudgeSettings
+from pytest_llmeval.stores.ratelimit import estimate_tokens
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
 
-    from pytest_llmeval.context import UsageLedger
-    from pytest_llmeval.ratelimit import RateLimiter
+    from pytest_llmeval.engine.context import UsageLedger
+    from pytest_llmeval.stores.ratelimit import RateLimiter
 
 __all__ = [
     "DEFAULT_ENDPOINT",
@@ -167,7 +167,7 @@ class JudgeClient:
         limiter: RateLimiter | None = None,
     ) -> None:
         if ledger is None:
-            from pytest_llmeval.context import UsageLedger
+            from pytest_llmeval.engine.context import UsageLedger
 
             ledger = UsageLedger()
         self.settings = settings
@@ -198,7 +198,7 @@ class JudgeClient:
     @property
     def endpoint(self) -> str:
         """The base URL calls go to, as messages show it (user-info and secret parameters
-        masked: :func:`~pytest_llmeval.redaction.redact_url`); for Azure, the resource
+        masked: :func:`~pytest_llmeval.core.redaction.redact_url`); for Azure, the resource
         endpoint."""
         if self.is_azure:
             return redact_url(_azure_endpoint(self.settings) or NO_AZURE_ENDPOINT)

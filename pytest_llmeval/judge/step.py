@@ -18,7 +18,7 @@ arguments. It does, in one place, what each scorer used to do on its own:
 3. **Ask** the judge in the run's mode (``tool``: a forced tool call; ``json``; ``text``) and
    validate the reply against the schema (plus an optional ``check`` for what a fixed schema
    cannot say, such as "one verdict per claim"): one re-ask, then a
-   :class:`~pytest_llmeval.errors.JudgeError`.
+   :class:`~pytest_llmeval.core.errors.JudgeError`.
 4. **Map a choice to a score** (:func:`choice_step`, :meth:`JudgeStep.classify`): a choice
    outside the table is a JudgeError, never a score.
 5. **Contribute one identity** to the cache key (:attr:`JudgeStep.sha256`, combined by
@@ -63,14 +63,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, final
 
-from pytest_llmeval.errors import JudgeError
+from pytest_llmeval.core.errors import JudgeError
+from pytest_llmeval.engine.scoring import Score, Usage, canonical_json
 from pytest_llmeval.judge.prompt import DATA_NOTICE_NAME, PROMPT_SCHEME, render_prompt
-from pytest_llmeval.scoring import Score, Usage, canonical_json
 
 if TYPE_CHECKING:
-    from pytest_llmeval.context import ScoringContext
+    from pytest_llmeval.engine.context import ScoringContext
+    from pytest_llmeval.engine.scoring import Scorer
     from pytest_llmeval.judge.client import JudgeClient, StructuredResult
-    from pytest_llmeval.scoring import Scorer
 
 __all__ = [
     "LAYOUT",

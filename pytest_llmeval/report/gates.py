@@ -1,14 +1,14 @@
 """The ``llm-eval statistics`` and ``llm-eval gates`` sections of the terminal summary
-(controller only; see :mod:`pytest_llmeval.gates`)."""
+(controller only; see :mod:`pytest_llmeval.analysis.gates`)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
-from pytest_llmeval.gates import GateOutcome, TestStatistics, failing_outcomes
-from pytest_llmeval.model import RunSettings
-from pytest_llmeval.stats import CheckResult, Interval
+from pytest_llmeval.analysis.gates import GateOutcome, TestStatistics, failing_outcomes
+from pytest_llmeval.core.model import RunSettings
+from pytest_llmeval.core.stats import CheckResult, Interval
 
 __all__ = ["format_check", "format_gate", "write_gates", "write_statistics"]
 

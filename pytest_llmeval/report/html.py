@@ -22,7 +22,7 @@ Keys read (everything but ``records`` is optional; an absent section is simply n
 * ``report["scorer_stats"]``? a list (or {scorer: ...}) of ``ScorerStats.to_json()``
   (``scorer``, ``mean`` {``estimate``, ``low``, ``high``, ``confidence``}, ``pass_rate`` {same});
   when absent the cards' intervals are computed here (cluster-t over cases for the mean, Wilson
-  for the pass rate, from ``pytest_llmeval.stats``).
+  for the pass rate, from ``pytest_llmeval.core.stats``).
 * ``report["gates"]``? a list of gate outcomes, ``GateOutcome.to_json()`` (``test``,
   ``scorer``, ``verdict``, ``note``, ``problem``, ``spec`` {``scorer``, ``source``...},
   ``result``: a ``GateResult.to_json()`` or null); a bare ``GateResult.to_json()`` (``spec``,
@@ -59,8 +59,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from pytest_llmeval.errors import ReportFormatError
-from pytest_llmeval.redaction import redact_text, redact_url
+from pytest_llmeval.core.errors import ReportFormatError
+from pytest_llmeval.core.redaction import redact_text, redact_url
 
 __all__ = [
     "HISTOGRAM_BINS",
@@ -127,7 +127,7 @@ def build_cards(report: Mapping[str, Any], confidence: float = 0.95) -> list[dic
     (they know about repeated samples); otherwise they are computed here over the records, with
     the cases (file, test, case_id) as clusters, so repeated samples of one case are not counted
     as independent."""
-    from pytest_llmeval.stats import cluster_mean_interval, wilson_interval
+    from pytest_llmeval.core.stats import cluster_mean_interval, wilson_interval
 
     records = report.get("records") or []
     by_scorer: dict[str, list[Mapping[str, Any]]] = {}
@@ -299,9 +299,9 @@ def write_html(path: Path, report: Mapping[str, Any]) -> None:
 
 def load_report(path: Path) -> dict[str, Any]:
     """Read a JSON report or a saved run (``.llmeval/runs/NNNN.json``), validated like every
-    report file (:func:`pytest_llmeval.model.validate_report`); a clear ReportFormatError naming
-    the file and the field when it is not a valid one."""
-    from pytest_llmeval.model import RunFileError, read_json, validate_report
+    report file (:func:`pytest_llmeval.core.model.validate_report`); a clear ReportFormatError
+    naming the file and the field when it is not a valid one."""
+    from pytest_llmeval.core.model import RunFileError, read_json, validate_report
 
     try:
         report = validate_report(read_json(path), str(path))

@@ -14,14 +14,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_llmeval.model import REPORT_VERSION
-from pytest_llmeval.records import ScoreRecord, aggregate
-from pytest_llmeval.settings import Settings
+from pytest_llmeval.core.model import REPORT_VERSION
+from pytest_llmeval.core.records import ScoreRecord, aggregate
+from pytest_llmeval.core.settings import Settings
 
 if TYPE_CHECKING:
-    from pytest_llmeval.gates import GateOutcome, TestStatistics
-    from pytest_llmeval.model import Run
-    from pytest_llmeval.verdict import Verdict
+    from pytest_llmeval.analysis.gates import GateOutcome, TestStatistics
+    from pytest_llmeval.analysis.verdict import Verdict
+    from pytest_llmeval.core.model import Run
 
 __all__ = ["REPORT_VERSION", "build_report", "git_commit", "write_report"]
 
@@ -82,7 +82,7 @@ def build_report(
     """The report as a JSON-safe dict. No secret ever enters it: the API key is not read, the
     judge URL is shown with its credentials masked, and record errors were redacted when made.
 
-    With ``run`` (the run's :class:`~pytest_llmeval.model.Run`) the report carries what the run
+    With ``run`` (the run's :class:`~pytest_llmeval.core.model.Run`) the report carries what the run
     is read back from (records, instruments, plan, collected tests, verdict settings), its gate
     outcomes, statistics and verdict, so that ``merge`` and ``compare`` rebuild the same run. In
     a shard (``shard``: its section) each gate's verdict is ``partial`` (its own is kept as

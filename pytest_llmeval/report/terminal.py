@@ -6,11 +6,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_llmeval.records import ScorerAggregate, ScoreRecord, aggregate
+from pytest_llmeval.core.records import ScorerAggregate, ScoreRecord, aggregate
 
 if TYPE_CHECKING:
-    from pytest_llmeval.compare import Comparison
-    from pytest_llmeval.history import BaselineChoice
+    from pytest_llmeval.analysis.compare import Comparison
+    from pytest_llmeval.stores.history import BaselineChoice
 
 __all__ = [
     "format_table",
@@ -225,7 +225,7 @@ def write_comparison(
     """The ``llm-eval comparison`` section: which baseline was compared with and why (``last``
     is the newest saved run that passed: the runs passed over are named), the table, each
     regression and each reason the comparison cannot stand for "no regression"."""
-    from pytest_llmeval.compare import comparison_failures, format_comparison
+    from pytest_llmeval.analysis.compare import comparison_failures, format_comparison
 
     if baseline is None and problem is None:
         return

@@ -27,15 +27,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, final
 
-from pytest_llmeval.errors import ScorerConfigError, ScorerInputError, describe_value
+from pytest_llmeval.core.errors import ScorerConfigError, ScorerInputError, describe_value
+from pytest_llmeval.engine.scoring import Score, Scorer, Usage
 from pytest_llmeval.judge.step import load_prompts, render_value
 from pytest_llmeval.scorers.lexical import make_score
 from pytest_llmeval.scorers.llm import ClassifierScorer
 from pytest_llmeval.scorers.structured import _json_safe  # the same JSON-safe metadata
-from pytest_llmeval.scoring import Score, Scorer, Usage
 
 if TYPE_CHECKING:
-    from pytest_llmeval.context import ScoringContext
+    from pytest_llmeval.engine.context import ScoringContext
 
 __all__ = [
     "ArgumentCorrectness",

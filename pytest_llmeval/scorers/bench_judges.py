@@ -29,7 +29,8 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from pytest_llmeval.errors import JudgeNotApplicableError, ScorerConfigError, ScorerInputError
+from pytest_llmeval.core.errors import JudgeNotApplicableError, ScorerConfigError, ScorerInputError
+from pytest_llmeval.engine.scoring import Score, Scorer, Usage
 from pytest_llmeval.judge.prompt import choose_nonce
 from pytest_llmeval.judge.step import (
     JudgeStep,
@@ -41,10 +42,9 @@ from pytest_llmeval.judge.step import (
     steps_sha256,
 )
 from pytest_llmeval.scorers.llm import ClassifierScorer
-from pytest_llmeval.scoring import Score, Scorer, Usage
 
 if TYPE_CHECKING:
-    from pytest_llmeval.context import ScoringContext
+    from pytest_llmeval.engine.context import ScoringContext
     from pytest_llmeval.judge.client import JudgeClient
 
 __all__ = [

@@ -33,17 +33,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, final
 
-from pytest_llmeval.embeddings import INSTALL_HINT, local_model_fingerprint
-from pytest_llmeval.errors import (
+from pytest_llmeval.core.errors import (
     ScorerConfigError,
     ScorerInputError,
     ScorerNotAvailableError,
     describe_value,
 )
-from pytest_llmeval.scoring import Score, Scorer
+from pytest_llmeval.engine.embeddings import INSTALL_HINT, local_model_fingerprint
+from pytest_llmeval.engine.scoring import Score, Scorer
 
 if TYPE_CHECKING:
-    from pytest_llmeval.context import ScoringContext
+    from pytest_llmeval.engine.context import ScoringContext
 
 __all__ = [
     "DEFAULT_HEDGE",

@@ -1,5 +1,5 @@
 """``python_unit_testing`` (Arthur Bench ``PythonUnitTesting``): run model-written Python against
-unit tests in the sandbox of :mod:`pytest_llmeval.sandbox`.
+unit tests in the sandbox of :mod:`pytest_llmeval.scorers.sandbox`.
 
 Inputs:
 
@@ -38,7 +38,7 @@ threat model is in ``docs/sandbox.md``.
 
 Running code needs an explicit opt-in (``--llm-eval-allow-code-execution``, the ini option
 ``llm_eval_allow_code_execution``, ``LLM_EVAL_SANDBOX=1`` or ``configure(sandbox_enabled=True)``);
-without it the scorer raises :class:`~pytest_llmeval.errors.ScorerNotAvailableError`.
+without it the scorer raises :class:`~pytest_llmeval.core.errors.ScorerNotAvailableError`.
 """
 
 from __future__ import annotations
@@ -56,17 +56,17 @@ from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from pytest_llmeval.errors import (
+from pytest_llmeval.core.errors import (
     ScorerConfigError,
     ScorerInputError,
     ScorerNotAvailableError,
     describe_value,
 )
-from pytest_llmeval.scoring import Score, Scorer
+from pytest_llmeval.engine.scoring import Score, Scorer
 
 if TYPE_CHECKING:
-    from pytest_llmeval.context import ScoringContext
-    from pytest_llmeval.sandbox import SandboxLimits, SandboxResult
+    from pytest_llmeval.engine.context import ScoringContext
+    from pytest_llmeval.scorers.sandbox import SandboxLimits, SandboxResult
 
 __all__ = [
     "OPT_IN_HELP",
@@ -336,7 +336,7 @@ class PythonUnitTesting(Scorer):
             raise ScorerConfigError(self.name, exc.field, exc.problem, hint=exc.hint) from None
 
     def extra_identity(self, ctx: ScoringContext) -> Mapping[str, Any]:
-        from pytest_llmeval.sandbox import containment_mode
+        from pytest_llmeval.scorers.sandbox import containment_mode
 
         # Which containment runs the code (a program that starts a subprocess passes with
         # namespaces and fails under the audit-hook fallback), and the option tests' contents
@@ -417,7 +417,7 @@ class PythonUnitTesting(Scorer):
         return [tests[index]]
 
     def _limits(self) -> SandboxLimits:
-        from pytest_llmeval.sandbox import SandboxLimits
+        from pytest_llmeval.scorers.sandbox import SandboxLimits
 
         o = self.options
         return SandboxLimits(
@@ -445,7 +445,7 @@ class PythonUnitTesting(Scorer):
                 f"holds {n} sample(s) but pass@k needs at least k={k}",
                 hint="Give at least k samples as a list, or lower the option k",
             )
-        from pytest_llmeval.sandbox import SandboxError, containment_mode
+        from pytest_llmeval.scorers.sandbox import SandboxError, containment_mode
 
         allow_weak = (
             bool(ctx.settings.sandbox_allow_weak) and not self.options["require_namespaces"]
@@ -508,7 +508,7 @@ class PythonUnitTesting(Scorer):
         allow_weak: bool,
         secrets: Sequence[str],
     ) -> dict[str, Any]:
-        from pytest_llmeval.sandbox import run_python
+        from pytest_llmeval.scorers.sandbox import run_python
 
         total = len(tests)
         for i, test in enumerate(tests):

@@ -29,7 +29,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, final
 
-from pytest_llmeval.errors import JudgeError, ScorerConfigError, ScorerInputError, describe_value
+from pytest_llmeval.core.errors import (
+    JudgeError,
+    ScorerConfigError,
+    ScorerInputError,
+    describe_value,
+)
+from pytest_llmeval.engine.scoring import Score, Usage
 from pytest_llmeval.judge.step import (
     JudgeStep,
     judge_client,
@@ -39,10 +45,9 @@ from pytest_llmeval.judge.step import (
 )
 from pytest_llmeval.scorers.agents import _content_text, render_trajectory
 from pytest_llmeval.scorers.llm import ClassifierScorer
-from pytest_llmeval.scoring import Score, Usage
 
 if TYPE_CHECKING:
-    from pytest_llmeval.context import ScoringContext
+    from pytest_llmeval.engine.context import ScoringContext
 
 __all__ = [
     "Conversation",

@@ -31,16 +31,16 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from pytest_llmeval.cache_protocol import input_key
-from pytest_llmeval.errors import JudgeError, JudgeSpecError, ScorerConfigError
+from pytest_llmeval.core.errors import JudgeError, JudgeSpecError, ScorerConfigError
+from pytest_llmeval.engine.scoring import JUDGE_OPTIONS, Score, Scorer, Usage, canonical_json
 from pytest_llmeval.judge import judge_identity, judge_options_of
 from pytest_llmeval.judge.prompt import DATA_NOTICE_NAME
 from pytest_llmeval.judge.step import JudgeStep, load_prompts, prompt_sha256
 from pytest_llmeval.scorers.llm import ClassifierScorer
-from pytest_llmeval.scoring import JUDGE_OPTIONS, Score, Scorer, Usage, canonical_json
+from pytest_llmeval.stores.cache_protocol import input_key
 
 if TYPE_CHECKING:
-    from pytest_llmeval.context import ScoringContext
+    from pytest_llmeval.engine.context import ScoringContext
 
 __all__ = [
     "CustomClassifier",
@@ -255,7 +255,7 @@ def _check_prompt(
 
 
 def _register(cls: type[Scorer], where: str | None) -> None:
-    from pytest_llmeval.registry import default_registry
+    from pytest_llmeval.engine.registry import default_registry
 
     _check_free(cls, where)
     default_registry.register(cls, replace=True)
@@ -264,7 +264,7 @@ def _register(cls: type[Scorer], where: str | None) -> None:
 def _check_free(cls: type[Scorer], where: str | None) -> None:
     """A judge you define may replace an earlier one of yours (a spec loaded again), never a
     built-in or a scorer registered otherwise."""
-    from pytest_llmeval.registry import default_registry
+    from pytest_llmeval.engine.registry import default_registry
 
     if cls.name in default_registry:
         existing = default_registry.get(cls.name)

@@ -26,12 +26,12 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from pytest_llmeval.errors import JudgeError, ScorerInputError
+from pytest_llmeval.core.errors import JudgeError, ScorerInputError
+from pytest_llmeval.engine.scoring import Score, Scorer
 from pytest_llmeval.judge.step import JudgeStep, judge_client, load_prompts, step_identity
-from pytest_llmeval.scoring import Score, Scorer
 
 if TYPE_CHECKING:
-    from pytest_llmeval.context import ScoringContext
+    from pytest_llmeval.engine.context import ScoringContext
 
 __all__ = ["PROMPT_TEMPLATE", "L3Score", "l3score_from_top_logprobs"]
 

@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from rapidfuzz.distance.Levenshtein import distance as _edit_distance
 
-from pytest_llmeval.errors import ScorerInputError, describe_value
-from pytest_llmeval.scoring import Score, Scorer, make_score
+from pytest_llmeval.core.errors import ScorerInputError, describe_value
+from pytest_llmeval.engine.scoring import Score, Scorer, make_score
 
 if TYPE_CHECKING:
-    from pytest_llmeval.context import ScoringContext
+    from pytest_llmeval.engine.context import ScoringContext
 
 __all__ = [
     "ExactMatch",
@@ -184,7 +184,7 @@ class ExactMatch(Scorer):
     description = "1 if output equals expected (JSON values compared as JSON), else 0"
 
     def validate_options(self) -> None:
-        from pytest_llmeval.errors import ScorerConfigError
+        from pytest_llmeval.core.errors import ScorerConfigError
 
         if not isinstance(self.options["case_sensitive"], bool):
             raise ScorerConfigError(

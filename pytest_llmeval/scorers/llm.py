@@ -33,7 +33,8 @@ import functools
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from pytest_llmeval.errors import JudgeError, ScorerConfigError, ScorerInputError
+from pytest_llmeval.core.errors import JudgeError, ScorerConfigError, ScorerInputError
+from pytest_llmeval.engine.scoring import Score, Scorer
 from pytest_llmeval.judge.prompt import render_prompt
 from pytest_llmeval.judge.step import (
     JudgeStep,
@@ -43,10 +44,9 @@ from pytest_llmeval.judge.step import (
     render_value,
     step_identity,
 )
-from pytest_llmeval.scoring import Score, Scorer
 
 if TYPE_CHECKING:
-    from pytest_llmeval.context import ScoringContext
+    from pytest_llmeval.engine.context import ScoringContext
     from pytest_llmeval.judge.client import JudgeClient
 
 __all__ = [

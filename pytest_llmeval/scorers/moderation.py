@@ -12,12 +12,12 @@ import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from pytest_llmeval.errors import ScorerConfigError
+from pytest_llmeval.core.errors import ScorerConfigError
+from pytest_llmeval.engine.scoring import Score, Scorer
 from pytest_llmeval.judge import judge_options_of
-from pytest_llmeval.scoring import Score, Scorer
 
 if TYPE_CHECKING:
-    from pytest_llmeval.context import ScoringContext
+    from pytest_llmeval.engine.context import ScoringContext
 
 __all__ = ["Moderation"]
 

@@ -3,9 +3,9 @@ into several judge calls.
 
 Every judge call is a forced tool call whose arguments are a JSON object validated against the
 tool's schema by :class:`~pytest_llmeval.judge.client.JudgeClient` (one re-ask, then
-:class:`~pytest_llmeval.errors.JudgeError`). The calls of one case that do not depend on each other
-run concurrently (``asyncio.gather``); the usage of every call (and of embedding scorings) is summed
-into ``Score.usage``; ``Score.metadata`` keeps what the judge extracted and its verdicts.
+:class:`~pytest_llmeval.core.errors.JudgeError`). The calls of one case that do not depend on each
+other run concurrently (``asyncio.gather``); the usage of every call (and of embedding scorings) is
+summed into ``Score.usage``; ``Score.metadata`` keeps what the judge extracted and its verdicts.
 
 ``context`` is a string or a list of strings (joined with ``"\\n"``, as Autoevals does).
 
@@ -63,8 +63,8 @@ Choices beyond Autoevals (the scores are the same):
   is a :class:`~pytest_llmeval.judge.step.JudgeStep` (instructions first, the case last).
 
 Inputs that are neither text nor (for ``context``) a list of strings are a
-:class:`~pytest_llmeval.errors.ScorerInputError`; dicts and lists in text fields are sent as JSON,
-numbers as ``str``.
+:class:`~pytest_llmeval.core.errors.ScorerInputError`; dicts and lists in text fields are sent as
+JSON, numbers as ``str``.
 """
 
 from __future__ import annotations
@@ -75,7 +75,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from pytest_llmeval.errors import JudgeError, ScorerConfigError, ScorerInputError
+from pytest_llmeval.core.errors import JudgeError, ScorerConfigError, ScorerInputError
+from pytest_llmeval.engine.scoring import Score, Scorer, Usage
 from pytest_llmeval.judge import judge_options_of
 from pytest_llmeval.judge.step import (
     JudgeStep,
@@ -84,10 +85,9 @@ from pytest_llmeval.judge.step import (
     load_prompts,
     step_identity,
 )
-from pytest_llmeval.scoring import Score, Scorer, Usage
 
 if TYPE_CHECKING:
-    from pytest_llmeval.context import ScoringContext
+    from pytest_llmeval.engine.context import ScoringContext
     from pytest_llmeval.judge.client import JudgeClient
     from pytest_llmeval.scorers.embedding import EmbeddingSimilarity
 
@@ -303,7 +303,7 @@ class ContextEntityRecall(_RagScorer):
             return _embedding_similarity(self)
         # A name or a class becomes an instance here (list_contains would do the same), so that
         # an embedding scorer chosen by name still gets its vectors in one batched request.
-        from pytest_llmeval.registry import resolve_scorer
+        from pytest_llmeval.engine.registry import resolve_scorer
 
         return resolve_scorer(chosen, owner=self.name, option="pairwise_scorer")
 

@@ -19,7 +19,8 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
-from pytest_llmeval.errors import ScorerConfigError, ScorerInputError, describe_value
+from pytest_llmeval.core.errors import ScorerConfigError, ScorerInputError, describe_value
+from pytest_llmeval.engine.scoring import Score, Scorer
 from pytest_llmeval.scorers.lexical import (
     Levenshtein,
     NumericDiff,
@@ -27,10 +28,9 @@ from pytest_llmeval.scorers.lexical import (
     make_score,
     numeric_similarity,
 )
-from pytest_llmeval.scoring import Score, Scorer
 
 if TYPE_CHECKING:
-    from pytest_llmeval.context import ScoringContext
+    from pytest_llmeval.engine.context import ScoringContext
 
 __all__ = ["JSONDiff", "ListContains", "ValidJSON"]
 
@@ -66,8 +66,9 @@ def _parse_container(text: str) -> Any:
 
 
 def _resolve_sub_scorer(owner: str, option: str, value: Any) -> Scorer:
-    """A scorer instance from an option value (:func:`pytest_llmeval.registry.resolve_scorer`)."""
-    from pytest_llmeval.registry import resolve_scorer
+    """A scorer instance from an option value
+    (:func:`pytest_llmeval.engine.registry.resolve_scorer`)."""
+    from pytest_llmeval.engine.registry import resolve_scorer
 
     return resolve_scorer(value, owner=owner, option=option)
 
@@ -82,7 +83,7 @@ def _sub_scorer_call(
     """A two-argument similarity function calling ``scorer.compute``."""
 
     def call(output: Any, expected: Any) -> float:
-        from pytest_llmeval.context import get_context
+        from pytest_llmeval.engine.context import get_context
 
         inputs = {k: v for k, v in (("output", output), ("expected", expected)) if v is not None}
         try:

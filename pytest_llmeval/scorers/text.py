@@ -27,17 +27,17 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from pytest_llmeval.errors import (
+from pytest_llmeval.core.errors import (
     ScorerConfigError,
     ScorerInputError,
     ScorerNotAvailableError,
     describe_value,
 )
+from pytest_llmeval.engine.scoring import Score, Scorer
 from pytest_llmeval.scorers.lexical import make_score
-from pytest_llmeval.scoring import Score, Scorer
 
 if TYPE_CHECKING:
-    from pytest_llmeval.context import ScoringContext
+    from pytest_llmeval.engine.context import ScoringContext
 
 __all__ = [
     "Readability",

@@ -1,0 +1,225 @@
+"""The JSON-safe record of one scored assertion, the per-test recorder, and run aggregation."""
+
+from __future__ import annotations
+
+import contextvars
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, final
+
+__all__ = ["ScoreRecord", "ScorerAggregate", "TestRecorder", "aggregate", "current_recorder"]
+
+
+@final
+@dataclass(frozen=True)
+class ScoreRecord:
+    """One scored assertion. Keyed on (file, test, case_id, scorer, sample); ``index`` orders
+    several assertions of one scorer within one test. ``sample`` is the repeat index of the case
+    (0 without ``repeat``). ``gated`` says a suite gate decides this scorer in this test: a miss
+    of the per-case bound was recorded (``passed`` False) but did not fail the test."""
+
+    file: str
+    test: str
+    case_id: str | None
+    scorer: str
+    index: int
+    score: float | None
+    min: float | None
+    max: float | None
+    passed: bool | None
+    cached: bool
+    duration_s: float
+    rationale: str | None = None
+    error: str | None = None
+    where: str | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    judge_calls: int = 0
+    cost_usd: float | None = None
+    #: the models the judge endpoint said answered this scoring's calls (none when cached)
+    judge_models: tuple[str, ...] = ()
+    sample: int = 0
+    gated: bool = False
+    inputs: Mapping[str, Any] = field(default_factory=dict)
+    """What the scorer judged (output, expected, input, context, declared extra fields), JSON-safe
+    and cut to ``--llm-eval-record-chars`` per field (see :func:`recorded_inputs`)."""
+    #: the part of ``prompt_tokens`` the judge endpoint served from its prompt cache
+    cached_prompt_tokens: int = 0
+    #: the digest of the instrument that made the score
+    #: (:class:`pytest_llmeval.core.model.Instrument`: scorer, version, options, code, judge);
+    #: None when the scorer was never resolved
+    instrument: str | None = None
+
+    @property
+    def key(self) -> tuple[str, str, str | None, str, int, int]:
+        return (self.file, self.test, self.case_id, self.scorer, self.sample, self.index)
+
+    def to_json(self) -> dict[str, Any]:
+        # Built by hand: dataclasses.asdict deep-copies and is the slowest part of a warm run.
+        return {
+            "file": self.file,
+            "test": self.test,
+            "case_id": self.case_id,
+            "scorer": self.scorer,
+            "index": self.index,
+            "score": self.score,
+            "min": self.min,
+            "max": self.max,
+            "passed": self.passed,
+            "cached": self.cached,
+            "duration_s": self.duration_s,
+            "rationale": self.rationale,
+            "error": self.error,
+            "where": self.where,
+            "metadata": dict(self.metadata),
+            "prompt_tokens": self.prompt_tokens,
+            "cached_prompt_tokens": self.cached_prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "judge_calls": self.judge_calls,
+            "cost_usd": self.cost_usd,
+            "judge_models": list(self.judge_models),
+            "sample": self.sample,
+            "gated": self.gated,
+            "inputs": dict(self.inputs),
+            "instrument": self.instrument,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ScoreRecord:
+        known = set(cls.__dataclass_fields__)
+        fields = {k: v for k, v in data.items() if k in known}
+        if "judge_models" in fields:
+            fields["judge_models"] = tuple(str(m) for m in fields["judge_models"] or ())
+        for name in ("index", "sample"):
+            if fields.get(name) is None:
+                fields.pop(name, None)  # a missing or null index/sample is 0
+        # what older or hand-made reports may leave out: no bound, not cached, not timed
+        for name, default in (("min", None), ("max", None), ("cached", False), ("duration_s", 0.0)):
+            fields.setdefault(name, default)
+        fields.setdefault("index", 0)
+        return cls(**fields)
+
+
+@final
+class TestRecorder:
+    """Collects the records of the test that is running (set by the plugin per test item)."""
+
+    __test__ = False  # not a test class, whatever pytest thinks of the name
+
+    def __init__(
+        self,
+        file: str,
+        test: str,
+        case_id: str | None,
+        where: str | None,
+        *,
+        sample: int = 0,
+    ) -> None:
+        self.file = file
+        self.test = test
+        self.case_id = case_id
+        self.where = where
+        self.sample = sample
+        self.records: list[ScoreRecord] = []
+        #: scorers under a suite gate in this test (set by the plugin)
+        self.gated: frozenset[str] = frozenset()
+        #: gated scorers whose per-case misses are recorded, not raised (unless
+        #: --llm-eval-strict-cases)
+        self.soft: frozenset[str] = frozenset()
+        #: one line per softened miss, for the test's terminal status
+        self.gated_misses: list[str] = []
+        self._counts: dict[str, int] = {}
+
+    def next_index(self, scorer: str) -> int:
+        n = self._counts.get(scorer, 0)
+        self._counts[scorer] = n + 1
+        return n
+
+    def add(self, record: ScoreRecord) -> None:
+        self.records.append(record)
+
+
+current_recorder: contextvars.ContextVar[TestRecorder | None] = contextvars.ContextVar(
+    "pytest_llmeval_recorder", default=None
+)
+
+
+@final
+@dataclass
+class ScorerAggregate:
+    """Per-scorer totals over a run."""
+
+    scorer: str
+    n: int = 0
+    scored: int = 0
+    total: float = 0.0
+    min: float = math.inf
+    max: float = -math.inf
+    passed: int = 0
+    failed: int = 0
+    errors: int = 0
+    cache_hits: int = 0
+    judge_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float | None = None
+    time_s: float = 0.0
+    cached_prompt_tokens: int = 0
+
+    @property
+    def mean(self) -> float | None:
+        return self.total / self.scored if self.scored else None
+
+    def add(self, rec: ScoreRecord) -> None:
+        self.n += 1
+        self.time_s += rec.duration_s
+        # Judge calls are paid whether or not the scoring succeeded.
+        self.judge_calls += rec.judge_calls
+        self.prompt_tokens += rec.prompt_tokens
+        self.cached_prompt_tokens += rec.cached_prompt_tokens
+        self.completion_tokens += rec.completion_tokens
+        if rec.cost_usd is not None:
+            self.cost_usd = (self.cost_usd or 0.0) + rec.cost_usd
+        if rec.error is not None:
+            self.errors += 1
+            return
+        if rec.score is not None:
+            self.scored += 1
+            self.total += rec.score
+            self.min = min(self.min, rec.score)
+            self.max = max(self.max, rec.score)
+        if rec.passed is True:
+            self.passed += 1
+        elif rec.passed is False:
+            self.failed += 1
+        if rec.cached:
+            self.cache_hits += 1
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "scorer": self.scorer,
+            "n": self.n,
+            "mean": self.mean,
+            "min": self.min if self.scored else None,
+            "max": self.max if self.scored else None,
+            "passed": self.passed,
+            "failed": self.failed,
+            "errors": self.errors,
+            "cache_hits": self.cache_hits,
+            "judge_calls": self.judge_calls,
+            "prompt_tokens": self.prompt_tokens,
+            "cached_prompt_tokens": self.cached_prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "cost_usd": self.cost_usd,
+            "time_s": self.time_s,
+        }
+
+
+def aggregate(records: Iterable[ScoreRecord]) -> dict[str, ScorerAggregate]:
+    """Per-scorer aggregates, in scorer-name order."""
+    out: dict[str, ScorerAggregate] = {}
+    for rec in records:
+        out.setdefault(rec.scorer, ScorerAggregate(rec.scorer)).add(rec)
+    return dict(sorted(out.items()))

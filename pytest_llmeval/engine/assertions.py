@@ -1,0 +1,1226 @@
+"""``score``/``assert_score`` and their batch forms: resolve the scorer, check inputs, consult the
+cache, score, record, and check bounds."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import json
+import math
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, cast, final
+
+from pytest_llmeval.core import aio as _aio
+from pytest_llmeval.core.errors import (
+    CacheMissError,
+    InvalidCacheEntryError,
+    LLMEvalError,
+    ScorerConfigError,
+    ScorerInputError,
+    describe_value,
+)
+from pytest_llmeval.core.model import Instrument
+from pytest_llmeval.core.records import ScoreRecord, current_recorder
+from pytest_llmeval.core.redaction import redact_text
+from pytest_llmeval.core.settings import Secret
+from pytest_llmeval.engine import context as _context_module
+from pytest_llmeval.engine.context import ScoringContext, UsageCollector, current_usage, get_context
+from pytest_llmeval.engine.registry import default_registry
+from pytest_llmeval.engine.scoring import Score, Scorer, _new_object
+from pytest_llmeval.stores.cache_entries import score_value_problem
+from pytest_llmeval.stores.cache_protocol import ExplainingStore, KeyAbout, input_key, key_parts
+from pytest_llmeval.stores.store_modes import invalid_reason, misses_are_errors, reject_entry
+
+__all__ = [
+    "BatchResult",
+    "LLMEvalAssertionError",
+    "ascore",
+    "assert_score",
+    "assert_score_async",
+    "assert_scores",
+    "assert_scores_async",
+    "resolve_scorer",
+    "score",
+    "score_async",
+    "score_many",
+]
+
+_STANDARD_FIELDS = ("output", "expected", "input", "context")
+_perf_counter = time.perf_counter
+
+
+class LLMEvalAssertionError(AssertionError):
+    """A score fell outside its bounds. Shown by pytest like any failed assert."""
+
+
+def _scorer_class(scorer: str | Scorer | type[Scorer]) -> type[Scorer]:
+    if isinstance(scorer, str):
+        return default_registry.get(scorer)
+    if isinstance(scorer, Scorer):
+        return type(scorer)
+    if isinstance(scorer, type) and issubclass(scorer, Scorer):
+        return scorer
+    raise TypeError(
+        f"scorer must be a registered name, a Scorer subclass or instance, not {scorer!r}"
+    )
+
+
+# Scorer instances are immutable once built; the same (class, options) is asked for once per
+# test in a dataset run, so instances are reused. Options that cannot be hashed (a schema dict,
+# a scorer object) simply build a new instance.
+_INSTANCES: dict[tuple[type[Scorer], tuple[tuple[str, Any], ...]], Scorer] = {}
+_MAX_INSTANCES = 512
+
+
+def resolve_scorer(scorer: str | Scorer | type[Scorer], options: Mapping[str, Any]) -> Scorer:
+    """A scorer instance from a name, a class or an instance, with ``options`` applied."""
+    if isinstance(scorer, Scorer):
+        if not options:
+            return scorer
+        return type(scorer)(**{**scorer.options, **options})
+    return _instance(_scorer_class(scorer), options)
+
+
+def _instance(cls: type[Scorer], options: Mapping[str, Any]) -> Scorer:
+    if not options:
+        inst = _INSTANCES.get((cls, ()))
+        if inst is not None:
+            return inst
+    try:
+        memo_key = (cls, tuple(sorted(options.items())))
+        hash(memo_key)
+    except TypeError:
+        return cls(**options)
+    inst = _INSTANCES.get(memo_key)
+    if inst is None:
+        inst = cls(**options)
+        if len(_INSTANCES) >= _MAX_INSTANCES:
+            _INSTANCES.clear()
+        _INSTANCES[memo_key] = inst
+    return inst
+
+
+def _split(
+    scorer: str | Scorer | type[Scorer], fields: Mapping[str, Any], kwargs: Mapping[str, Any]
+) -> tuple[Scorer, dict[str, Any]]:
+    """Split call keywords into scorer inputs (declared input fields) and scorer options."""
+    cls = _scorer_class(scorer)
+    declared = cls.input_fields()
+    inputs: dict[str, Any] = {}
+    options: dict[str, Any] = {}
+    for key, value in kwargs.items():
+        if key in declared:
+            if value is not None:
+                inputs[key] = value
+        else:
+            options[key] = value
+    for key, value in fields.items():
+        if value is not None and key in declared:
+            inputs[key] = value
+    if isinstance(scorer, Scorer):
+        return resolve_scorer(scorer, options), inputs
+    return _instance(cls, options), inputs
+
+
+@final
+class _Plan:
+    """What ``score(scorer, output=..., ...)`` without options works out once per scorer (a
+    name, a class or an instance) so that each call does not: the instance, which standard
+    fields are inputs and which are required, the range check's bounds, the result's fixed
+    fields, and the scorer's value function if it has one.
+
+    Like the instance memo, a plan reads the scorer class's attributes once; a name's plan is
+    dropped when the registry changes (``register``). A scorer with its own ``check_inputs``,
+    or with a required input that is not a standard field (the call fails), gets no plan: the
+    general path runs, and raises.
+    """
+
+    __slots__ = (
+        "contained",
+        "hi",
+        "inst",
+        "lo",
+        "name",
+        "need_context",
+        "need_expected",
+        "need_input",
+        "need_output",
+        "pair",
+        "take_context",
+        "take_expected",
+        "take_input",
+        "take_output",
+    )
+
+    def __init__(self, inst: Scorer) -> None:
+        cls = type(inst)
+        declared = cls.input_fields()
+        required = set(cls.required_inputs)
+        self.inst = inst
+        self.contained = inst.is_self_contained()
+        self.take_output = "output" in declared
+        self.take_expected = "expected" in declared
+        self.take_input = "input" in declared
+        self.take_context = "context" in declared
+        self.need_output = "output" in required
+        self.need_expected = "expected" in required
+        self.need_input = "input" in required
+        self.need_context = "context" in required
+        pair = inst.value_function()
+        # The value function sees output and expected only: both must be inputs, and no other
+        # standard field may be.
+        usable_pair = (
+            self.take_output
+            and self.take_expected
+            and not self.take_input
+            and not self.take_context
+        )
+        self.pair = pair if usable_pair else None
+        lo, hi = cls.score_range
+        self.lo = lo - 1e-9
+        self.hi = hi + 1e-9
+        self.name = inst.name
+
+    @staticmethod
+    def of(scorer: str | Scorer | type[Scorer]) -> _Plan | None:
+        """A new plan for ``scorer``, or None when the general path must run (also when
+        resolving ``scorer`` fails: the general path raises that error, as it always has)."""
+        try:
+            inst = resolve_scorer(scorer, {})
+        except Exception:
+            return None
+        cls = type(inst)
+        if cls.check_inputs is not Scorer.check_inputs or not set(cls.required_inputs) <= set(
+            _STANDARD_FIELDS
+        ):
+            return None
+        return _Plan(inst)
+
+
+#: name, class or instance -> its plan (None: none possible). A Scorer instance is a key only
+#: when it hashes and compares by identity; the plan holds it, so its id is not reused while
+#: here. Cleared by the registry's register() (a name may now mean another class).
+_PLANS: dict[Any, _Plan | None] = default_registry.memo
+
+
+def _plan(scorer: str | Scorer | type[Scorer]) -> _Plan | None:
+    """Make ``scorer``'s plan, and keep it when ``scorer`` can be a key of :data:`_PLANS`."""
+    plan = _Plan.of(scorer)
+    if isinstance(scorer, Scorer):
+        cls = type(scorer)
+        if cls.__hash__ is not object.__hash__ or cls.__eq__ is not object.__eq__:
+            return plan  # an equal but other instance must not find this one's plan
+    elif not (type(scorer) is str or isinstance(scorer, type)):
+        return plan
+    if len(_PLANS) >= _MAX_INSTANCES:
+        _PLANS.clear()
+    _PLANS[scorer] = plan
+    return plan
+
+
+def _score_planned(
+    plan: _Plan, output: Any, expected: Any, input: Any, context: Any, ctx: ScoringContext
+) -> Score | None:
+    """:func:`score` by ``plan`` (without a value function) with the cache off; None when a
+    required input is missing (the general path raises the error)."""
+    __tracebackhide__ = True
+    t0 = _perf_counter()
+    inputs: dict[str, Any] = {}
+    if output is not None:
+        if plan.take_output:
+            inputs["output"] = output
+    elif plan.need_output:
+        return None
+    if expected is not None:
+        if plan.take_expected:
+            inputs["expected"] = expected
+    elif plan.need_expected:
+        return None
+    if input is not None:
+        if plan.take_input:
+            inputs["input"] = input
+    elif plan.need_input:
+        return None
+    if context is not None:
+        if plan.take_context:
+            inputs["context"] = context
+    elif plan.need_context:
+        return None
+    inst = plan.inst
+    if plan.contained:
+        try:
+            result = inst.compute(inputs, ctx)
+        except ScorerInputError as exc:
+            raise _located(exc) from None
+    else:
+        result = _compute(inst, inputs, ctx)
+    return _checked(inst, result, t0)
+
+
+def _protect(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Wrap a per-call ``api_key`` in :class:`Secret` at once, so no frame, repr or
+    ``--showlocals`` output below the public entry points can show it."""
+    key = kwargs.get("api_key")
+    if key is not None and not isinstance(key, Secret):
+        kwargs["api_key"] = Secret(str(key))
+    return kwargs
+
+
+def _where() -> str | None:
+    rec = current_recorder.get()
+    return rec.where if rec is not None else None
+
+
+def _located(exc: ScorerInputError) -> ScorerInputError:
+    where = _where()
+    return exc.at(where) if where and not exc.where else exc
+
+
+def _prepare(
+    scorer: str | Scorer | type[Scorer],
+    fields: Mapping[str, Any],
+    kwargs: Mapping[str, Any],
+    ctx: ScoringContext,
+) -> tuple[Scorer, dict[str, Any], str | None]:
+    __tracebackhide__ = True
+    try:
+        inst, inputs = _split(scorer, fields, kwargs)
+        inst.check_inputs(inputs)
+    except ScorerInputError as exc:
+        raise _located(exc) from None
+    key: str | None = None
+    if ctx.result_cache() is not None:
+        key = input_key(inst.identity_json(ctx), inst.key_inputs(inputs))
+    return inst, inputs, key
+
+
+def _about(inst: Scorer, inputs: Mapping[str, Any], ctx: ScoringContext) -> KeyAbout:
+    """What the key of this scoring is made of, and which case asks (the store keeps it beside
+    the value to explain replay misses). Only built on a miss: never on the warm path."""
+    parts = key_parts(json.loads(inst.identity_json(ctx)), inst.key_inputs(inputs))
+    rec = current_recorder.get()
+    if rec is None:
+        return KeyAbout(inst.name, parts)
+    case = rec.where or (f"{rec.test}[{rec.case_id}]" if rec.case_id else rec.test)
+    # ASCII JSON: a test or case id may hold a lone surrogate, which SQLite text cannot take.
+    locator = json.dumps([rec.file, rec.test, rec.case_id], ensure_ascii=True)
+    return KeyAbout(inst.name, parts, locator, case)
+
+
+def _replay_miss(
+    inst: Scorer, inputs: Mapping[str, Any], key: str, ctx: ScoringContext
+) -> CacheMissError:
+    cache = ctx.result_cache()
+    rec = current_recorder.get()
+    case = rec.where if rec is not None else None
+    reason = None
+    explain = getattr(cache, "explain_miss", None)
+    try:
+        about = _about(inst, inputs, ctx)
+        case = about.case
+        if explain is not None:
+            reason = explain(key, about)
+    except Exception:  # the explanation is a courtesy: the miss itself must still be reported
+        reason = None
+    return CacheMissError(inst.name, key, case=case, reason=reason)
+
+
+def _lookup(
+    inst: Scorer, inputs: Mapping[str, Any], key: str | None, ctx: ScoringContext, t0: float
+) -> Score | None:
+    if key is None:
+        return None
+    cache = ctx.result_cache()
+    if cache is None:
+        return None
+    hit = cache.get(key)  # refresh: the store finds nothing (WriteOnlyStore)
+    problem: str | None = None
+    if hit is not None:
+        # Whoever could write the store chose this value: it becomes a score only if it is one
+        # of this scorer (a number within its range), else it is a miss (an error in replay).
+        problem = _cached_problem(inst, hit)
+        if problem is None:
+            try:
+                return Score.from_cache(hit, inst.name, duration_s=time.perf_counter() - t0)
+            except (KeyError, TypeError, ValueError) as exc:
+                problem = f"unreadable ({type(exc).__name__}: {exc})"
+        reject_entry(cache, key, problem)
+    if inst.uses_judge and misses_are_errors(cache):
+        # Replay stands in for the judge; a scorer that needs none just computes.
+        problem = problem or invalid_reason(cache, key)
+        if problem is not None:
+            rec = current_recorder.get()
+            raise InvalidCacheEntryError(
+                inst.name, key, problem, case=rec.where if rec is not None else None
+            )
+        raise _replay_miss(inst, inputs, key, ctx)
+    return None
+
+
+def _cached_problem(inst: Scorer, value: Mapping[str, Any]) -> str | None:
+    """Why a stored ``value`` is not a score of ``inst`` (see :func:`score_value_problem`, and
+    the scorer's range: either end may be unbounded), or None."""
+    problem = score_value_problem(value)
+    if problem is not None:
+        return problem
+    number = float(value["value"])
+    lo, hi = inst.score_range
+    if not lo - 1e-9 <= number <= hi + 1e-9:
+        return f"'value' {value['value']!r} is outside the scorer's range [{lo}, {hi}]"
+    return None
+
+
+def _out_of_range(inst: Scorer, value: float) -> LLMEvalError:
+    lo, hi = inst.score_range
+    if not math.isfinite(value):
+        return LLMEvalError(
+            f"scorer {inst.name!r} produced {value!r}, which is not a score (a score is a finite "
+            "number, even for a scorer unbounded on one side); this is a bug in the scorer"
+        )
+    return LLMEvalError(
+        f"scorer {inst.name!r} produced {value!r}, outside its declared range [{lo}, {hi}]; "
+        "this is a bug in the scorer"
+    )
+
+
+def _checked(inst: Scorer, result: Score, t0: float) -> Score:
+    """``result`` as the call returns it: its value a float within the scorer's declared range
+    (NaN is not), named after the scorer, not cached, timed from ``t0``."""
+    value = float(result.value)
+    lo, hi = inst.score_range
+    # NaN compares false (it fails too); an infinite value within an unbounded range is no score
+    if not lo - 1e-9 <= value <= hi + 1e-9 or value in (math.inf, -math.inf):
+        raise _out_of_range(inst, value)
+    if type(result) is not Score:
+        return result.replace(
+            scorer=inst.name, value=value, cached=False, duration_s=time.perf_counter() - t0
+        )
+    # Score.replace, without its check of the field names (these are fields).
+    out: Score = _new_object(Score)
+    fields = out.__dict__
+    fields.update(result.__dict__)
+    fields["scorer"] = inst.name
+    fields["value"] = value
+    fields["cached"] = False
+    fields["duration_s"] = _perf_counter() - t0
+    return out
+
+
+def _finish(
+    inst: Scorer,
+    inputs: Mapping[str, Any],
+    result: Score,
+    key: str | None,
+    ctx: ScoringContext,
+    t0: float,
+) -> Score:
+    out = _checked(inst, result, t0)
+    if key is None:
+        return out
+    cache = ctx.result_cache()
+    if cache is not None:  # replay: the store keeps nothing (ReplayStore)
+        if hasattr(cache, "explain_miss"):
+            try:
+                about: KeyAbout | None = _about(inst, inputs, ctx)
+            except Exception:
+                about = None  # the parts only explain misses; the value is stored all the same
+            cast(ExplainingStore, cache).put(key, inst.name, out.to_cache(), about=about)
+        else:
+            cache.put(key, inst.name, out.to_cache())
+    return out
+
+
+def _score_sync(
+    scorer: str | Scorer | type[Scorer],
+    fields: Mapping[str, Any],
+    kwargs: Mapping[str, Any],
+    ctx: ScoringContext,
+) -> tuple[Scorer, Score]:
+    __tracebackhide__ = True
+    t0 = time.perf_counter()
+    inst, inputs, key = _prepare(scorer, fields, kwargs, ctx)
+    hit = _lookup(inst, inputs, key, ctx, t0)
+    if hit is not None:
+        return inst, hit
+    return inst, _finish(inst, inputs, _compute(inst, inputs, ctx), key, ctx, t0)
+
+
+def _compute(inst: Scorer, inputs: dict[str, Any], ctx: ScoringContext) -> Score:
+    """``inst.compute``, with a usage collector for the judge calls unless it makes none."""
+    __tracebackhide__ = True
+    if inst.is_self_contained():
+        try:
+            return inst.compute(inputs, ctx)
+        except ScorerInputError as exc:
+            raise _located(exc) from None
+    collector = UsageCollector()
+    token = current_usage.set(collector)
+    try:
+        return inst.compute(inputs, ctx)
+    except ScorerInputError as exc:
+        raise _located(exc) from None
+    except Exception as exc:
+        _attach_usage(exc, collector)
+        raise
+    finally:
+        current_usage.reset(token)
+
+
+def _attach_usage(exc: BaseException, collector: UsageCollector) -> None:
+    """A failed scoring's judge calls were paid: the error carries them to its record."""
+    if collector.total.calls:
+        try:
+            exc.llm_eval_usage = collector.total  # type: ignore[attr-defined]
+        except AttributeError:
+            pass
+
+
+async def _score_async(
+    scorer: str | Scorer | type[Scorer],
+    fields: Mapping[str, Any],
+    kwargs: Mapping[str, Any],
+    ctx: ScoringContext,
+) -> tuple[Scorer, Score]:
+    t0 = time.perf_counter()
+    inst, inputs, key = _prepare(scorer, fields, kwargs, ctx)
+    seen = ctx.inflight_done  # (read before the lookup: see below)
+    hit = _lookup(inst, inputs, key, ctx, t0)
+    if hit is not None:
+        return inst, hit
+    leader: concurrent.futures.Future[None] | None = None
+    finished = seen
+    if key is not None and inst.uses_judge and ctx.result_cache() is not None:
+        # One judged scoring per cache key in flight (see ScoringContext.inflight): the others
+        # wait for it, then read what it stored (a failure stores nothing: the next one tries).
+        while True:
+            with ctx.inflight_lock:
+                waiting = ctx.inflight.get(key)
+                if waiting is None:
+                    leader = ctx.inflight[key] = concurrent.futures.Future()
+                    finished = ctx.inflight_done
+                    break
+            await asyncio.wait([asyncio.wrap_future(waiting)])
+            seen = ctx.inflight_done
+            hit = _lookup(inst, inputs, key, ctx, t0)
+            if hit is not None:
+                return inst, hit
+    collector = UsageCollector()
+    token = current_usage.set(collector)
+    try:
+        if finished != seen:
+            # An identical scoring (on another thread's loop) stored its result and left the
+            # table between this one's miss and now: read it rather than pay the judge again.
+            hit = _lookup(inst, inputs, key, ctx, t0)
+            if hit is not None:
+                return inst, hit
+        if inst.uses_judge:
+            # On the background loop, like a sync test's judge calls: one judge client, pool
+            # and concurrency limit for the process, however many async cases are in flight.
+            result = await _aio.run_on_background(inst.acompute(inputs, ctx))
+        else:
+            # Other scorers run on the caller's loop: a user's async scorer may use the
+            # caller's own async resources.
+            result = await inst.acompute(inputs, ctx)
+        return inst, _finish(inst, inputs, result, key, ctx, t0)
+    except Exception as exc:
+        _attach_usage(exc, collector)
+        raise
+    finally:
+        current_usage.reset(token)
+        if leader is not None:
+            with ctx.inflight_lock:
+                ctx.inflight.pop(key, None)  # type: ignore[arg-type]
+                ctx.inflight_done += 1
+            if not leader.done():
+                leader.set_result(None)
+
+
+def score(
+    scorer: str | Scorer | type[Scorer],
+    *,
+    output: Any = None,
+    expected: Any = None,
+    input: Any = None,
+    context: Any = None,
+    **kwargs: Any,
+) -> Score:
+    """Score one case, outside or inside pytest, with the run's cache.
+
+    ``scorer`` is a registered name (reference spellings such as ``"JSONDiff"`` work), a
+    :class:`Scorer` subclass or an instance. Keyword arguments that the scorer declares as input
+    fields are inputs; the others are scorer options. Raises :class:`ScorerInputError` for a bad
+    input, :class:`JudgeError` when a judge cannot give a verdict, :class:`CacheMissError` in
+    replay mode on a miss.
+    """
+    __tracebackhide__ = True
+    ctx = _context_module._current or get_context()
+    if not kwargs and ctx.settings.cache_mode == "off":
+        # The short path: what _score_sync does with no cache to consult, the scorer's
+        # resolution and the split of its inputs worked out once (see _Plan). A missing
+        # required input takes the general path, which raises the error.
+        try:
+            plan = _PLANS[scorer]
+        except (KeyError, TypeError):  # not planned yet, or an unhashable scorer instance
+            plan = _plan(scorer)
+        if plan is not None:
+            pair = plan.pair
+            if pair is None:
+                done = _score_planned(plan, output, expected, input, context, ctx)
+                if done is not None:
+                    return done
+            elif (output is not None or not plan.need_output) and (
+                expected is not None or not plan.need_expected
+            ):
+                # Inline for the cheapest scorers, whose whole computation costs less than
+                # a function call more: the value function, the range check, one Score.
+                t0 = _perf_counter()
+                try:
+                    value = pair(output, expected)
+                except ScorerInputError as exc:
+                    raise _located(exc) from None
+                if type(value) is not float:  # cheaper than float() on the usual float
+                    value = float(value)
+                if not plan.lo <= value <= plan.hi:  # NaN compares false: it fails too
+                    raise _out_of_range(plan.inst, value)
+                # The fields left out read the dataclass defaults, which are class attributes.
+                out: Score = _new_object(Score)
+                fields = out.__dict__
+                fields["value"] = value
+                fields["scorer"] = plan.name
+                fields["metadata"] = {}
+                fields["duration_s"] = _perf_counter() - t0
+                return out
+    fields = {"output": output, "expected": expected, "input": input, "context": context}
+    return _score_sync(scorer, fields, _protect(kwargs), ctx)[1]
+
+
+async def score_async(
+    scorer: str | Scorer | type[Scorer],
+    *,
+    output: Any = None,
+    expected: Any = None,
+    input: Any = None,
+    context: Any = None,
+    **kwargs: Any,
+) -> Score:
+    """The async form of :func:`score`: await it in an async test or app. Like :func:`score` it
+    returns the :class:`Score` and records nothing (to have a scoring in the run's summary and
+    report without asserting on it, call :func:`assert_score_async` with no bounds). Judge
+    calls run on the process's judge loop (one client and concurrency limit for all callers),
+    so many awaiting cases share the run's ``--llm-eval-concurrency`` and budget; identical
+    judged scorings in flight at once pay the judge once (the others read the cache)."""
+    __tracebackhide__ = True
+    fields = {"output": output, "expected": expected, "input": input, "context": context}
+    return (await _score_async(scorer, fields, _protect(kwargs), get_context()))[1]
+
+
+#: The former name of :func:`score_async` (kept: same function).
+ascore = score_async
+
+
+def _check(inst: Scorer, result: Score, min: float | None, max: float | None) -> Score:
+    passed = True
+    if min is not None and result.value < min:
+        passed = False
+    if max is not None and result.value > max:
+        passed = False
+    return result.replace(min=min, max=max, passed=passed if (min, max) != (None, None) else None)
+
+
+def _record(
+    inst_name: str,
+    result: Score | None,
+    min: float | None,
+    max: float | None,
+    error: BaseException | None = None,
+    duration_s: float = 0.0,
+    gated: bool = False,
+    inputs: Mapping[str, Any] | None = None,
+    instrument: Instrument | None = None,
+) -> None:
+    rec = current_recorder.get()
+    if rec is None:
+        return
+    # A cached result cost nothing in this run: its stored usage is not spent again. A failed
+    # scoring's calls were paid all the same.
+    usage = result.usage if result is not None and not result.cached else None
+    if result is None and error is not None:
+        usage = getattr(error, "llm_eval_usage", None)
+    rec.add(
+        ScoreRecord(
+            file=rec.file,
+            test=rec.test,
+            case_id=rec.case_id,
+            scorer=inst_name,
+            index=rec.next_index(inst_name),
+            score=result.value if result is not None else None,
+            min=min,
+            max=max,
+            passed=result.passed if result is not None else None,
+            cached=result.cached if result is not None else False,
+            duration_s=result.duration_s if result is not None else duration_s,
+            rationale=result.rationale if result is not None else None,
+            error=None if error is None else redact_text(f"{type(error).__name__}: {error}"),
+            where=rec.where,
+            metadata=_json_safe(dict(result.metadata)) if result is not None else {},
+            prompt_tokens=usage.prompt_tokens if usage else 0,
+            completion_tokens=usage.completion_tokens if usage else 0,
+            judge_calls=usage.calls if usage else 0,
+            cost_usd=usage.cost_usd if usage else None,
+            judge_models=usage.models if usage else (),
+            cached_prompt_tokens=usage.cached_prompt_tokens if usage else 0,
+            sample=rec.sample,
+            gated=gated,
+            inputs=inputs or {},
+            instrument=instrument.digest if instrument is not None else None,
+        )
+    )
+
+
+def recorded_inputs(
+    fields: Mapping[str, Any], extra: Mapping[str, Any], declared: frozenset[str], limit: int
+) -> dict[str, Any]:
+    """What a record keeps of the scorer's inputs: the standard fields given (not None) and the
+    extra keywords the scorer declares as inputs (never its options, so never a key), JSON-safe.
+
+    Each field is cut to ``limit`` characters (``--llm-eval-record-chars``; 0 keeps nothing). A
+    cut string becomes ``{"text": <first limit chars>, "truncated": <chars left out>}``; any other
+    value that is longer than ``limit`` as JSON becomes ``{"json": <first limit chars of its
+    JSON>, "truncated": <chars left out>}``. Only when the recorder is active (inside pytest).
+    """
+    if limit <= 0 or current_recorder.get() is None:
+        return {}
+    out: dict[str, Any] = {}
+    for source in (fields, extra):
+        for key, value in source.items():
+            if value is None or isinstance(value, Secret):
+                continue
+            if source is extra and key not in declared:
+                continue
+            out[key] = _cut(value, limit)
+    return out
+
+
+def _cut(value: Any, limit: int) -> Any:
+    if isinstance(value, str):
+        if len(value) <= limit:
+            return value
+        return {"text": value[:limit], "truncated": len(value) - limit}
+    safe = _json_safe(value)
+    if isinstance(safe, (int, float, bool)):
+        return safe
+    text = safe if isinstance(safe, str) else json.dumps(safe, ensure_ascii=False)
+    if len(text) <= limit:
+        return safe
+    return {"json": text[:limit], "truncated": len(text) - limit}
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return repr(value)
+
+
+def _bounds_text(lo: float | None, hi: float | None) -> str:
+    parts = []
+    if lo is not None:
+        parts.append(f">= {lo:g}")
+    if hi is not None:
+        parts.append(f"<= {hi:g}")
+    return " and ".join(parts)
+
+
+def _format_failure(result: Score, inst: Scorer) -> str:
+    bound = []
+    if result.min is not None:
+        bound.append(f">= {result.min:g}")
+    if result.max is not None:
+        bound.append(f"<= {result.max:g}")
+    direction = "higher is better" if inst.higher_is_better else "lower is better"
+    lines = [
+        f"{inst.name} score {result.value:.4g} is not {' and '.join(bound)} ({direction})",
+    ]
+    where = _where()
+    if where:
+        lines.append(f"case: {where}")
+    if result.cached:
+        lines.append("(cached result)")
+    if result.rationale:
+        lines.append("rationale: " + result.rationale.strip())
+    return "\n".join(lines)
+
+
+def _scorer_name(scorer: str | Scorer | type[Scorer]) -> str:
+    """The canonical name of ``scorer`` for messages (as given when it is not registered)."""
+    if not isinstance(scorer, str):
+        return str(getattr(scorer, "name", repr(scorer)))
+    try:
+        return default_registry.canonical(scorer)
+    except LLMEvalError:
+        return scorer
+
+
+def _check_bound_values(name: str, bounds: Mapping[str, Any]) -> None:
+    """Each given bound is a finite real number; min <= max. Raises ScorerConfigError."""
+    for option, value in bounds.items():
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ScorerConfigError(
+                name,
+                option,
+                f"is {describe_value(value)}, not a number",
+                hint=f"Give {option}= a number such as 0.5",
+            )
+        if not math.isfinite(value):
+            raise ScorerConfigError(
+                name, option, f"is {value!r}", hint=f"Give {option}= a finite number"
+            )
+    lo, hi = bounds.get("min"), bounds.get("max")
+    if lo is not None and hi is not None and lo > hi:
+        raise ScorerConfigError(
+            name,
+            "min",
+            f"({lo:g}) is above max ({hi:g}): no score can pass",
+            hint="Swap them, or drop one",
+        )
+
+
+def _check_bound_range(
+    inst: Scorer | type[Scorer],
+    lo: float | None,
+    hi: float | None,
+    names: tuple[str, str] = ("min", "max"),
+) -> None:
+    """A bound outside the scorer's range makes the assertion fail whatever the output."""
+    r_lo, r_hi = inst.score_range
+    direction = "higher is better" if inst.higher_is_better else "lower is better"
+    if lo is not None and lo > r_hi:
+        raise ScorerConfigError(
+            inst.name,
+            names[0],
+            f"is {lo:g}, above the highest score {r_hi:g}: it can never pass",
+            hint=f"{inst.name} scores lie in [{r_lo:g}, {r_hi:g}] ({direction})",
+        )
+    if hi is not None and hi < r_lo:
+        raise ScorerConfigError(
+            inst.name,
+            names[1],
+            f"is {hi:g}, below the lowest score {r_lo:g}: it can never pass",
+            hint=f"{inst.name} scores lie in [{r_lo:g}, {r_hi:g}] ({direction})",
+        )
+
+
+def _resolve_bounds(
+    inst: Scorer, min: float | None, max: float | None, threshold: float | None
+) -> tuple[float | None, float | None]:
+    if threshold is not None:
+        if min is not None or max is not None:
+            raise ScorerConfigError(inst.name, "threshold", "cannot be combined with min/max")
+        lo, hi = (threshold, None) if inst.higher_is_better else (None, threshold)
+        _check_bound_range(inst, lo, hi, ("threshold", "threshold"))
+        return lo, hi
+    _check_bound_range(inst, min, max)
+    return min, max
+
+
+def assert_score(
+    scorer: str | Scorer | type[Scorer],
+    *,
+    output: Any = None,
+    expected: Any = None,
+    input: Any = None,
+    context: Any = None,
+    min: float | None = None,
+    max: float | None = None,
+    threshold: float | None = None,
+    **kwargs: Any,
+) -> Score:
+    """Score one case and assert it lies within bounds; return the :class:`Score`.
+
+    ``min``/``max`` bound the score; ``threshold`` is a bare bound that follows the scorer's
+    direction (a minimum for higher-is-better scorers, a maximum for lower-is-better ones). With
+    no bound at all the score is recorded and reported, not asserted. The record of every call
+    reaches the run's summary and JSON report. Raises ``AssertionError`` (as
+    :class:`LLMEvalAssertionError`) when out of bounds; errors as :func:`score`. In a test with a
+    suite gate on this scorer (``@pytest.mark.llm_eval_gate``) a miss is recorded as a gated miss
+    and the gate decides, unless ``--llm-eval-strict-cases``.
+    """
+    __tracebackhide__ = True
+    _protect(kwargs)
+    fields = {"output": output, "expected": expected, "input": input, "context": context}
+    ctx = get_context()
+    t0 = time.perf_counter()
+    try:
+        _check_bound_values(_scorer_name(scorer), {"min": min, "max": max, "threshold": threshold})
+    except ScorerConfigError as exc:
+        # Bounds that are not numbers stay out of the record (it is JSON).
+        _record(_scorer_name(scorer), None, None, None, error=exc)
+        raise
+    try:
+        inst, result = _score_sync(scorer, fields, kwargs, ctx)
+        lo, hi = _resolve_bounds(inst, min, max, threshold)
+    except Exception as exc:
+        # Record the error (the summary lists it), then let it propagate: the plugin turns
+        # LLMEvalErrors other than assertion failures into test ERRORs.
+        _record(
+            _scorer_name(scorer),
+            None,
+            min,
+            max,
+            error=exc,
+            duration_s=time.perf_counter() - t0,
+            inputs=recorded_inputs(fields, {}, frozenset(), ctx.settings.record_chars),
+        )
+        raise
+    return _check_and_record(inst, result, lo, hi, fields, kwargs, ctx)
+
+
+def _check_and_record(
+    inst: Scorer,
+    result: Score,
+    lo: float | None,
+    hi: float | None,
+    fields: Mapping[str, Any],
+    kwargs: Mapping[str, Any],
+    ctx: ScoringContext,
+) -> Score:
+    """The end of :func:`assert_score` and :func:`assert_score_async`: check the bounds, record,
+    raise on a miss (or, under a suite gate, count it as a gated miss)."""
+    __tracebackhide__ = True
+    checked = _check(inst, result, lo, hi)
+    rec = current_recorder.get()
+    # Under a suite gate (issue 9) the gate decides: a per-case miss is recorded and counted by
+    # the gate, not raised. Errors above are never softened.
+    soft = rec is not None and inst.name in rec.soft
+    _record(
+        inst.name,
+        checked,
+        lo,
+        hi,
+        gated=soft,
+        inputs=recorded_inputs(fields, kwargs, inst.input_fields(), ctx.settings.record_chars),
+        instrument=inst.instrument(ctx),
+    )
+    if checked.passed is False:
+        if soft and rec is not None:
+            rec.gated_misses.append(
+                f"{inst.name} {checked.value:.4g} (bound {_bounds_text(lo, hi)})"
+            )
+            return checked
+        raise LLMEvalAssertionError(_format_failure(checked, inst))
+    return checked
+
+
+async def assert_score_async(
+    scorer: str | Scorer | type[Scorer],
+    *,
+    output: Any = None,
+    expected: Any = None,
+    input: Any = None,
+    context: Any = None,
+    min: float | None = None,
+    max: float | None = None,
+    threshold: float | None = None,
+    **kwargs: Any,
+) -> Score:
+    """The async form of :func:`assert_score`, for async tests (e.g. dataset cases that run
+    concurrently): the same bounds, the same record, the same errors. Judge calls share the
+    process's judge client and concurrency limit with every other case in flight."""
+    __tracebackhide__ = True
+    _protect(kwargs)
+    fields = {"output": output, "expected": expected, "input": input, "context": context}
+    ctx = get_context()
+    t0 = time.perf_counter()
+    try:
+        _check_bound_values(_scorer_name(scorer), {"min": min, "max": max, "threshold": threshold})
+    except ScorerConfigError as exc:
+        _record(_scorer_name(scorer), None, None, None, error=exc)
+        raise
+    try:
+        inst, result = await _score_async(scorer, fields, kwargs, ctx)
+        lo, hi = _resolve_bounds(inst, min, max, threshold)
+    except Exception as exc:
+        _record(
+            _scorer_name(scorer),
+            None,
+            min,
+            max,
+            error=exc,
+            duration_s=time.perf_counter() - t0,
+            inputs=recorded_inputs(fields, {}, frozenset(), ctx.settings.record_chars),
+        )
+        raise
+    return _check_and_record(inst, result, lo, hi, fields, kwargs, ctx)
+
+
+@final
+@dataclass(frozen=True)
+class BatchResult:
+    """Scores of many rows: ``scores[i]`` belongs to ``rows[i]``."""
+
+    scorer: str
+    scores: tuple[Score, ...]
+    #: the instrument behind each score (what the rows' records name)
+    instruments: tuple[Instrument, ...] = field(default=(), repr=False, compare=False)
+
+    @property
+    def values(self) -> list[float]:
+        return [s.value for s in self.scores]
+
+    @property
+    def mean(self) -> float:
+        return sum(self.values) / len(self.scores) if self.scores else math.nan
+
+    def pass_rate(self, min: float | None = None, max: float | None = None) -> float:
+        if not self.scores:
+            return math.nan
+        ok = sum(1 for v in self.values if (min is None or v >= min) and (max is None or v <= max))
+        return ok / len(self.scores)
+
+
+def _row_fields(row: Mapping[str, Any] | Any) -> dict[str, Any]:
+    if isinstance(row, Mapping):
+        return dict(row)
+    to_dict = getattr(row, "to_dict", None)
+    if callable(to_dict):
+        return dict(to_dict())
+    raise TypeError(f"rows must be mappings or Cases, not {type(row).__name__}")
+
+
+async def _score_rows(
+    scorer: str | Scorer | type[Scorer],
+    rows: Sequence[Mapping[str, Any]],
+    options: Mapping[str, Any],
+    ctx: ScoringContext,
+) -> list[tuple[Scorer, Score]]:
+    async def one(i: int, row: Mapping[str, Any]) -> tuple[Scorer, Score]:
+        fields = {k: row.get(k) for k in _STANDARD_FIELDS}
+        extra = {k: v for k, v in row.items() if k not in _STANDARD_FIELDS and k != "id"}
+        try:
+            return await _score_async(scorer, fields, {**extra, **options}, ctx)
+        except ScorerInputError as exc:
+            raise exc.at(f"row {i}") if not exc.where else exc from None
+
+    # The judge client's own semaphore bounds concurrency; gather keeps row order.
+    return list(await asyncio.gather(*(one(i, r) for i, r in enumerate(rows))))
+
+
+def score_many(
+    scorer: str | Scorer | type[Scorer],
+    rows: Iterable[Mapping[str, Any] | Any],
+    **options: Any,
+) -> BatchResult:
+    """Score many rows (mappings with ``output``, ``expected``, ... or Cases) concurrently, judge
+    calls running up to the run's concurrency limit. Results come back in row order."""
+    ctx = get_context()
+    _protect(options)
+    materialized = [_row_fields(r) for r in rows]
+    scored = ctx.run(_score_rows(scorer, materialized, options, ctx))
+    name = scored[0][1].scorer if scored else str(scorer)
+    return BatchResult(
+        name, tuple(s for _, s in scored), tuple(inst.instrument(ctx) for inst, _ in scored)
+    )
+
+
+def assert_scores(
+    scorer: str | Scorer | type[Scorer],
+    rows: Iterable[Mapping[str, Any] | Any],
+    *,
+    min: float | None = None,
+    max: float | None = None,
+    min_mean: float | None = None,
+    max_mean: float | None = None,
+    min_pass_rate: float | None = None,
+    **options: Any,
+) -> BatchResult:
+    """Score many rows concurrently and assert on the aggregate.
+
+    ``min``/``max`` are per-row bounds; ``min_mean``/``max_mean`` bound the mean;
+    ``min_pass_rate`` (0..1) is the fraction of rows that must be within the per-row bounds
+    (without it, every row must be: a per-row bound is never only recorded). Every row is
+    recorded.
+    """
+    __tracebackhide__ = True
+    t0 = time.perf_counter()
+    kind = _check_scores_call(scorer, options, min, max, min_mean, max_mean, min_pass_rate)
+    materialized = [_row_fields(r) for r in rows]
+    try:
+        result = score_many(scorer, materialized, **options)
+    except BaseException as exc:
+        _record(
+            str(scorer) if isinstance(scorer, str) else getattr(scorer, "name", "?"),
+            None,
+            min,
+            max,
+            error=exc,
+            duration_s=time.perf_counter() - t0,
+        )
+        raise
+    return _finish_scores(result, materialized, kind, min, max, min_mean, max_mean, min_pass_rate)
+
+
+async def assert_scores_async(
+    scorer: str | Scorer | type[Scorer],
+    rows: Iterable[Mapping[str, Any] | Any],
+    *,
+    min: float | None = None,
+    max: float | None = None,
+    min_mean: float | None = None,
+    max_mean: float | None = None,
+    min_pass_rate: float | None = None,
+    **options: Any,
+) -> BatchResult:
+    """The async form of :func:`assert_scores`: rows are scored concurrently on the caller's
+    loop (judge calls on the process's judge loop), then checked and recorded the same way."""
+    __tracebackhide__ = True
+    t0 = time.perf_counter()
+    kind = _check_scores_call(scorer, options, min, max, min_mean, max_mean, min_pass_rate)
+    try:
+        ctx = get_context()
+        _protect(options)
+        materialized = [_row_fields(r) for r in rows]
+        scored = await _score_rows(scorer, materialized, options, ctx)
+        result = BatchResult(
+            scored[0][1].scorer if scored else str(scorer),
+            tuple(s for _, s in scored),
+            tuple(inst.instrument(ctx) for inst, _ in scored),
+        )
+    except BaseException as exc:
+        _record(
+            str(scorer) if isinstance(scorer, str) else getattr(scorer, "name", "?"),
+            None,
+            min,
+            max,
+            error=exc,
+            duration_s=time.perf_counter() - t0,
+        )
+        raise
+    return _finish_scores(result, materialized, kind, min, max, min_mean, max_mean, min_pass_rate)
+
+
+def _check_scores_call(
+    scorer: str | Scorer | type[Scorer],
+    options: Mapping[str, Any],
+    min: float | None,
+    max: float | None,
+    min_mean: float | None,
+    max_mean: float | None,
+    min_pass_rate: float | None,
+) -> Scorer | type[Scorer] | None:
+    """The argument checks of :func:`assert_scores`; the scorer kind when it resolves."""
+    __tracebackhide__ = True
+    if "threshold" in options:
+        raise ScorerConfigError(
+            _scorer_name(scorer),
+            "threshold",
+            "is not taken by assert_scores",
+            hint="Give the per-row bound as min= (higher-is-better scorers) or max= "
+            "(lower-is-better), plus min_pass_rate= / min_mean= for the aggregate",
+        )
+    _check_bound_values(
+        _scorer_name(scorer),
+        {
+            "min": min,
+            "max": max,
+            "min_mean": min_mean,
+            "max_mean": max_mean,
+            "min_pass_rate": min_pass_rate,
+        },
+    )
+    if min_pass_rate is not None and not 0 <= min_pass_rate <= 1:
+        raise ScorerConfigError(
+            _scorer_name(scorer),
+            "min_pass_rate",
+            f"is {min_pass_rate:g}, not a fraction between 0 and 1",
+            hint="75% is min_pass_rate=0.75",
+        )
+    kind: Scorer | type[Scorer] | None = None
+    if isinstance(scorer, str):
+        try:
+            kind = default_registry.get(scorer)
+        except LLMEvalError:
+            kind = None  # score_many raises the unknown-name error with its suggestions
+    elif isinstance(scorer, Scorer) or (isinstance(scorer, type) and issubclass(scorer, Scorer)):
+        kind = scorer
+    if kind is not None:
+        _check_bound_range(kind, min, max)
+        _check_bound_range(kind, min_mean, max_mean, ("min_mean", "max_mean"))
+    return kind
+
+
+def _finish_scores(
+    result: BatchResult,
+    rows: Sequence[Mapping[str, Any]],
+    kind: Scorer | type[Scorer] | None,
+    min: float | None,
+    max: float | None,
+    min_mean: float | None,
+    max_mean: float | None,
+    min_pass_rate: float | None,
+) -> BatchResult:
+    """Record every row of ``result`` and check the aggregate bounds of :func:`assert_scores`."""
+    __tracebackhide__ = True
+    inst_higher = kind.higher_is_better if kind is not None else True
+    limit = get_context().settings.record_chars
+    declared = kind.input_fields() if kind is not None else frozenset()
+    instruments: Sequence[Instrument | None] = result.instruments or [None] * len(result.scores)
+    for s, row, made in zip(result.scores, rows, instruments, strict=True):
+        passed = None
+        if min is not None or max is not None:
+            passed = (min is None or s.value >= min) and (max is None or s.value <= max)
+        row_fields = {k: row.get(k) for k in _STANDARD_FIELDS}
+        _record(
+            s.scorer,
+            s.replace(min=min, max=max, passed=passed),
+            min,
+            max,
+            inputs=recorded_inputs(row_fields, row, declared, limit),
+            instrument=made,
+        )
+    problems = []
+    mean = result.mean
+    if min_mean is not None and not mean >= min_mean:
+        problems.append(f"mean {mean:.4g} < min_mean {min_mean:g}")
+    if max_mean is not None and not mean <= max_mean:
+        problems.append(f"mean {mean:.4g} > max_mean {max_mean:g}")
+    if min_pass_rate is None and (min is not None or max is not None):
+        # A per-row bound given without a pass rate to share it out is a bound on every row,
+        # as in assert_score: a row that misses it fails the call (never a record alone).
+        min_pass_rate = 1.0
+    if min_pass_rate is not None:
+        lo, hi = min, max
+        if lo is None and hi is None:
+            raise ScorerConfigError(
+                result.scorer,
+                "min_pass_rate",
+                "needs a per-row bound",
+                hint="Pass min= or max= as well",
+            )
+        rate = result.pass_rate(lo, hi)
+        if not rate >= min_pass_rate:
+            problems.append(f"pass rate {rate:.3g} < min_pass_rate {min_pass_rate:g}")
+    if problems:
+        direction = "higher is better" if inst_higher else "lower is better"
+        worst = sorted(enumerate(result.scores), key=lambda p: p[1].value, reverse=not inst_higher)[
+            :3
+        ]
+        detail = "\n".join(
+            f"  row {i}: {s.value:.4g}" + (f" ({s.rationale.strip()[:200]})" if s.rationale else "")
+            for i, s in worst
+        )
+        raise LLMEvalAssertionError(
+            f"{result.scorer} over {len(result.scores)} rows ({direction}): "
+            + "; ".join(problems)
+            + "\nworst rows:\n"
+            + detail
+        )
+    return result

@@ -1,0 +1,665 @@
+"""The scorer contract: ``Score`` (a result), ``Usage`` (judge cost), ``Scorer`` (the base class)
+and the ``@scorer`` decorator for function scorers.
+
+Scorers know nothing of pytest. A scorer receives its inputs as a dict (``output``, ``expected``,
+``input``, ``context`` and any extra fields it declares) plus a :class:`ScoringContext` that hands
+out judge clients and embedders lazily, and returns a :class:`Score`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import inspect
+import json
+import math
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, final
+
+from pytest_llmeval.core.errors import ScorerConfigError, ScorerInputError
+from pytest_llmeval.core.redaction import hide_secrets, redact_text, redact_url
+
+if TYPE_CHECKING:
+    from pytest_llmeval.core.model import Instrument
+    from pytest_llmeval.engine.context import ScoringContext
+
+__all__ = ["JUDGE_OPTIONS", "Score", "Scorer", "Usage", "scorer"]
+
+#: Options every judge-backed scorer accepts, overriding the run's judge settings for one scorer or
+#: one call. ``api_key`` never enters a cache key, a record or a repr.
+JUDGE_OPTIONS: Mapping[str, Any] = {
+    "model": None,
+    "base_url": None,
+    "api_key": None,
+    "temperature": None,
+    "seed": None,
+    "timeout": None,
+    "max_tries": None,
+    "mode": None,
+}
+_SECRET_OPTIONS = frozenset({"api_key"})
+
+
+@final
+@dataclass(frozen=True)
+class Usage:
+    """Tokens and cost spent by the judge calls of one scoring."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    calls: int = 0
+    cost_usd: float | None = None
+    #: the models the judge endpoint said answered (its replies' ``model``), sorted
+    models: tuple[str, ...] = ()
+    #: the part of ``prompt_tokens`` the endpoint served from its prompt cache (priced lower)
+    cached_prompt_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        cost: float | None
+        if self.cost_usd is None and other.cost_usd is None:
+            cost = None
+        else:
+            cost = (self.cost_usd or 0.0) + (other.cost_usd or 0.0)
+        return Usage(
+            self.prompt_tokens + other.prompt_tokens,
+            self.completion_tokens + other.completion_tokens,
+            self.calls + other.calls,
+            cost,
+            self.models
+            if not other.models or other.models == self.models
+            else tuple(sorted({*self.models, *other.models})),
+            self.cached_prompt_tokens + other.cached_prompt_tokens,
+        )
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None) -> Usage | None:
+        if not data:
+            return None
+        return cls(
+            int(data.get("prompt_tokens", 0)),
+            int(data.get("completion_tokens", 0)),
+            int(data.get("calls", 0)),
+            None if data.get("cost_usd") is None else float(data["cost_usd"]),
+            tuple(str(m) for m in data.get("models") or ()),
+            int(data.get("cached_prompt_tokens", 0)),
+        )
+
+
+@final
+@dataclass(frozen=True)
+class Score:
+    """The result of one scoring.
+
+    ``value`` is a float in the scorer's declared range. ``rationale`` is the judge's reasons (or a
+    short explanation from a deterministic scorer). ``metadata`` is JSON-safe detail (extracted
+    statements, verdicts, pairs...). ``passed`` is ``None`` until bounds are checked.
+    """
+
+    value: float
+    scorer: str = ""
+    rationale: str | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    usage: Usage | None = None
+    cached: bool = False
+    duration_s: float = 0.0
+    min: float | None = None
+    max: float | None = None
+    passed: bool | None = None
+
+    def __float__(self) -> float:
+        return float(self.value)
+
+    def replace(self, **changes: Any) -> Score:
+        """A copy with ``changes`` applied (a cheap stand-in for ``dataclasses.replace``, which
+        costs more than a cheap scorer's whole computation)."""
+        if not changes.keys() <= _SCORE_FIELDS:
+            raise TypeError(f"unknown Score fields: {sorted(changes.keys() - _SCORE_FIELDS)}")
+        new: Score = object.__new__(Score)
+        fields = new.__dict__
+        fields.update(self.__dict__)
+        fields.update(changes)
+        return new
+
+    @staticmethod
+    def make(
+        value: float,
+        scorer: str = "",
+        rationale: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Score:
+        """``Score(value=..., scorer=..., rationale=..., metadata=...)``, built cheaply (the
+        frozen dataclass constructor sets each field through ``object.__setattr__``). The same
+        function as :func:`make_score`."""
+        return make_score(value, scorer, rationale, metadata)
+
+    def to_cache(self) -> dict[str, Any]:
+        """The JSON-safe part of a score that the cache stores (no bounds, no timing)."""
+        return {
+            "value": self.value,
+            "rationale": self.rationale,
+            "metadata": dict(self.metadata),
+            "usage": self.usage.to_json() if self.usage else None,
+        }
+
+    @classmethod
+    def from_cache(cls, data: Mapping[str, Any], scorer: str, duration_s: float = 0.0) -> Score:
+        return cls(
+            value=float(data["value"]),
+            scorer=scorer,
+            rationale=data.get("rationale"),
+            metadata=data.get("metadata") or {},
+            usage=Usage.from_json(data.get("usage")),
+            cached=True,
+            duration_s=duration_s,
+        )
+
+
+_SCORE_FIELDS = frozenset(f.name for f in dataclasses.fields(Score))
+_SCORE_DEFAULTS: dict[str, Any] = {
+    f.name: f.default for f in dataclasses.fields(Score) if f.default is not dataclasses.MISSING
+}
+_new_object = object.__new__
+
+
+def make_score(
+    value: float,
+    scorer: str = "",
+    rationale: str | None = None,
+    metadata: Mapping[str, Any] | None = None,
+) -> Score:
+    """``Score(value=..., scorer=..., rationale=..., metadata=...)`` at a third of the cost: a
+    plain function (a classmethod call costs a bound-method object) that fills the instance dict
+    from the defaults in one C-level update. Cheap scorers build every result with it."""
+    new: Score = _new_object(Score)
+    fields = new.__dict__
+    fields.update(_SCORE_DEFAULTS)
+    fields["value"] = value
+    fields["scorer"] = scorer
+    fields["rationale"] = rationale
+    fields["metadata"] = {} if metadata is None else metadata
+    return new
+
+
+def identity_of(value: Any) -> Any:
+    """A JSON-safe, stable stand-in for an option value, for cache keys."""
+    if isinstance(value, Scorer):
+        return {"scorer": value.identity_without_context()}
+    if isinstance(value, type) and issubclass(value, Scorer):
+        return {"scorer": value.name, "version": value.version}
+    if callable(value):
+        mod = getattr(value, "__module__", "?")
+        qual = getattr(value, "__qualname__", repr(value))
+        return {"callable": f"{mod}.{qual}"}
+    if isinstance(value, Mapping):
+        return {str(k): identity_of(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [identity_of(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return repr(value)
+
+
+class Scorer:
+    """Base class of every scorer.
+
+    Subclasses set the class attributes and implement :meth:`compute` (sync) or :meth:`acompute`
+    (async; judge scorers). Options are keyword arguments of the constructor, declared with their
+    defaults in ``default_options``; an unknown option is a :class:`ScorerConfigError`.
+
+    Class attributes:
+
+    - ``name``: the snake_case registry name; ``aliases``: other spellings (the reference's own).
+    - ``required_inputs`` / ``optional_inputs``: input fields (``output``, ``expected``, ``input``,
+      ``context`` or scorer-specific ones such as ``criteria``).
+    - ``higher_is_better``: direction; a bare bound in ``assert_score`` follows it.
+    - ``score_range``: (low, high) of ``Score.value``.
+    - ``version``: bump when the computation changes; it is part of the cache key.
+    - ``uses_judge``: True for scorers that call an LLM (they accept :data:`JUDGE_OPTIONS`).
+    """
+
+    name: ClassVar[str] = ""
+    aliases: ClassVar[tuple[str, ...]] = ()
+    required_inputs: ClassVar[tuple[str, ...]] = ("output",)
+    optional_inputs: ClassVar[tuple[str, ...]] = ()
+    higher_is_better: ClassVar[bool] = True
+    score_range: ClassVar[tuple[float, float]] = (0.0, 1.0)
+    version: ClassVar[str] = "1"
+    uses_judge: ClassVar[bool] = False
+    default_options: ClassVar[Mapping[str, Any]] = {}
+    description: ClassVar[str] = ""
+
+    def __init__(self, **options: Any) -> None:
+        allowed = dict(self.default_options)
+        if self.uses_judge:
+            allowed.update({k: v for k, v in JUDGE_OPTIONS.items() if k not in allowed})
+        unknown = sorted(set(options) - set(allowed))
+        if unknown:
+            valid = ", ".join(sorted(allowed)) or "none"
+            raise ScorerConfigError(
+                self.name or type(self).__name__,
+                unknown[0],
+                "is not an option of this scorer",
+                hint=f"Valid options: {valid}",
+            )
+        merged = {**allowed, **options}
+        self.options: dict[str, Any] = merged
+        self.validate_options()
+
+    # -- hooks for subclasses -------------------------------------------------------------
+
+    def validate_options(self) -> None:
+        """Check ``self.options``; raise :class:`ScorerConfigError` on a bad value."""
+
+    def compute(self, inputs: Mapping[str, Any], ctx: ScoringContext) -> Score:
+        """Score one case synchronously. The default runs :meth:`acompute` on the context's loop."""
+        if type(self).acompute is Scorer.acompute:
+            raise TypeError(f"{type(self).__name__} must implement compute() or acompute()")
+        return ctx.run(self.acompute(inputs, ctx))
+
+    async def acompute(self, inputs: Mapping[str, Any], ctx: ScoringContext) -> Score:
+        """Score one case asynchronously. The default calls :meth:`compute`."""
+        return self.compute(inputs, ctx)
+
+    def extra_identity(self, ctx: ScoringContext) -> Mapping[str, Any]:
+        """More cache-key material: prompt template hash, judge model and sampling parameters,
+        the method used (e.g. which tagger ran). Judge scorers add the judge identity here."""
+        return {}
+
+    def is_self_contained(self) -> bool:
+        """Whether :meth:`compute` makes no judge or embedder call, neither itself nor through
+        another scorer. ``score()`` then runs it without the per-scoring usage collector (the
+        judge usage a failed scoring carries, and the per-scoring judge deadline), which costs
+        more than a cheap scorer's whole computation. Default False. The built-in deterministic
+        scorers say True for their own class only: a subclass may override ``compute``."""
+        return False
+
+    def value_function(self) -> Callable[[Any, Any], float] | None:
+        """For a self-contained scorer whose score is its value alone (no rationale, metadata or
+        usage), computed from ``output`` and ``expected`` only: the function of the two (None
+        for one not given) that gives exactly the value :meth:`compute` gives (the same code:
+        ``compute`` calls it). ``score()`` then calls it directly, without building an inputs
+        dict and an intermediate Score. Default None; the built-in lexical scorers give theirs
+        for their own class only."""
+        return None
+
+    def key_inputs(self, inputs: Mapping[str, Any]) -> Mapping[str, Any]:
+        """The inputs as the cache key sees them (default: as given). Override when an input
+        names something whose contents can change under the same name, e.g. a directory."""
+        return inputs
+
+    # -- machinery ------------------------------------------------------------------------
+
+    @classmethod
+    def input_fields(cls) -> frozenset[str]:
+        """The names this scorer takes as inputs (required and optional), computed once."""
+        cached = cls.__dict__.get("_input_fields")
+        if cached is None or cached[0] != (cls.required_inputs, cls.optional_inputs):
+            cached = (
+                (cls.required_inputs, cls.optional_inputs),
+                frozenset(cls.required_inputs + cls.optional_inputs),
+            )
+            cls._input_fields = cached  # type: ignore[attr-defined]
+        fields: frozenset[str] = cached[1]
+        return fields
+
+    def check_inputs(self, inputs: Mapping[str, Any]) -> None:
+        """Raise :class:`ScorerInputError` for the first required input that is missing or None."""
+        for name in self.required_inputs:
+            if inputs.get(name) is None:
+                raise ScorerInputError(
+                    self.name,
+                    name,
+                    "is required but was not given",
+                    hint=f"Pass {name}=... to assert_score (required inputs: "
+                    f"{', '.join(self.required_inputs)})",
+                )
+
+    def public_options(self) -> dict[str, Any]:
+        """Options without secrets and without unset (None) judge overrides. A URL keeps no
+        credentials (``base_url``: user-info and secret parameters as ``***``): these options
+        are the scorer's identity, which its instrument shows in reports and its cache key and
+        instrument digest hash (a hash of a password is one to guess offline)."""
+        out: dict[str, Any] = {}
+        for key, value in self.options.items():
+            if key in _SECRET_OPTIONS:
+                continue
+            if key in JUDGE_OPTIONS and key not in self.default_options and value is None:
+                continue
+            if isinstance(value, str) and "://" in value:
+                value = redact_url(value)
+            out[key] = value
+        return out
+
+    def identity_without_context(self) -> dict[str, Any]:
+        ident = {
+            "name": self.name,
+            "version": self.version,
+            "options": identity_of(self.public_options()),
+        }
+        code = code_fingerprint(type(self))
+        if code is not None:
+            ident["code"] = code
+        return ident
+
+    def identity(self, ctx: ScoringContext) -> dict[str, Any]:
+        """Everything that decides this scorer's result apart from the inputs (cache key part)."""
+        ident = self.identity_without_context()
+        extra = self.extra_identity(ctx)
+        if extra:
+            ident["extra"] = identity_of(dict(extra))
+        return ident
+
+    def identity_json(self, ctx: ScoringContext) -> str:
+        """:meth:`identity` as canonical JSON, computed once per (instance, context) and again
+        when the run learns that a judge model refuses a parameter (it is then not sent, and the
+        key must say so)."""
+        from pytest_llmeval.judge.params import generation
+
+        memo = self.__dict__.get("_identity_memo")
+        learned = generation()
+        if memo is not None and memo[0] is ctx and memo[1] == learned:
+            text: str = memo[2]
+            return text
+        text = canonical_json(self.identity(ctx))
+        self.__dict__["_identity_memo"] = (ctx, learned, text)
+        return text
+
+    def instrument(self, ctx: ScoringContext) -> Instrument:
+        """What this scorer measures with in ``ctx``: its identity (as reports may show it:
+        secret-looking options hidden), its direction and its range, named by a digest of all
+        three. Every record carries the digest, so a comparison of two runs knows whether they
+        measured with the same instrument (a scorer re-declared lower-is-better is another
+        one). Made once per identity (a cache hit costs one identity lookup)."""
+        text = self.identity_json(ctx)
+        memo = self.__dict__.get("_instrument_memo")
+        if memo is not None and memo[0] is text:
+            made: Instrument = memo[1]
+            return made
+        from pytest_llmeval.core.model import KNOWN_INSTRUMENTS, Instrument, instrument_digest
+
+        identity = hide_secrets(json.loads(text))
+        higher = bool(self.higher_is_better)
+        lo, hi = float(self.score_range[0]), float(self.score_range[1])
+        named = {
+            "identity": identity,
+            "higher_is_better": higher,
+            # JSON has no infinity: an unbounded end is named as such
+            "score_range": [x if math.isfinite(x) else str(x) for x in (lo, hi)],
+        }
+        digest = instrument_digest(canonical_json(named))
+        made = KNOWN_INSTRUMENTS.get(digest) or Instrument(
+            digest=digest,
+            scorer=self.name,
+            version=str(self.version),
+            higher_is_better=higher,
+            score_range=(lo, hi),
+            identity=identity,
+        )
+        KNOWN_INSTRUMENTS.setdefault(digest, made)
+        self.__dict__["_instrument_memo"] = (text, made)
+        return made
+
+    def __repr__(self) -> str:
+        # Public options may still hold a URL with credentials (the judge's base_url).
+        opts = ", ".join(f"{k}={redact_text(repr(v))}" for k, v in self.public_options().items())
+        return f"{type(self).__name__}({opts})"
+
+
+def code_fingerprint(cls: type[Scorer]) -> str | None:
+    """A hash of a user-defined scorer's own code (the function of an ``@scorer``, the methods a
+    ``Scorer`` subclass defines outside this package), so that editing it does not replay results
+    cached for the old code. Line numbers are left out: moving code does not change it. What the
+    code reads from its module is covered too: the values of the plain constants it names (a
+    ``CUTOFF = 0.8`` changed to ``0.9``), its closure's plain values, and the code of the
+    functions of its own module it names (helpers), recursively. Helpers in other modules are
+    not covered (bump ``version`` when they change). ``None`` for the built-in scorers, whose
+    ``version`` says when their results change."""
+    memo = cls.__dict__.get("_code_fingerprint")
+    if memo is not None:
+        return memo[0]  # type: ignore[no-any-return]
+    digest = hashlib.sha256()
+    found = False
+    seen: set[int] = set()
+    for klass in cls.__mro__:
+        module = getattr(klass, "__module__", "") or ""
+        if module == "pytest_llmeval" or module.startswith("pytest_llmeval."):
+            continue
+        members = dict(vars(klass))
+        func = members.pop("_func", None)
+        if func is not None:
+            members["_func"] = func
+        for name in sorted(members):
+            target = _function_of(members[name])
+            if target is not None:
+                found = True
+                digest.update(name.encode("utf-8") + b"\0")
+                _hash_function(digest, target, seen)
+    result = digest.hexdigest()[:16] if found else None
+    cls._code_fingerprint = (result,)  # type: ignore[attr-defined]
+    return result
+
+
+def _function_of(member: Any) -> Any:
+    if isinstance(member, (staticmethod, classmethod)):
+        member = member.__func__
+    func = getattr(member, "__func__", member)  # bound methods
+    return func if getattr(func, "__code__", None) is not None else None
+
+
+#: plain values whose repr names them exactly (a constant's value, not an object's identity)
+_PLAIN = (type(None), bool, int, float, complex, str, bytes)
+
+
+def _plain_repr(value: Any, depth: int = 0) -> str | None:
+    """``repr(value)`` when it is a plain constant (or a small container of them), else None."""
+    if isinstance(value, _PLAIN):
+        text = repr(value)
+        return text if len(text) <= 10_000 else None
+    if depth < 3 and isinstance(value, (tuple, list, frozenset, set)) and len(value) <= 1000:
+        items = []
+        for v in value:
+            item = _plain_repr(v, depth + 1)
+            if item is None:
+                return None
+            items.append(item)
+        body = sorted(items) if isinstance(value, (set, frozenset)) else items
+        return f"{type(value).__name__}({', '.join(body)})"
+    if depth < 3 and isinstance(value, dict) and len(value) <= 1000:
+        pairs = []
+        for k, v in value.items():
+            kr, vr = _plain_repr(k, depth + 1), _plain_repr(v, depth + 1)
+            if kr is None or vr is None:
+                return None
+            pairs.append(f"{kr}: {vr}")
+        return "{" + ", ".join(sorted(pairs)) + "}"
+    return None
+
+
+def _hash_function(digest: Any, func: Any, seen: set[int]) -> None:
+    if id(func) in seen:
+        return
+    seen.add(id(func))
+    code = func.__code__
+    _hash_code(digest, code)
+    module = getattr(func, "__module__", None)
+    namespace = getattr(func, "__globals__", {})
+    for name in sorted(_names(code)):
+        if name not in namespace:
+            continue
+        value = namespace[name]
+        plain = _plain_repr(value)
+        if plain is not None:
+            digest.update(f"{name}={plain}".encode("utf-8", "backslashreplace") + b"\0")
+        elif callable(value) and getattr(value, "__module__", None) == module:
+            helper = _function_of(value)
+            if helper is not None:
+                digest.update(name.encode("utf-8") + b"\0")
+                _hash_function(digest, helper, seen)
+    for cell in getattr(func, "__closure__", None) or ():
+        try:
+            plain = _plain_repr(cell.cell_contents)
+        except ValueError:  # an empty cell
+            continue
+        if plain is not None:
+            digest.update(plain.encode("utf-8", "backslashreplace") + b"\0")
+
+
+def _names(code: Any) -> set[str]:
+    """Every global name ``code`` and the code nested in it can read."""
+    out = set(code.co_names)
+    for const in code.co_consts:
+        if hasattr(const, "co_code"):
+            out |= _names(const)
+    return out
+
+
+def _hash_code(digest: Any, code: Any) -> None:
+    digest.update(code.co_code)
+    digest.update(repr(code.co_names).encode("utf-8"))
+    for const in code.co_consts:
+        if hasattr(const, "co_code"):
+            _hash_code(digest, const)
+        else:
+            digest.update(repr(const).encode("utf-8", "backslashreplace"))
+
+
+ScoreFunctionResult = float | int | bool | Score | tuple[float, str]
+
+
+class FunctionScorer(Scorer):
+    """A scorer made from a plain function by :func:`scorer`."""
+
+    _func: ClassVar[Callable[..., Any]]
+    _accepts: ClassVar[frozenset[str]]
+    _var_kw: ClassVar[bool]
+
+    def compute(self, inputs: Mapping[str, Any], ctx: ScoringContext) -> Score:
+        result = self._call(inputs)
+        if inspect.isawaitable(result):
+            result = ctx.run(_await(result))
+        return _coerce(self.name, result)
+
+    async def acompute(self, inputs: Mapping[str, Any], ctx: ScoringContext) -> Score:
+        result = self._call(inputs)
+        if inspect.isawaitable(result):
+            result = await result
+        return _coerce(self.name, result)
+
+    def _call(self, inputs: Mapping[str, Any]) -> Any:
+        kwargs = {k: v for k, v in inputs.items() if self._var_kw or k in self._accepts}
+        for key, value in self.options.items():
+            if self._var_kw or key in self._accepts:
+                kwargs[key] = value
+        return type(self)._func(**kwargs)
+
+
+async def _await(aw: Awaitable[Any]) -> Any:
+    return await aw
+
+
+def _coerce(name: str, result: Any) -> Score:
+    rationale: str | None = None
+    if isinstance(result, Score):
+        return result
+    if isinstance(result, tuple) and len(result) == 2:
+        result, rationale = result
+    if isinstance(result, bool):
+        result = float(result)
+    if not isinstance(result, (int, float)) or isinstance(result, complex):
+        raise TypeError(
+            f"scorer {name!r} returned {type(result).__name__}; a scorer function must return a "
+            "number, a (number, rationale) tuple, or a pytest_llmeval.Score"
+        )
+    value = float(result)
+    if math.isnan(value):
+        raise ValueError(f"scorer {name!r} returned NaN")
+    return Score(value=value, scorer=name, rationale=rationale)
+
+
+def scorer(
+    name: str | None = None,
+    *,
+    required: tuple[str, ...] = ("output",),
+    optional: tuple[str, ...] = ("expected", "input", "context"),
+    higher_is_better: bool = True,
+    score_range: tuple[float, float] = (0.0, 1.0),
+    version: str = "1",
+    aliases: tuple[str, ...] = (),
+    options: Mapping[str, Any] | None = None,
+    register: bool = True,
+) -> Callable[[Callable[..., Any]], type[Scorer]]:
+    """Turn a function into a registered scorer.
+
+    The function receives the inputs it names as keyword arguments (and options) and returns a
+    number in ``score_range``, a ``(number, rationale)`` tuple, or a :class:`Score`. It may be
+    ``async``. The decorator returns the new :class:`Scorer` subclass, registered under ``name``
+    (default: the function's name)::
+
+        @pytest_llmeval.scorer(required=("output",))
+        def is_short(output: str, limit: int = 80) -> float:
+            return float(len(output) <= limit)
+
+        assert_score("is_short", output=text, min=1)
+    """
+
+    def wrap(func: Callable[..., Any]) -> type[Scorer]:
+        sig = inspect.signature(func)
+        params = sig.parameters
+        var_kw = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+        accepts = frozenset(params)
+        fields = set(required) | set(optional)
+        opts = dict(options or {})
+        for pname, param in params.items():
+            if pname in fields or param.kind in (
+                inspect.Parameter.VAR_KEYWORD,
+                inspect.Parameter.VAR_POSITIONAL,
+            ):
+                continue
+            if param.default is inspect.Parameter.empty:
+                fields.add(pname)
+            else:
+                opts.setdefault(pname, param.default)
+        scorer_name = name or func.__name__
+        cls = type(
+            f"FunctionScorer_{scorer_name}",
+            (FunctionScorer,),
+            {
+                "name": scorer_name,
+                "aliases": tuple(aliases),
+                "required_inputs": tuple(required),
+                "optional_inputs": tuple(sorted(fields - set(required))),
+                "higher_is_better": higher_is_better,
+                "score_range": score_range,
+                "version": version,
+                "default_options": opts,
+                "description": (func.__doc__ or "").strip(),
+                "_func": staticmethod(func),
+                "_accepts": accepts,
+                "_var_kw": var_kw,
+                "__module__": func.__module__,
+            },
+        )
+        if register:
+            from pytest_llmeval.engine.registry import default_registry
+
+            default_registry.register(cls, replace=True)
+        return cls
+
+    return wrap
+
+
+def canonical_json(value: Any) -> str:
+    """Deterministic JSON text (sorted keys, no spaces) used for cache keys."""
+    return json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr
+    )
