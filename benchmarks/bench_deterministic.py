@@ -233,8 +233,8 @@ def _overhead_breakdown(ctx: Any) -> dict[str, float]:
 
     import autoevals
 
+    from pytest_llmeval.core.scores import Score, make_score
     from pytest_llmeval.engine import assertions
-    from pytest_llmeval.engine.scoring import Score, make_score
     from pytest_llmeval.scorers.lexical import Levenshtein, levenshtein_similarity
     from pytest_llmeval.scorers.structured import ListContains
 

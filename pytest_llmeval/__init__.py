@@ -21,6 +21,7 @@ from pytest_llmeval.core.errors import (
     ScorerNotAvailableError,
     UnknownScorerError,
 )
+from pytest_llmeval.core.scores import Score, Usage
 from pytest_llmeval.core.settings import JudgeSettings, Secret, Settings
 from pytest_llmeval.engine.assertions import (
     BatchResult,
@@ -36,8 +37,9 @@ from pytest_llmeval.engine.assertions import (
 )
 from pytest_llmeval.engine.context import ScoringContext, configure, get_context
 from pytest_llmeval.engine.dataset import Case, load_dataset
+from pytest_llmeval.engine.function_scorer import scorer
 from pytest_llmeval.engine.registry import default_registry
-from pytest_llmeval.engine.scoring import Score, Scorer, Usage, scorer
+from pytest_llmeval.engine.scoring import Scorer
 
 __version__ = "0.1.0"
 

@@ -12,13 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_llmeval.stores.cache import (
-    CacheWarning,
-    ResultCache,
-    cache_key,
-    is_corrupt_error,
-    is_lock_error,
-)
+from pytest_llmeval.stores.cache import ResultCache, cache_key, is_corrupt_error, is_lock_error
+from pytest_llmeval.stores.cache_entries import CacheWarning
 
 
 def test_put_get_and_key_stability(tmp_path: Path) -> None:

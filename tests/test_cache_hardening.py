@@ -23,7 +23,8 @@ from pytest_llmeval import CacheMissError, Score, Scorer, score
 from pytest_llmeval.core.settings import JudgeSettings, Settings
 from pytest_llmeval.engine.context import ScoringContext, set_context
 from pytest_llmeval.judge import judge_identity
-from pytest_llmeval.stores.cache import CacheWarning, ResultCache, cache_key
+from pytest_llmeval.stores.cache import ResultCache, cache_key
+from pytest_llmeval.stores.cache_entries import CacheWarning
 from pytest_llmeval.stores.cache_protocol import input_key
 
 REPO = Path(__file__).resolve().parent.parent

@@ -12,8 +12,8 @@ import pytest
 
 from conftest import judge_test_settings
 from pytest_llmeval.core.records import ScoreRecord, aggregate
+from pytest_llmeval.core.scores import Usage
 from pytest_llmeval.engine.context import ScoringContext
-from pytest_llmeval.engine.scoring import Usage
 from pytest_llmeval.judge.prices import cost_usd, price_of
 from pytest_llmeval.testing import OpenAITestServer, text
 

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from pytest_llmeval.core import aio as _aio
+from pytest_llmeval.core.scores import Usage
 from pytest_llmeval.core.settings import Settings
 from pytest_llmeval.engine.context import ScoringContext, configure, get_context, set_context
-from pytest_llmeval.engine.scoring import Usage
 
 
 def test_run_executes_on_one_background_loop_thread() -> None:

@@ -16,7 +16,7 @@ import pytest
 from pytest_llmeval.core.errors import ScorerConfigError, ScorerNotAvailableError
 from pytest_llmeval.core.settings import Settings
 from pytest_llmeval.engine.context import ScoringContext
-from pytest_llmeval.engine.embeddings import (
+from pytest_llmeval.judge.embeddings import (
     LocalEmbedder,
     OpenAIEmbedder,
     cosine_similarity,
@@ -214,7 +214,7 @@ def test_local_identity_is_machine_independent(minilm: str) -> None:
 
 
 def test_local_model_loads_once_per_process(minilm: str) -> None:
-    from pytest_llmeval.engine.embeddings import loaded_local_models
+    from pytest_llmeval.judge.embeddings import loaded_local_models
 
     LocalEmbedder(minilm).embed(["one"])
     LocalEmbedder(minilm).embed(["two"])

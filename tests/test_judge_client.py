@@ -15,7 +15,8 @@ import pytest
 
 from pytest_llmeval.core.errors import BudgetExceededError, JudgeError, ScorerConfigError
 from pytest_llmeval.core.settings import JudgeSettings, Secret
-from pytest_llmeval.engine.context import ScoringContext, UsageLedger
+from pytest_llmeval.core.usage import UsageLedger
+from pytest_llmeval.engine.context import ScoringContext
 from pytest_llmeval.judge.client import ChatResult, JudgeClient, extract_json
 from pytest_llmeval.testing import (
     OpenAITestServer,

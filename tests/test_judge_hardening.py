@@ -17,7 +17,8 @@ import pytest
 from pytest_llmeval import score
 from pytest_llmeval.core.errors import BudgetExceededError, JudgeError
 from pytest_llmeval.core.settings import JudgeSettings, Secret
-from pytest_llmeval.engine.context import JudgeClock, ScoringContext, UsageLedger
+from pytest_llmeval.core.usage import JudgeClock, UsageLedger
+from pytest_llmeval.engine.context import ScoringContext
 from pytest_llmeval.judge import params
 from pytest_llmeval.judge.client import JudgeClient
 from pytest_llmeval.testing import (
@@ -112,7 +113,7 @@ def test_scoring_deadline_covers_all_calls_of_a_scoring(
     judge_ctx: ScoringContext, judge_server: OpenAITestServer
 ) -> None:
     """A re-asked structured reply is two calls; each alone fits the deadline, both do not."""
-    from pytest_llmeval.engine.context import UsageCollector, current_usage
+    from pytest_llmeval.core.usage import UsageCollector, current_usage
 
     judge_server.enqueue(
         delay(1.2, tool_call('{"reasons": "r", "choice": ')),  # invalid: re-asked
@@ -142,7 +143,7 @@ def test_waiting_for_a_concurrency_slot_does_not_count(
     run's own queue, not the server's doing, so a 1 s scoring deadline still holds for each."""
     import asyncio
 
-    from pytest_llmeval.engine.context import UsageCollector, current_usage
+    from pytest_llmeval.core.usage import UsageCollector, current_usage
 
     judge_server.set_default(delay(0.6, text("ok")))
     client = client_for(judge_ctx, overall_timeout=1.0, concurrency=1)

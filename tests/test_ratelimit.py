@@ -19,11 +19,11 @@ from typing import Any
 
 import pytest
 
+from pytest_llmeval.core.limits import RateLimits
 from pytest_llmeval.plugin.progress import format_status
 from pytest_llmeval.stores.ratelimit import (
     FileBucket,
     RateLimiter,
-    RateLimits,
     RateLimitWarning,
     _give,
     _take,
@@ -231,7 +231,8 @@ def test_the_wait_is_not_judge_time_and_every_try_waits(
     for the limit, three times its 1 s of judge time, and still succeed: the wait is queueing,
     like the wait for a concurrency slot. A 429 retried goes through the limit again."""
     from conftest import judge_test_settings
-    from pytest_llmeval.engine.context import ScoringContext, UsageCollector, current_usage
+    from pytest_llmeval.core.usage import UsageCollector, current_usage
+    from pytest_llmeval.engine.context import ScoringContext
     from pytest_llmeval.testing import error
 
     limits = RateLimits(rpm=60)
@@ -646,7 +647,8 @@ def test_the_lua_bucket_keeps_its_own_debt_bounded(redis_server: Any) -> None:
     state the script writes is always one it accepts when it reads it back."""
     import redis
 
-    from pytest_llmeval.stores.ratelimit import MAX_DEBT_S, RedisBucket
+    from pytest_llmeval.core.limits import MAX_DEBT_S
+    from pytest_llmeval.stores.ratelimit import RedisBucket
 
     limits = RateLimits(rpm=60, tpm=600)  # 10 tokens a second
     client = redis.Redis(port=redis_server.port)

@@ -564,7 +564,8 @@ def test_outage_until_the_end_leaves_results_local_and_cache_push_sends_them(
 def test_tiered_store_outage_notes_unpushed_keys_and_push_keys_sends_them(
     tmp_path: Path, restartable_redis: Any
 ) -> None:
-    from pytest_llmeval.stores.cache import CacheWarning, ResultCache
+    from pytest_llmeval.stores.cache import ResultCache
+    from pytest_llmeval.stores.cache_entries import CacheWarning
     from pytest_llmeval.stores.redis_store import PushOutcome, RedisStore, TieredStore, push_keys
 
     server = restartable_redis
@@ -719,7 +720,8 @@ def test_a_tampered_redis_value_never_passes_a_gate_on_another_machine(
 def test_read_through_never_keeps_a_value_its_scorer_refuses(
     tmp_path: Path, redis_server: Any
 ) -> None:
-    from pytest_llmeval.stores.cache import CacheWarning, ResultCache
+    from pytest_llmeval.stores.cache import ResultCache
+    from pytest_llmeval.stores.cache_entries import CacheWarning
     from pytest_llmeval.stores.redis_store import RedisStore, TieredStore
 
     keys = [f"{i:064x}" for i in range(3)]
@@ -749,7 +751,8 @@ def test_read_through_never_keeps_a_value_its_scorer_refuses(
 def test_nan_in_redis_is_refused_by_the_store_and_never_copied(
     tmp_path: Path, redis_server: Any
 ) -> None:
-    from pytest_llmeval.stores.cache import CacheWarning, ResultCache
+    from pytest_llmeval.stores.cache import ResultCache
+    from pytest_llmeval.stores.cache_entries import CacheWarning
     from pytest_llmeval.stores.redis_store import RedisStore, TieredStore
 
     key = "ab" * 32
@@ -765,7 +768,7 @@ def test_nan_in_redis_is_refused_by_the_store_and_never_copied(
 
 
 def test_an_entry_copied_under_another_key_is_a_miss(redis_server: Any) -> None:
-    from pytest_llmeval.stores.cache import CacheWarning
+    from pytest_llmeval.stores.cache_entries import CacheWarning
     from pytest_llmeval.stores.redis_store import RedisStore
 
     k1, k2 = "11" * 32, "22" * 32
@@ -791,8 +794,7 @@ def test_signed_entries_only_with_the_hmac_key_and_the_key_never_shows(
     import hashlib
     import hmac
 
-    from pytest_llmeval.stores.cache import CacheWarning
-    from pytest_llmeval.stores.cache_entries import Entry
+    from pytest_llmeval.stores.cache_entries import CacheWarning, Entry
     from pytest_llmeval.stores.redis_store import RedisStore
 
     k1, k2, k3 = "a1" * 32, "b2" * 32, "c3" * 32
@@ -949,8 +951,7 @@ def test_the_readme_acl_lets_main_write_and_pr_only_read(
 def test_a_huge_redis_value_is_refused_after_reading_a_bounded_part(redis_server: Any) -> None:
     """A 20 MiB value under a result key: a lookup fetches at most 8 MiB + 1 byte of it and
     refuses it (what a single GET would have pulled whole into every reader)."""
-    from pytest_llmeval.stores.cache import CacheWarning
-    from pytest_llmeval.stores.cache_entries import MAX_ENTRY_CHARS
+    from pytest_llmeval.stores.cache_entries import MAX_ENTRY_CHARS, CacheWarning
     from pytest_llmeval.stores.redis_store import RedisStore
 
     key = "dd" * 32

@@ -18,8 +18,9 @@ import pytest
 
 import pytest_llmeval
 from pytest_llmeval import LLMEvalError, Score, Scorer, ScorerInputError, score
+from pytest_llmeval.core.usage import current_usage
 from pytest_llmeval.engine.assertions import _score_sync
-from pytest_llmeval.engine.context import ScoringContext, current_usage
+from pytest_llmeval.engine.context import ScoringContext
 from pytest_llmeval.engine.registry import default_registry
 from pytest_llmeval.scorers.lexical import Levenshtein, NumericDiff, make_score
 

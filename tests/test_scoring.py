@@ -6,8 +6,9 @@ import pytest
 
 import pytest_llmeval
 from pytest_llmeval import Score, Scorer, ScorerConfigError, ScorerInputError, scorer
+from pytest_llmeval.core.scores import Usage
 from pytest_llmeval.engine.context import ScoringContext
-from pytest_llmeval.engine.scoring import Usage, identity_of
+from pytest_llmeval.engine.scoring import identity_of
 
 
 class Upper(Scorer):

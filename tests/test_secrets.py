@@ -414,7 +414,8 @@ def test_redis_password_stays_out_of_runs_and_the_cache_cli(
 
 
 def test_redis_store_reprs_and_texts_hide_the_password(redis_server_auth: Any) -> None:
-    from pytest_llmeval.stores.ratelimit import RateLimiter, RateLimits, RedisBucket
+    from pytest_llmeval.core.limits import RateLimits
+    from pytest_llmeval.stores.ratelimit import RateLimiter, RedisBucket
     from pytest_llmeval.stores.redis_store import RedisStore
 
     password = redis_server_auth.password

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_llmeval.engine.context import UsageLedger
-from pytest_llmeval.engine.scoring import Usage
+from pytest_llmeval.core.scores import Usage
+from pytest_llmeval.core.usage import UsageLedger
 from pytest_llmeval.stores.spend import SharedSpend, shared_spend_supported
 
 pytestmark = pytest.mark.skipif(not shared_spend_supported(), reason="needs fcntl (POSIX)")

@@ -175,11 +175,11 @@ def resolve_spec(spec: GateSpec, registry: ScorerRegistry) -> GateSpec:
     (with close matches), a mean bound outside the scorer's declared range (it could never
     pass) or at or beyond its far end (it could never fail: ``min_mean=0`` on a 0..1 scorer) is
     a :class:`GateError`."""
-    from pytest_llmeval.engine.assertions import _check_bound_range
+    from pytest_llmeval.engine.scoring import check_bound_range
 
     try:
         cls = registry.get(spec.scorer)
-        _check_bound_range(cls, spec.min_mean, spec.max_mean, ("min_mean", "max_mean"))
+        check_bound_range(cls, spec.min_mean, spec.max_mean, ("min_mean", "max_mean"))
     except LLMEvalError as exc:
         raise GateError(spec.source, str(exc)) from None
     lo, hi = float(cls.score_range[0]), float(cls.score_range[1])

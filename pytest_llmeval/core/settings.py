@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, final
 
+from pytest_llmeval.core.limits import RateLimits, parse_burst, parse_rate
 from pytest_llmeval.core.redaction import redact_url, remember_secret
-from pytest_llmeval.stores.ratelimit import RateLimits, parse_burst, parse_rate
 
 __all__ = ["CACHE_MODES", "JUDGE_MODES", "JUDGE_PROVIDERS", "JudgeSettings", "Secret", "Settings"]
 

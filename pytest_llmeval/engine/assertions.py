@@ -24,11 +24,13 @@ from pytest_llmeval.core.errors import (
 from pytest_llmeval.core.model import Instrument
 from pytest_llmeval.core.records import ScoreRecord, current_recorder
 from pytest_llmeval.core.redaction import redact_text
+from pytest_llmeval.core.scores import Score
 from pytest_llmeval.core.settings import Secret
+from pytest_llmeval.core.usage import UsageCollector, current_usage
 from pytest_llmeval.engine import context as _context_module
-from pytest_llmeval.engine.context import ScoringContext, UsageCollector, current_usage, get_context
+from pytest_llmeval.engine.context import ScoringContext, get_context
 from pytest_llmeval.engine.registry import default_registry
-from pytest_llmeval.engine.scoring import Score, Scorer, _new_object
+from pytest_llmeval.engine.scoring import Scorer, check_bound_range
 from pytest_llmeval.stores.cache_entries import score_value_problem
 from pytest_llmeval.stores.cache_protocol import ExplainingStore, KeyAbout, input_key, key_parts
 from pytest_llmeval.stores.store_modes import invalid_reason, misses_are_errors, reject_entry
@@ -49,6 +51,9 @@ __all__ = [
 
 _STANDARD_FIELDS = ("output", "expected", "input", "context")
 _perf_counter = time.perf_counter
+
+#: a Score made without running __init__ (see core.scores.make_score: cheap results)
+_new_object = object.__new__
 
 
 class LLMEvalAssertionError(AssertionError):
@@ -794,31 +799,6 @@ def _check_bound_values(name: str, bounds: Mapping[str, Any]) -> None:
         )
 
 
-def _check_bound_range(
-    inst: Scorer | type[Scorer],
-    lo: float | None,
-    hi: float | None,
-    names: tuple[str, str] = ("min", "max"),
-) -> None:
-    """A bound outside the scorer's range makes the assertion fail whatever the output."""
-    r_lo, r_hi = inst.score_range
-    direction = "higher is better" if inst.higher_is_better else "lower is better"
-    if lo is not None and lo > r_hi:
-        raise ScorerConfigError(
-            inst.name,
-            names[0],
-            f"is {lo:g}, above the highest score {r_hi:g}: it can never pass",
-            hint=f"{inst.name} scores lie in [{r_lo:g}, {r_hi:g}] ({direction})",
-        )
-    if hi is not None and hi < r_lo:
-        raise ScorerConfigError(
-            inst.name,
-            names[1],
-            f"is {hi:g}, below the lowest score {r_lo:g}: it can never pass",
-            hint=f"{inst.name} scores lie in [{r_lo:g}, {r_hi:g}] ({direction})",
-        )
-
-
 def _resolve_bounds(
     inst: Scorer, min: float | None, max: float | None, threshold: float | None
 ) -> tuple[float | None, float | None]:
@@ -826,9 +806,9 @@ def _resolve_bounds(
         if min is not None or max is not None:
             raise ScorerConfigError(inst.name, "threshold", "cannot be combined with min/max")
         lo, hi = (threshold, None) if inst.higher_is_better else (None, threshold)
-        _check_bound_range(inst, lo, hi, ("threshold", "threshold"))
+        check_bound_range(inst, lo, hi, ("threshold", "threshold"))
         return lo, hi
-    _check_bound_range(inst, min, max)
+    check_bound_range(inst, min, max)
     return min, max
 
 
@@ -1152,8 +1132,8 @@ def _check_scores_call(
     elif isinstance(scorer, Scorer) or (isinstance(scorer, type) and issubclass(scorer, Scorer)):
         kind = scorer
     if kind is not None:
-        _check_bound_range(kind, min, max)
-        _check_bound_range(kind, min_mean, max_mean, ("min_mean", "max_mean"))
+        check_bound_range(kind, min, max)
+        check_bound_range(kind, min_mean, max_mean, ("min_mean", "max_mean"))
     return kind
 
 

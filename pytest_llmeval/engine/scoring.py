@@ -8,184 +8,24 @@ out judge clients and embedders lazily, and returns a :class:`Score`.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
-import inspect
 import json
 import math
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, final
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pytest_llmeval.core.errors import ScorerConfigError, ScorerInputError
 from pytest_llmeval.core.redaction import hide_secrets, redact_text, redact_url
+from pytest_llmeval.core.scores import Score, Usage, canonical_json
+from pytest_llmeval.judge.params import JUDGE_OPTIONS
 
 if TYPE_CHECKING:
     from pytest_llmeval.core.model import Instrument
     from pytest_llmeval.engine.context import ScoringContext
 
-__all__ = ["JUDGE_OPTIONS", "Score", "Scorer", "Usage", "scorer"]
+__all__ = ["JUDGE_OPTIONS", "Score", "Scorer", "Usage", "check_bound_range", "code_fingerprint"]
 
-#: Options every judge-backed scorer accepts, overriding the run's judge settings for one scorer or
-#: one call. ``api_key`` never enters a cache key, a record or a repr.
-JUDGE_OPTIONS: Mapping[str, Any] = {
-    "model": None,
-    "base_url": None,
-    "api_key": None,
-    "temperature": None,
-    "seed": None,
-    "timeout": None,
-    "max_tries": None,
-    "mode": None,
-}
 _SECRET_OPTIONS = frozenset({"api_key"})
-
-
-@final
-@dataclass(frozen=True)
-class Usage:
-    """Tokens and cost spent by the judge calls of one scoring."""
-
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    calls: int = 0
-    cost_usd: float | None = None
-    #: the models the judge endpoint said answered (its replies' ``model``), sorted
-    models: tuple[str, ...] = ()
-    #: the part of ``prompt_tokens`` the endpoint served from its prompt cache (priced lower)
-    cached_prompt_tokens: int = 0
-
-    def __add__(self, other: Usage) -> Usage:
-        cost: float | None
-        if self.cost_usd is None and other.cost_usd is None:
-            cost = None
-        else:
-            cost = (self.cost_usd or 0.0) + (other.cost_usd or 0.0)
-        return Usage(
-            self.prompt_tokens + other.prompt_tokens,
-            self.completion_tokens + other.completion_tokens,
-            self.calls + other.calls,
-            cost,
-            self.models
-            if not other.models or other.models == self.models
-            else tuple(sorted({*self.models, *other.models})),
-            self.cached_prompt_tokens + other.cached_prompt_tokens,
-        )
-
-    @property
-    def total_tokens(self) -> int:
-        return self.prompt_tokens + self.completion_tokens
-
-    def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any] | None) -> Usage | None:
-        if not data:
-            return None
-        return cls(
-            int(data.get("prompt_tokens", 0)),
-            int(data.get("completion_tokens", 0)),
-            int(data.get("calls", 0)),
-            None if data.get("cost_usd") is None else float(data["cost_usd"]),
-            tuple(str(m) for m in data.get("models") or ()),
-            int(data.get("cached_prompt_tokens", 0)),
-        )
-
-
-@final
-@dataclass(frozen=True)
-class Score:
-    """The result of one scoring.
-
-    ``value`` is a float in the scorer's declared range. ``rationale`` is the judge's reasons (or a
-    short explanation from a deterministic scorer). ``metadata`` is JSON-safe detail (extracted
-    statements, verdicts, pairs...). ``passed`` is ``None`` until bounds are checked.
-    """
-
-    value: float
-    scorer: str = ""
-    rationale: str | None = None
-    metadata: Mapping[str, Any] = field(default_factory=dict)
-    usage: Usage | None = None
-    cached: bool = False
-    duration_s: float = 0.0
-    min: float | None = None
-    max: float | None = None
-    passed: bool | None = None
-
-    def __float__(self) -> float:
-        return float(self.value)
-
-    def replace(self, **changes: Any) -> Score:
-        """A copy with ``changes`` applied (a cheap stand-in for ``dataclasses.replace``, which
-        costs more than a cheap scorer's whole computation)."""
-        if not changes.keys() <= _SCORE_FIELDS:
-            raise TypeError(f"unknown Score fields: {sorted(changes.keys() - _SCORE_FIELDS)}")
-        new: Score = object.__new__(Score)
-        fields = new.__dict__
-        fields.update(self.__dict__)
-        fields.update(changes)
-        return new
-
-    @staticmethod
-    def make(
-        value: float,
-        scorer: str = "",
-        rationale: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-    ) -> Score:
-        """``Score(value=..., scorer=..., rationale=..., metadata=...)``, built cheaply (the
-        frozen dataclass constructor sets each field through ``object.__setattr__``). The same
-        function as :func:`make_score`."""
-        return make_score(value, scorer, rationale, metadata)
-
-    def to_cache(self) -> dict[str, Any]:
-        """The JSON-safe part of a score that the cache stores (no bounds, no timing)."""
-        return {
-            "value": self.value,
-            "rationale": self.rationale,
-            "metadata": dict(self.metadata),
-            "usage": self.usage.to_json() if self.usage else None,
-        }
-
-    @classmethod
-    def from_cache(cls, data: Mapping[str, Any], scorer: str, duration_s: float = 0.0) -> Score:
-        return cls(
-            value=float(data["value"]),
-            scorer=scorer,
-            rationale=data.get("rationale"),
-            metadata=data.get("metadata") or {},
-            usage=Usage.from_json(data.get("usage")),
-            cached=True,
-            duration_s=duration_s,
-        )
-
-
-_SCORE_FIELDS = frozenset(f.name for f in dataclasses.fields(Score))
-_SCORE_DEFAULTS: dict[str, Any] = {
-    f.name: f.default for f in dataclasses.fields(Score) if f.default is not dataclasses.MISSING
-}
-_new_object = object.__new__
-
-
-def make_score(
-    value: float,
-    scorer: str = "",
-    rationale: str | None = None,
-    metadata: Mapping[str, Any] | None = None,
-) -> Score:
-    """``Score(value=..., scorer=..., rationale=..., metadata=...)`` at a third of the cost: a
-    plain function (a classmethod call costs a bound-method object) that fills the instance dict
-    from the defaults in one C-level update. Cheap scorers build every result with it."""
-    new: Score = _new_object(Score)
-    fields = new.__dict__
-    fields.update(_SCORE_DEFAULTS)
-    fields["value"] = value
-    fields["scorer"] = scorer
-    fields["rationale"] = rationale
-    fields["metadata"] = {} if metadata is None else metadata
-    return new
 
 
 def identity_of(value: Any) -> Any:
@@ -536,130 +376,26 @@ def _hash_code(digest: Any, code: Any) -> None:
 ScoreFunctionResult = float | int | bool | Score | tuple[float, str]
 
 
-class FunctionScorer(Scorer):
-    """A scorer made from a plain function by :func:`scorer`."""
-
-    _func: ClassVar[Callable[..., Any]]
-    _accepts: ClassVar[frozenset[str]]
-    _var_kw: ClassVar[bool]
-
-    def compute(self, inputs: Mapping[str, Any], ctx: ScoringContext) -> Score:
-        result = self._call(inputs)
-        if inspect.isawaitable(result):
-            result = ctx.run(_await(result))
-        return _coerce(self.name, result)
-
-    async def acompute(self, inputs: Mapping[str, Any], ctx: ScoringContext) -> Score:
-        result = self._call(inputs)
-        if inspect.isawaitable(result):
-            result = await result
-        return _coerce(self.name, result)
-
-    def _call(self, inputs: Mapping[str, Any]) -> Any:
-        kwargs = {k: v for k, v in inputs.items() if self._var_kw or k in self._accepts}
-        for key, value in self.options.items():
-            if self._var_kw or key in self._accepts:
-                kwargs[key] = value
-        return type(self)._func(**kwargs)
-
-
-async def _await(aw: Awaitable[Any]) -> Any:
-    return await aw
-
-
-def _coerce(name: str, result: Any) -> Score:
-    rationale: str | None = None
-    if isinstance(result, Score):
-        return result
-    if isinstance(result, tuple) and len(result) == 2:
-        result, rationale = result
-    if isinstance(result, bool):
-        result = float(result)
-    if not isinstance(result, (int, float)) or isinstance(result, complex):
-        raise TypeError(
-            f"scorer {name!r} returned {type(result).__name__}; a scorer function must return a "
-            "number, a (number, rationale) tuple, or a pytest_llmeval.Score"
+def check_bound_range(
+    inst: Scorer | type[Scorer],
+    lo: float | None,
+    hi: float | None,
+    names: tuple[str, str] = ("min", "max"),
+) -> None:
+    """A bound outside the scorer's range makes the assertion fail whatever the output."""
+    r_lo, r_hi = inst.score_range
+    direction = "higher is better" if inst.higher_is_better else "lower is better"
+    if lo is not None and lo > r_hi:
+        raise ScorerConfigError(
+            inst.name,
+            names[0],
+            f"is {lo:g}, above the highest score {r_hi:g}: it can never pass",
+            hint=f"{inst.name} scores lie in [{r_lo:g}, {r_hi:g}] ({direction})",
         )
-    value = float(result)
-    if math.isnan(value):
-        raise ValueError(f"scorer {name!r} returned NaN")
-    return Score(value=value, scorer=name, rationale=rationale)
-
-
-def scorer(
-    name: str | None = None,
-    *,
-    required: tuple[str, ...] = ("output",),
-    optional: tuple[str, ...] = ("expected", "input", "context"),
-    higher_is_better: bool = True,
-    score_range: tuple[float, float] = (0.0, 1.0),
-    version: str = "1",
-    aliases: tuple[str, ...] = (),
-    options: Mapping[str, Any] | None = None,
-    register: bool = True,
-) -> Callable[[Callable[..., Any]], type[Scorer]]:
-    """Turn a function into a registered scorer.
-
-    The function receives the inputs it names as keyword arguments (and options) and returns a
-    number in ``score_range``, a ``(number, rationale)`` tuple, or a :class:`Score`. It may be
-    ``async``. The decorator returns the new :class:`Scorer` subclass, registered under ``name``
-    (default: the function's name)::
-
-        @pytest_llmeval.scorer(required=("output",))
-        def is_short(output: str, limit: int = 80) -> float:
-            return float(len(output) <= limit)
-
-        assert_score("is_short", output=text, min=1)
-    """
-
-    def wrap(func: Callable[..., Any]) -> type[Scorer]:
-        sig = inspect.signature(func)
-        params = sig.parameters
-        var_kw = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-        accepts = frozenset(params)
-        fields = set(required) | set(optional)
-        opts = dict(options or {})
-        for pname, param in params.items():
-            if pname in fields or param.kind in (
-                inspect.Parameter.VAR_KEYWORD,
-                inspect.Parameter.VAR_POSITIONAL,
-            ):
-                continue
-            if param.default is inspect.Parameter.empty:
-                fields.add(pname)
-            else:
-                opts.setdefault(pname, param.default)
-        scorer_name = name or func.__name__
-        cls = type(
-            f"FunctionScorer_{scorer_name}",
-            (FunctionScorer,),
-            {
-                "name": scorer_name,
-                "aliases": tuple(aliases),
-                "required_inputs": tuple(required),
-                "optional_inputs": tuple(sorted(fields - set(required))),
-                "higher_is_better": higher_is_better,
-                "score_range": score_range,
-                "version": version,
-                "default_options": opts,
-                "description": (func.__doc__ or "").strip(),
-                "_func": staticmethod(func),
-                "_accepts": accepts,
-                "_var_kw": var_kw,
-                "__module__": func.__module__,
-            },
+    if hi is not None and hi < r_lo:
+        raise ScorerConfigError(
+            inst.name,
+            names[1],
+            f"is {hi:g}, below the lowest score {r_lo:g}: it can never pass",
+            hint=f"{inst.name} scores lie in [{r_lo:g}, {r_hi:g}] ({direction})",
         )
-        if register:
-            from pytest_llmeval.engine.registry import default_registry
-
-            default_registry.register(cls, replace=True)
-        return cls
-
-    return wrap
-
-
-def canonical_json(value: Any) -> str:
-    """Deterministic JSON text (sorted keys, no spaces) used for cache keys."""
-    return json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr
-    )

@@ -11,23 +11,22 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pytest_llmeval.engine.scoring import JUDGE_OPTIONS
+from pytest_llmeval.judge.params import JUDGE_OPTIONS
 
 if TYPE_CHECKING:
-    from pytest_llmeval.engine.context import ScoringContext
-    from pytest_llmeval.engine.scoring import Scorer
+    from pytest_llmeval.judge.host import JudgedScorer, JudgeHost
 
 __all__ = ["judge_identity", "judge_options_of"]
 
 
-def judge_options_of(scorer: Scorer) -> dict[str, Any]:
+def judge_options_of(scorer: JudgedScorer) -> dict[str, Any]:
     """The judge options (model, base_url, api_key, ...) a scorer instance was given, for
     ``ctx.judge(...)``; unset ones are left out so the run's settings apply."""
     return {k: scorer.options[k] for k in JUDGE_OPTIONS if scorer.options.get(k) is not None}
 
 
 def judge_identity(
-    scorer: Scorer, ctx: ScoringContext, prompt_sha256: str, **sent: Any
+    scorer: JudgedScorer, ctx: JudgeHost, prompt_sha256: str, **sent: Any
 ) -> dict[str, Any]:
     """A judge scorer's cache-key material: its prompt's hash and the judge it would ask (model,
     endpoint, sampling; ``sent`` overrides what the scorer always sends, e.g. temperature 0).

@@ -37,9 +37,9 @@ from typing import TYPE_CHECKING, Any, final
 
 from pytest_llmeval.core.errors import BudgetExceededError, JudgeError, ScorerConfigError
 from pytest_llmeval.core.redaction import MIN_REMEMBERED, redact_logs, redact_text, redact_url
+from pytest_llmeval.core.scores import Usage
 from pytest_llmeval.core.settings import JUDGE_MODES, JudgeSettings
-from pytest_llmeval.engine.context import JudgeClock, current_usage
-from pytest_llmeval.engine.scoring import Usage
+from pytest_llmeval.core.usage import JudgeClock, current_usage
 from pytest_llmeval.judge import params
 from pytest_llmeval.judge.prices import Price, cost_usd
 from pytest_llmeval.stores.ratelimit import estimate_tokens
@@ -47,7 +47,7 @@ from pytest_llmeval.stores.ratelimit import estimate_tokens
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
 
-    from pytest_llmeval.engine.context import UsageLedger
+    from pytest_llmeval.core.usage import UsageLedger
     from pytest_llmeval.stores.ratelimit import RateLimiter
 
 __all__ = [
@@ -167,7 +167,7 @@ class JudgeClient:
         limiter: RateLimiter | None = None,
     ) -> None:
         if ledger is None:
-            from pytest_llmeval.engine.context import UsageLedger
+            from pytest_llmeval.core.usage import UsageLedger
 
             ledger = UsageLedger()
         self.settings = settings

@@ -157,3 +157,17 @@ def sent_identity(identity: Mapping[str, Any]) -> dict[str, Any]:
         for param in unsupported(model):
             out.pop(param, None)
     return out
+
+
+#: Options every judge-backed scorer accepts, overriding the run's judge settings for one scorer or
+#: one call. ``api_key`` never enters a cache key, a record or a repr.
+JUDGE_OPTIONS: Mapping[str, Any] = {
+    "model": None,
+    "base_url": None,
+    "api_key": None,
+    "temperature": None,
+    "seed": None,
+    "timeout": None,
+    "max_tries": None,
+    "mode": None,
+}

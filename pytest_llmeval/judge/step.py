@@ -64,13 +64,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, final
 
 from pytest_llmeval.core.errors import JudgeError
-from pytest_llmeval.engine.scoring import Score, Usage, canonical_json
+from pytest_llmeval.core.scores import Score, Usage, canonical_json
 from pytest_llmeval.judge.prompt import DATA_NOTICE_NAME, PROMPT_SCHEME, render_prompt
 
 if TYPE_CHECKING:
-    from pytest_llmeval.engine.context import ScoringContext
-    from pytest_llmeval.engine.scoring import Scorer
     from pytest_llmeval.judge.client import JudgeClient, StructuredResult
+    from pytest_llmeval.judge.host import JudgedScorer, JudgeHost
 
 __all__ = [
     "LAYOUT",
@@ -312,8 +311,8 @@ class JudgeStep:
 
     async def classify(
         self,
-        owner: Scorer,
-        ctx: ScoringContext,
+        owner: JudgedScorer,
+        ctx: JudgeHost,
         fields: Mapping[str, Any],
         *,
         nonce: str | None = None,
@@ -384,7 +383,7 @@ def choice_step(
 # ----------------------------------------------------------------------------- identity
 
 
-def judge_client(owner: Scorer, ctx: ScoringContext) -> JudgeClient:
+def judge_client(owner: JudgedScorer, ctx: JudgeHost) -> JudgeClient:
     """The judge client for a scorer's judge options (``judge_options_of``)."""
     from pytest_llmeval.judge import judge_options_of
 
@@ -408,7 +407,7 @@ def steps_sha256(*steps: JudgeStep) -> str:
 
 
 def step_identity(
-    owner: Scorer, ctx: ScoringContext, *steps: JudgeStep, **sent: Any
+    owner: JudgedScorer, ctx: JudgeHost, *steps: JudgeStep, **sent: Any
 ) -> dict[str, Any]:
     """A judge scorer's cache-key material: the hash of its steps and the judge it would ask
     (see :func:`pytest_llmeval.judge.judge_identity`; ``sent`` overrides what it always sends)."""

@@ -23,6 +23,7 @@ import _pytest as _pytest_pkg
 import pytest
 
 from pytest_llmeval.core.errors import DatasetError, LLMEvalError
+from pytest_llmeval.core.limits import RateLimits
 from pytest_llmeval.core.model import KNOWN_INSTRUMENTS
 from pytest_llmeval.core.records import ScoreRecord, TestRecorder, current_recorder
 from pytest_llmeval.core.redaction import redact_text
@@ -40,7 +41,6 @@ from pytest_llmeval.engine.registry import default_registry
 from pytest_llmeval.plugin import hookspecs
 from pytest_llmeval.plugin.concurrent import ConcurrentCases, check_marker, prepared_recorder_key
 from pytest_llmeval.plugin.controller import INSTRUMENTS_ATTR, RECORDS_ATTR, RunController
-from pytest_llmeval.stores.ratelimit import RateLimits
 
 if TYPE_CHECKING:
     from pytest_llmeval.analysis.gates import GateRule, TestGates
@@ -496,7 +496,7 @@ def build_settings(config: pytest.Config, environ: dict[str, str] | None = None)
 def _rate_limits(config: pytest.Config, env: dict[str, str]) -> RateLimits:
     """``--llm-eval-rpm``, ``--llm-eval-tpm``, ``--llm-eval-rate-burst`` (then ini, then env);
     a bad value is a usage error naming the option."""
-    from pytest_llmeval.stores.ratelimit import parse_burst, parse_rate
+    from pytest_llmeval.core.limits import parse_burst, parse_rate
 
     values: dict[str, Any] = {}
     for ini, env_name, field, parse in (
@@ -635,7 +635,8 @@ def _shared_store(config: pytest.Config, settings: Settings) -> TieredStore | No
     url = _opt(config, "llm_eval_cache_url") or os.environ.get("LLM_EVAL_CACHE_URL") or None
     if url is None:
         return None
-    from pytest_llmeval.stores.cache import CacheWarning, ResultCache
+    from pytest_llmeval.stores.cache import ResultCache
+    from pytest_llmeval.stores.cache_entries import CacheWarning
     from pytest_llmeval.stores.redis_store import RedisStore, RedisUnavailable, TieredStore
 
     prefix = _opt(config, "llm_eval_cache_prefix")

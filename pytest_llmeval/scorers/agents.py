@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, final
 
 from pytest_llmeval.core.errors import ScorerConfigError, ScorerInputError, describe_value
-from pytest_llmeval.engine.scoring import Score, Scorer, Usage
+from pytest_llmeval.core.scores import Score, Usage
+from pytest_llmeval.engine.scoring import Scorer
 from pytest_llmeval.judge.step import load_prompts, render_value
 from pytest_llmeval.scorers.lexical import make_score
 from pytest_llmeval.scorers.llm import ClassifierScorer

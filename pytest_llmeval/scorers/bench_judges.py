@@ -30,7 +30,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pytest_llmeval.core.errors import JudgeNotApplicableError, ScorerConfigError, ScorerInputError
-from pytest_llmeval.engine.scoring import Score, Scorer, Usage
+from pytest_llmeval.core.scores import Score, Usage
+from pytest_llmeval.engine.scoring import Scorer
 from pytest_llmeval.judge.prompt import choose_nonce
 from pytest_llmeval.judge.step import (
     JudgeStep,

@@ -39,8 +39,9 @@ from pytest_llmeval.core.errors import (
     ScorerNotAvailableError,
     describe_value,
 )
-from pytest_llmeval.engine.embeddings import INSTALL_HINT, local_model_fingerprint
-from pytest_llmeval.engine.scoring import Score, Scorer
+from pytest_llmeval.core.scores import Score
+from pytest_llmeval.engine.scoring import Scorer
+from pytest_llmeval.judge.embeddings import INSTALL_HINT, local_model_fingerprint
 
 if TYPE_CHECKING:
     from pytest_llmeval.engine.context import ScoringContext

@@ -62,7 +62,8 @@ from pytest_llmeval.core.errors import (
     ScorerNotAvailableError,
     describe_value,
 )
-from pytest_llmeval.engine.scoring import Score, Scorer
+from pytest_llmeval.core.scores import Score
+from pytest_llmeval.engine.scoring import Scorer
 
 if TYPE_CHECKING:
     from pytest_llmeval.engine.context import ScoringContext

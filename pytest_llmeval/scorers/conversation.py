@@ -35,7 +35,7 @@ from pytest_llmeval.core.errors import (
     ScorerInputError,
     describe_value,
 )
-from pytest_llmeval.engine.scoring import Score, Usage
+from pytest_llmeval.core.scores import Score, Usage
 from pytest_llmeval.judge.step import (
     JudgeStep,
     judge_client,

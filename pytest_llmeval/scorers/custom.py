@@ -32,8 +32,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pytest_llmeval.core.errors import JudgeError, JudgeSpecError, ScorerConfigError
-from pytest_llmeval.engine.scoring import JUDGE_OPTIONS, Score, Scorer, Usage, canonical_json
+from pytest_llmeval.core.scores import Score, Usage, canonical_json
+from pytest_llmeval.engine.scoring import Scorer
 from pytest_llmeval.judge import judge_identity, judge_options_of
+from pytest_llmeval.judge.params import JUDGE_OPTIONS
 from pytest_llmeval.judge.prompt import DATA_NOTICE_NAME
 from pytest_llmeval.judge.step import JudgeStep, load_prompts, prompt_sha256
 from pytest_llmeval.scorers.llm import ClassifierScorer

@@ -7,7 +7,7 @@ rescaled: ``max((cos - expected_min) / (1 - expected_min), 0)``.
 
 The embedder is an OpenAI-compatible endpoint (through the judge client, so the judge options
 ``base_url``, ``api_key``, ``timeout`` and ``max_tries`` apply) or a local model; see
-:mod:`pytest_llmeval.engine.embeddings`. ``model`` here is always the embedding model, never the
+:mod:`pytest_llmeval.judge.embeddings`. ``model`` here is always the embedding model, never the
 chat judge's. Unlike Autoevals, whose per-class vector cache ignores the prefix, a different prefix
 always embeds anew.
 """
@@ -21,12 +21,13 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pytest_llmeval.core.errors import ScorerConfigError, ScorerInputError, describe_value
-from pytest_llmeval.engine.embeddings import cosine_similarity, parse_model_spec
-from pytest_llmeval.engine.scoring import Score, Scorer, Usage
+from pytest_llmeval.core.scores import Score, Usage
+from pytest_llmeval.engine.scoring import Scorer
+from pytest_llmeval.judge.embeddings import cosine_similarity, parse_model_spec
 
 if TYPE_CHECKING:
     from pytest_llmeval.engine.context import ScoringContext
-    from pytest_llmeval.engine.embeddings import Embedder
+    from pytest_llmeval.judge.embeddings import Embedder
 
 __all__ = ["AnswerSimilarity", "EmbeddingSimilarity", "rescale"]
 

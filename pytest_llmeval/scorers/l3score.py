@@ -27,7 +27,8 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pytest_llmeval.core.errors import JudgeError, ScorerInputError
-from pytest_llmeval.engine.scoring import Score, Scorer
+from pytest_llmeval.core.scores import Score
+from pytest_llmeval.engine.scoring import Scorer
 from pytest_llmeval.judge.step import JudgeStep, judge_client, load_prompts, step_identity
 
 if TYPE_CHECKING:

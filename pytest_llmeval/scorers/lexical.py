@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from rapidfuzz.distance.Levenshtein import distance as _edit_distance
 
 from pytest_llmeval.core.errors import ScorerInputError, describe_value
-from pytest_llmeval.engine.scoring import Score, Scorer, make_score
+from pytest_llmeval.core.scores import Score, make_score
+from pytest_llmeval.engine.scoring import Scorer
 
 if TYPE_CHECKING:
     from pytest_llmeval.engine.context import ScoringContext

@@ -34,7 +34,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pytest_llmeval.core.errors import JudgeError, ScorerConfigError, ScorerInputError
-from pytest_llmeval.engine.scoring import Score, Scorer
+from pytest_llmeval.core.scores import Score
+from pytest_llmeval.engine.scoring import Scorer
 from pytest_llmeval.judge.prompt import render_prompt
 from pytest_llmeval.judge.step import (
     JudgeStep,

@@ -13,7 +13,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pytest_llmeval.core.errors import ScorerConfigError
-from pytest_llmeval.engine.scoring import Score, Scorer
+from pytest_llmeval.core.scores import Score
+from pytest_llmeval.engine.scoring import Scorer
 from pytest_llmeval.judge import judge_options_of
 
 if TYPE_CHECKING:

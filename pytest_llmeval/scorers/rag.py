@@ -76,7 +76,8 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pytest_llmeval.core.errors import JudgeError, ScorerConfigError, ScorerInputError
-from pytest_llmeval.engine.scoring import Score, Scorer, Usage
+from pytest_llmeval.core.scores import Score, Usage
+from pytest_llmeval.engine.scoring import Scorer
 from pytest_llmeval.judge import judge_options_of
 from pytest_llmeval.judge.step import (
     JudgeStep,

@@ -20,7 +20,8 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from pytest_llmeval.core.errors import ScorerConfigError, ScorerInputError, describe_value
-from pytest_llmeval.engine.scoring import Score, Scorer
+from pytest_llmeval.core.scores import Score
+from pytest_llmeval.engine.scoring import Scorer
 from pytest_llmeval.scorers.lexical import (
     Levenshtein,
     NumericDiff,

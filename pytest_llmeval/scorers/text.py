@@ -33,7 +33,8 @@ from pytest_llmeval.core.errors import (
     ScorerNotAvailableError,
     describe_value,
 )
-from pytest_llmeval.engine.scoring import Score, Scorer
+from pytest_llmeval.core.scores import Score
+from pytest_llmeval.engine.scoring import Scorer
 from pytest_llmeval.scorers.lexical import make_score
 
 if TYPE_CHECKING:

@@ -37,8 +37,9 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, final
 
-from pytest_llmeval.engine.scoring import canonical_json
+from pytest_llmeval.core.scores import canonical_json
 from pytest_llmeval.stores.cache_entries import (
+    CacheWarning,
     Entry,
     EntryError,
     InvalidEntries,
@@ -102,10 +103,6 @@ _BACKOFF_MAX = 0.25
 # Damage found after opening: files set aside per handle before the cache is switched off
 # (a disk that keeps damaging files is not worth a rename per read).
 _MAX_REBUILDS = 3
-
-
-class CacheWarning(UserWarning):
-    """The result cache could not be used as asked; the run goes on without it (or rebuilt)."""
 
 
 def cache_key(identity: Mapping[str, Any], inputs: Mapping[str, Any]) -> str:

@@ -200,7 +200,7 @@ class InvalidEntries:
         self._why: OrderedDict[str, str] = OrderedDict()
 
     def report(self, store: str, key: str, problem: str, *, stacklevel: int = 3) -> None:
-        from pytest_llmeval.stores.cache import CacheWarning
+        from pytest_llmeval.stores.cache_entries import CacheWarning
 
         with self._lock:
             self.count += 1
@@ -335,3 +335,7 @@ class Entry:
         if locator is not None and not isinstance(locator, str):
             raise EntryError(f"field 'locator' must be a string or null, got {locator!r}")
         return cls(key, scorer, value, None if created is None else float(created), parts, locator)
+
+
+class CacheWarning(UserWarning):
+    """The result cache could not be used as asked; the run goes on without it (or rebuilt)."""

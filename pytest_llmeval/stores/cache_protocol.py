@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, final, runtime_checkable
 from urllib.parse import urlsplit, urlunsplit
 
-from pytest_llmeval.engine.scoring import canonical_json
+from pytest_llmeval.core.scores import canonical_json
 
 __all__ = ["KeyAbout", "ResultStore", "describe_differences", "input_key", "key_parts"]
 

@@ -147,7 +147,7 @@ def redact_url(url: str) -> str:
 
 
 def _warn(message: str) -> None:
-    from pytest_llmeval.stores.cache import CacheWarning
+    from pytest_llmeval.stores.cache_entries import CacheWarning
 
     warnings.warn(CacheWarning(message), stacklevel=3)
 

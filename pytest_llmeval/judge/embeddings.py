@@ -32,10 +32,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_llmeval.core.errors import ScorerConfigError, ScorerNotAvailableError
-from pytest_llmeval.engine.scoring import Usage
+from pytest_llmeval.core.scores import Usage
 
 if TYPE_CHECKING:
-    from pytest_llmeval.engine.context import ScoringContext
+    from pytest_llmeval.judge.host import EmbeddingHost
 
 __all__ = [
     "INSTALL_HINT",
@@ -180,7 +180,7 @@ class OpenAIEmbedder(Embedder):
 
     def __init__(
         self,
-        ctx: ScoringContext,
+        ctx: EmbeddingHost,
         model: str | None,
         options: Mapping[str, Any] | None = None,
         *,
@@ -429,7 +429,7 @@ def parse_model_spec(spec: str) -> tuple[str, str]:
     return "openai", text
 
 
-def make_embedder(ctx: ScoringContext, model: str | None = None, **options: Any) -> Embedder:
+def make_embedder(ctx: EmbeddingHost, model: str | None = None, **options: Any) -> Embedder:
     """The embedder for ``model`` (see :func:`parse_model_spec`; ``None``: the run's default).
 
     Options: the judge options ``base_url``, ``api_key``, ``timeout``, ``max_tries`` (endpoint
