@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_llmeval.core.errors import BaselineError
 from pytest_llmeval.stores.history import (
     list_runs,
     load_run,
@@ -97,7 +98,7 @@ def test_resolve_baseline(tmp_path: Path) -> None:
         (2, "never checked against a baseline"),
     )
     assert resolve_baseline("1", d, tmp_path).path == run_path(d, 1)
-    with pytest.raises(pytest.UsageError, match=r"no saved run 9 .*saved runs: 1\.\.2"):
+    with pytest.raises(BaselineError, match=r"no saved run 9 .*saved runs: 1\.\.2"):
         resolve_baseline("9", d, tmp_path)
     (tmp_path / "r.json").write_text("{}")
     assert resolve_baseline("r.json", d, tmp_path).path == tmp_path / "r.json"

@@ -22,9 +22,9 @@ from pytest_llmeval.scorers.agents import (
     TaskCompletion,
     ToolCallAccuracy,
     ToolCorrectness,
-    extract_tool_calls,
 )
 from pytest_llmeval.scorers.lexical import levenshtein_similarity
+from pytest_llmeval.scorers.messages import extract_tool_calls
 from pytest_llmeval.testing import OpenAITestServer
 from pytest_llmeval.testing import tool_call as judge_reply
 

@@ -19,8 +19,8 @@ from pytest_llmeval.scorers.conversation import (
     ConversationRelevancy,
     KnowledgeRetention,
     RoleAdherence,
-    read_conversation,
 )
+from pytest_llmeval.scorers.messages import read_conversation
 from pytest_llmeval.testing import OpenAITestServer
 from pytest_llmeval.testing import tool_call as judge_reply
 

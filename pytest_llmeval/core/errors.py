@@ -249,6 +249,10 @@ class DatasetError(LLMEvalError, ValueError):
         super().__init__(f"{where}: {problem}")
 
 
+class BaselineError(LLMEvalError, ValueError):
+    """A ``--llm-eval-baseline`` value that names no saved run or file."""
+
+
 class ReportFormatError(LLMEvalError, ValueError):
     """A saved run (JSON report) cannot be rendered: unreadable, not JSON, or not a report."""
 

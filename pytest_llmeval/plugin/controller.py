@@ -100,7 +100,7 @@ class RunController:
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
         """xdist controller: give each worker the paths of the run's spend and rate files."""
-        from pytest_llmeval.plugin import (
+        from pytest_llmeval.plugin.keys import (
             RATE_FILE_KEY,
             SPEND_FILE_KEY,
             rate_file_key,
@@ -121,11 +121,11 @@ class RunController:
     # -- deciding ---------------------------------------------------------------------------
 
     def settings(self) -> RunSettings:
-        from pytest_llmeval.plugin import gate_rules_key, verdict_policies_key
-        from pytest_llmeval.stores.history import history_key
+        from pytest_llmeval.plugin.history import history_key
+        from pytest_llmeval.plugin.keys import gate_rules_key, verdict_policies_key
 
         policies = self.config.stash[verdict_policies_key]
-        from pytest_llmeval.plugin import _enabled
+        from pytest_llmeval.plugin.options import _enabled
 
         history = self.config.stash.get(history_key, None)
         # run gates are judged in evaluation runs only (a plain `pytest` has none to judge)
@@ -170,8 +170,8 @@ class RunController:
         reports, never a crash that loses the run's own results)."""
         from pytest_llmeval.analysis.compare import ComparisonError, compare_runs, refuse_shard
         from pytest_llmeval.core.model import load_run
-        from pytest_llmeval.plugin import _enabled
-        from pytest_llmeval.stores.history import history_key
+        from pytest_llmeval.plugin.history import history_key
+        from pytest_llmeval.plugin.options import _enabled
 
         history = self.config.stash.get(history_key, None)
         choice = history.baseline if history is not None else None
@@ -230,7 +230,8 @@ class RunController:
 
     def _report(self, session: pytest.Session, run: Run) -> dict[str, Any]:
         from pytest_llmeval.analysis.compare import comparison_json
-        from pytest_llmeval.plugin import _worker_count, context_key
+        from pytest_llmeval.plugin.keys import context_key
+        from pytest_llmeval.plugin.options import _worker_count
         from pytest_llmeval.plugin.shard import shard_section
         from pytest_llmeval.report.json_report import build_report
 
@@ -270,8 +271,8 @@ class RunController:
         traceback that swallows the summary: the summary is printed, then the error naming the
         path and the OS error, and the run exits non-zero (pytest's INTERNAL_ERROR status, 3,
         unless it already failed)."""
-        from pytest_llmeval.plugin import _enabled, _opt
-        from pytest_llmeval.stores.history import history_key
+        from pytest_llmeval.plugin.history import history_key
+        from pytest_llmeval.plugin.options import _enabled, _opt
 
         target = _opt(self.config, "llm_eval_report")
         html_target = _opt(self.config, "llm_eval_html")
@@ -303,14 +304,13 @@ class RunController:
             self._save(report, history.keep)
 
     def _save(self, report: dict[str, Any], keep: int) -> None:
+        from pytest_llmeval.plugin.history import cache_dir, selection_of
         from pytest_llmeval.stores.history import (
-            cache_dir,
             git_info,
             prune_runs,
             run_summary,
             runs_dir,
             save_run,
-            selection_of,
         )
 
         directory = runs_dir(cache_dir(self.config))
@@ -355,7 +355,7 @@ class RunController:
     ) -> None:
         """Controller side: the ``llm-eval summary`` section, where the reports went, the
         statistics, the gates, the comparison with the baseline and what fails the run."""
-        from pytest_llmeval.plugin import context_key
+        from pytest_llmeval.plugin.keys import context_key
         from pytest_llmeval.plugin.shard import shard_of
         from pytest_llmeval.report.gates import write_gates, write_statistics
         from pytest_llmeval.report.terminal import (
@@ -389,7 +389,8 @@ class RunController:
         if self.html_path is not None:
             write_report_outcome(tr, self.html_path, self.html_error, "HTML")
         if self.saved is not None and verbosity > 0:
-            from pytest_llmeval.stores.history import cache_dir, runs_dir
+            from pytest_llmeval.plugin.history import cache_dir
+            from pytest_llmeval.stores.history import runs_dir
 
             tr.write_line(f"llm-eval: saved run {self.saved} in {runs_dir(cache_dir(config))}")
         if self.save_error is not None:
@@ -410,3 +411,6 @@ class RunController:
             shard=shard,
             fail_on_regression=self.run.settings.fail_on_regression if self.run else None,
         )
+
+
+session_key = pytest.StashKey["RunController"]()

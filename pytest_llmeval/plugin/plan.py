@@ -136,7 +136,7 @@ class PlanCollector:
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         """The llm_eval and gated items selected to run, after every narrowing (the shard split
         included)."""
-        from pytest_llmeval.plugin import _sample_of
+        from pytest_llmeval.plugin.identity import _sample_of
 
         planned = self.planned
         for item in session.items:

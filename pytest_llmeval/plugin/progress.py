@@ -334,3 +334,6 @@ class Progress:
         self.stop()
         if self.writer._file is self.file:
             self.writer._file = self.file.real
+
+
+progress_key = pytest.StashKey["Progress"]()

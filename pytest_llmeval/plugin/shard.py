@@ -95,7 +95,7 @@ def case_key(item: pytest.Item) -> tuple[bool, str]:
         item.get_closest_marker("llm_eval_dataset") is None
     ):
         return False, item.nodeid
-    from pytest_llmeval.plugin import record_identity
+    from pytest_llmeval.plugin.identity import record_identity
 
     file, test, case_id, _where = record_identity(item)
     return True, f"{file}::{test}" + (f"[{case_id}]" if case_id is not None else "")
@@ -130,7 +130,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    from pytest_llmeval.plugin import _enabled, _opt
+    from pytest_llmeval.plugin.options import _enabled, _opt
 
     text = _opt(config, "llm_eval_shard") or os.environ.get("LLM_EVAL_SHARD") or None
     if text is None:
@@ -146,7 +146,7 @@ def pytest_configure(config: pytest.Config) -> None:
             "python -m pytest_llmeval merge shard-*.json -o report.json"
         )
     state = config.stash[_state_key] = ShardState(index, count)
-    from pytest_llmeval.plugin import _is_worker
+    from pytest_llmeval.plugin.options import _is_worker
 
     if not _is_worker(config):
         config.pluginmanager.register(_Controller(config, state), "llm-eval-shard-controller")
@@ -233,7 +233,7 @@ def shard_section(config: pytest.Config, run: Run) -> dict[str, Any] | None:
     """The report's ``shard`` section of a shard run (None otherwise): what ``merge`` checks
     across the shards (the split, the collection digest, the settings that decide verdicts, the
     scorers' versions); the plan and instruments travel in the report itself."""
-    from pytest_llmeval.plugin import _opt
+    from pytest_llmeval.plugin.options import _opt
 
     state = config.stash.get(_state_key, None)
     if state is None:

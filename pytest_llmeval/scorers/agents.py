@@ -20,19 +20,24 @@ not read as a call (no name, arguments that are not JSON for an object...) is a
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, final
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from pytest_llmeval.core.errors import ScorerConfigError, ScorerInputError, describe_value
+from pytest_llmeval.core.errors import ScorerConfigError, ScorerInputError
 from pytest_llmeval.core.scores import Score, Usage
 from pytest_llmeval.engine.scoring import Scorer
 from pytest_llmeval.judge.step import load_prompts, render_value
 from pytest_llmeval.scorers.lexical import make_score
 from pytest_llmeval.scorers.llm import ClassifierScorer
+from pytest_llmeval.scorers.messages import (
+    ToolCall,
+    _compact,
+    _first_user_message,
+    extract_tool_calls,
+    render_trajectory,
+)
 from pytest_llmeval.scorers.structured import _json_safe  # the same JSON-safe metadata
 
 if TYPE_CHECKING:
@@ -50,141 +55,6 @@ __all__ = [
 
 _METRICS = ("f1", "precision", "recall", "exact")
 _PROMPTS = load_prompts("agents")
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-_STRICT_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
-
-
-@final
-@dataclass(frozen=True)
-class ToolCall:
-    """One tool call as the scorers see it: the tool's name and its parsed arguments."""
-
-    name: str
-    arguments: Mapping[str, Any]
-    #: where the call came from in its input, e.g. ``output[1].tool_calls[0]``
-    where: str
-
-
-def extract_tool_calls(scorer: str, field: str, value: Any) -> list[ToolCall]:
-    """The tool calls in ``value`` (messages, calls or names; see the module docstring), in order.
-
-    Raises :class:`ScorerInputError` (``scorer``, ``field``) when ``value`` is not a list or an
-    item is not a message, a call or a name.
-    """
-    if not isinstance(value, (list, tuple)):
-        raise ScorerInputError(
-            scorer,
-            field,
-            "is missing" if value is None else f"is {describe_value(value)}, not a list",
-            hint="Pass a list of chat messages, of calls {'name': ..., 'arguments': ...} "
-            "or of tool names",
-        )
-    calls: list[ToolCall] = []
-    for i, item in enumerate(value):
-        where = f"{field}[{i}]"
-        if isinstance(item, Mapping) and "role" in item:
-            calls.extend(_message_calls(scorer, field, where, item))
-        else:
-            calls.append(_read_call(scorer, field, where, item))
-    return calls
-
-
-def _message_calls(
-    scorer: str, field: str, where: str, message: Mapping[str, Any]
-) -> list[ToolCall]:
-    """The calls in one chat message's ``tool_calls`` (none when it has none)."""
-    tool_calls = message.get("tool_calls")
-    if tool_calls is None:
-        return []
-    if not isinstance(tool_calls, (list, tuple)):
-        raise _bad(
-            scorer, field, where, f"'tool_calls' is {describe_value(tool_calls)}, not a list"
-        )
-    return [
-        _read_call(scorer, field, f"{where}.tool_calls[{j}]", call)
-        for j, call in enumerate(tool_calls)
-    ]
-
-
-def _bad(scorer: str, field: str, where: str, problem: str) -> ScorerInputError:
-    return ScorerInputError(
-        scorer,
-        field,
-        f"has a malformed tool call at {where}: {problem}",
-        hint="A call is {'name': str, 'arguments': dict or JSON text}, an OpenAI tool call "
-        "{'type': 'function', 'function': {'name': ..., 'arguments': ...}} or a tool name",
-    )
-
-
-def _read_call(scorer: str, field: str, where: str, item: Any) -> ToolCall:
-    if isinstance(item, str):
-        if not item:
-            raise _bad(scorer, field, where, "the tool name is empty")
-        return ToolCall(item, {}, where)
-    if not isinstance(item, Mapping):
-        raise _bad(scorer, field, where, f"it is {describe_value(item)}, not a dict or a name")
-    prefix = ""
-    body: Mapping[str, Any] = item
-    if "function" in item:
-        function = item["function"]
-        if not isinstance(function, Mapping):
-            raise _bad(
-                scorer, field, where, f"'function' is {describe_value(function)}, not a dict"
-            )
-        kind = item.get("type", "function")
-        if kind != "function":
-            raise _bad(scorer, field, where, f"'type' is {kind!r}, not 'function'")
-        body, prefix = function, "function."
-    if "name" not in body:
-        raise _bad(scorer, field, where, f"it has no '{prefix}name'")
-    name = body["name"]
-    if not isinstance(name, str) or not name:
-        raise _bad(
-            scorer,
-            field,
-            where,
-            f"'{prefix}name' is {describe_value(name)}, not a non-empty string",
-        )
-    return ToolCall(
-        name, _read_arguments(scorer, field, where, prefix, body.get("arguments")), where
-    )
-
-
-def _read_arguments(
-    scorer: str, field: str, where: str, prefix: str, raw: Any
-) -> Mapping[str, Any]:
-    if raw is None:
-        return {}
-    if isinstance(raw, str):
-        if not raw.strip():
-            return {}
-        try:
-            parsed = _STRICT_DECODER.decode(raw)
-        except (ValueError, RecursionError) as exc:
-            raise _bad(
-                scorer, field, where, f"'{prefix}arguments' is not valid JSON ({exc})"
-            ) from None
-        if not isinstance(parsed, dict):
-            raise _bad(
-                scorer,
-                field,
-                where,
-                f"'{prefix}arguments' is JSON for {describe_value(parsed)}, not an object",
-            )
-        return parsed
-    if isinstance(raw, Mapping):
-        return raw
-    raise _bad(
-        scorer,
-        field,
-        where,
-        f"'{prefix}arguments' is {describe_value(raw)}, not a dict or JSON text",
-    )
 
 
 def _check_choice(scorer: str, option: str, value: Any, choices: Sequence[str]) -> None:
@@ -494,69 +364,6 @@ def _assigned_pairs(sim: list[list[float | None]]) -> list[tuple[int, int, float
 
 
 # -- judges ---------------------------------------------------------------------------------------
-
-
-def _compact(value: Any) -> str:
-    try:
-        return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
-    except (TypeError, ValueError):
-        return str(value)
-
-
-def _content_text(content: Any) -> str:
-    """A message's content as text: a string as it is, a list of parts by their text."""
-    if content is None or isinstance(content, str):
-        return content or ""
-    if isinstance(content, (list, tuple)) and all(
-        isinstance(p, Mapping) and isinstance(p.get("text"), str) for p in content
-    ):
-        return "\n".join(p["text"] for p in content)
-    return _compact(content)
-
-
-def render_trajectory(scorer: str, field: str, value: Any) -> str:
-    """A readable transcript of an agent's trajectory for a judge prompt, one line per step::
-
-        user: plan my trip to Rome
-        assistant -> search_flights({"to": "Rome"})
-        tool (call_0): 3 flights found
-        assistant: Booked.
-
-    ``value`` is a list of chat messages and/or calls (as for ``tool_correctness``), or text
-    (used as it is). Any other value is JSON. A malformed tool call is a
-    :class:`ScorerInputError` naming ``scorer``, ``field`` and where the call sits.
-    """
-    if not isinstance(value, (list, tuple)):
-        return render_value(field, value)
-    lines: list[str] = []
-    for i, item in enumerate(value):
-        where = f"{field}[{i}]"
-        if isinstance(item, Mapping) and "role" in item:
-            role = str(item["role"])
-            text = _content_text(item.get("content"))
-            if role == "tool" and item.get("tool_call_id") is not None:
-                role = f"tool ({item['tool_call_id']})"
-            if text:
-                lines.append(f"{role}: {text}")
-            calls = _message_calls(scorer, field, where, item)
-            for call in calls:
-                lines.append(f"{role} -> {call.name}({_compact(call.arguments)})")
-            if not text and not calls:
-                lines.append(f"{role}: (empty)")
-        else:
-            call = _read_call(scorer, field, where, item)
-            lines.append(f"call -> {call.name}({_compact(call.arguments)})")
-    return "\n".join(lines) if lines else "(no steps)"
-
-
-def _first_user_message(value: Any) -> str | None:
-    if isinstance(value, (list, tuple)):
-        for item in value:
-            if isinstance(item, Mapping) and item.get("role") == "user":
-                text = _content_text(item.get("content"))
-                if text:
-                    return text
-    return None
 
 
 class TaskCompletion(ClassifierScorer):

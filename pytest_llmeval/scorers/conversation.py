@@ -22,12 +22,9 @@ index (e.g. ``messages[2]``): a broken conversation is a broken test, never a lo
 from __future__ import annotations
 
 import asyncio
-import json
 import math
-import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, final
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pytest_llmeval.core.errors import (
     JudgeError,
@@ -43,8 +40,11 @@ from pytest_llmeval.judge.step import (
     step_identity,
     steps_sha256,
 )
-from pytest_llmeval.scorers.agents import _content_text, render_trajectory
 from pytest_llmeval.scorers.llm import ClassifierScorer
+from pytest_llmeval.scorers.messages import (
+    Conversation,
+    read_conversation,
+)
 
 if TYPE_CHECKING:
     from pytest_llmeval.engine.context import ScoringContext
@@ -58,132 +58,8 @@ __all__ = [
     "read_conversation",
 ]
 
-ROLES = ("system", "user", "assistant", "tool")
 
 _PROMPTS = load_prompts("conversation")
-
-_HINT = (
-    "Pass messages=[{'role': 'user'|'assistant'|'system'|'tool', 'content': ...}, ...] "
-    "(a list, or its JSON text)"
-)
-
-
-@final
-@dataclass(frozen=True)
-class Conversation:
-    """A checked conversation: its messages, their transcript lines and the turn under test."""
-
-    messages: tuple[Mapping[str, Any], ...]
-    #: one rendered line (or lines) per message, prefixed with ``[index]``
-    lines: tuple[str, ...]
-    #: the message index of the assistant turn under test
-    turn: int
-
-    def role(self, index: int) -> str:
-        return str(self.messages[index]["role"])
-
-    def assistant_turns(self) -> list[int]:
-        """Message indices of the assistant turns up to and including the turn under test."""
-        return [i for i in range(self.turn + 1) if self.role(i) == "assistant"]
-
-    def transcript(self, start: int, stop: int) -> str:
-        """Messages ``start`` to ``stop - 1`` as a transcript (a note when there are none)."""
-        chosen = self.lines[max(start, 0) : stop]
-        return "\n".join(chosen) if chosen else "(no earlier messages)"
-
-    def content(self, index: int) -> str:
-        """Message ``index``'s content as text (its tool calls as a transcript line when it has
-        no text): what single-turn scorers take as ``output``."""
-        text = _content_text(self.messages[index].get("content"))
-        return text if text else self.text(index)
-
-    def text(self, index: int) -> str:
-        """Message ``index`` as shown to the judge, without its ``[index]`` prefix."""
-        return self.lines[index].split(" ", 1)[1]
-
-
-def _bad(scorer: str, where: str, problem: str, field: str = "messages") -> ScorerInputError:
-    return ScorerInputError(
-        scorer, field, f"{problem} at {where}" if where else problem, hint=_HINT
-    )
-
-
-def read_conversation(scorer: str, value: Any, turn: Any = None) -> Conversation:
-    """Check ``value`` (the ``messages`` input) and pick the turn under test (``turn``: a message
-    index, default the last assistant message). Raises :class:`ScorerInputError` naming
-    ``scorer``, the field (``messages`` or ``turn``) and the message index."""
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError as exc:
-            raise ScorerInputError(
-                scorer, "messages", f"is text that is not JSON ({exc})", hint=_HINT
-            ) from None
-    if not isinstance(value, (list, tuple)):
-        raise ScorerInputError(
-            scorer,
-            "messages",
-            "is missing" if value is None else f"is {describe_value(value)}, not a list",
-            hint=_HINT,
-        )
-    for i, message in enumerate(value):
-        where = f"messages[{i}]"
-        if not isinstance(message, Mapping):
-            raise _bad(scorer, where, f"has {describe_value(message)}, not a message dict")
-        if "role" not in message:
-            raise _bad(scorer, where, "has a message without 'role'")
-        role = message["role"]
-        if role not in ROLES:
-            raise _bad(
-                scorer,
-                where,
-                f"has an unknown role {role!r} (expected one of {', '.join(ROLES)})",
-            )
-        content = message.get("content")
-        has_calls = role == "assistant" and bool(message.get("tool_calls"))
-        if content is None and not has_calls:
-            raise _bad(scorer, where, f"has a {role} message without 'content'")
-    # Validates every tool call (errors name messages[i].tool_calls[j]).
-    render_trajectory(scorer, "messages", value)
-    lines = tuple(
-        f"[{i}] {render_trajectory(scorer, 'messages', [m])}" for i, m in enumerate(value)
-    )
-    assistants = [i for i, m in enumerate(value) if m["role"] == "assistant"]
-    if not assistants:
-        raise ScorerInputError(
-            scorer,
-            "messages",
-            f"has no assistant message ({len(value)} messages)",
-            hint="A conversation scorer judges assistant turns; add the assistant's replies",
-        )
-    if turn is None:
-        chosen = assistants[-1]
-    else:
-        if isinstance(turn, str) and re.fullmatch(r"\s*-?\d+\s*", turn):
-            turn = int(turn)  # a CSV dataset column holds text
-        if isinstance(turn, bool) or not isinstance(turn, int):
-            raise ScorerInputError(
-                scorer,
-                "turn",
-                f"is {describe_value(turn)}, not a message index",
-                hint="Pass turn=<index of an assistant message in messages>",
-            )
-        if not -len(value) <= turn < len(value):
-            raise ScorerInputError(
-                scorer,
-                "turn",
-                f"is {turn}, out of range for {len(value)} messages",
-                hint="Pass turn=<index of an assistant message in messages>",
-            )
-        chosen = turn % len(value)
-        if value[chosen]["role"] != "assistant":
-            raise ScorerInputError(
-                scorer,
-                "turn",
-                f"is {turn}, but messages[{chosen}] is a {value[chosen]['role']} message",
-                hint=f"Assistant messages are at {', '.join(map(str, assistants))}",
-            )
-    return Conversation(tuple(value), lines, chosen)
 
 
 def _sum_usage(scores: Sequence[Score]) -> Usage | None:

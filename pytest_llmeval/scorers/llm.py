@@ -193,7 +193,7 @@ class ClassifierScorer(Scorer):
             return inputs
         if inputs.get("output") is not None and inputs.get("input") is not None:
             return inputs
-        from pytest_llmeval.scorers.conversation import read_conversation
+        from pytest_llmeval.scorers.messages import read_conversation
 
         conv = read_conversation(self.name, inputs["messages"], inputs.get("turn"))
         derived = dict(inputs)

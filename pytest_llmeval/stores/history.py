@@ -27,20 +27,16 @@ import re
 import subprocess
 import tempfile
 import time
-from collections.abc import Generator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pytest
-
+from pytest_llmeval.core.errors import BaselineError
 from pytest_llmeval.core.model import RUN_FORMAT
 
 __all__ = [
     "BaselineChoice",
-    "HistorySettings",
     "baseline_refusal",
-    "history_key",
     "list_runs",
     "load_run",
     "newest_passing",
@@ -49,7 +45,6 @@ __all__ = [
     "run_summary",
     "runs_dir",
     "save_run",
-    "selection_of",
 ]
 
 RUN_VERSION = 1
@@ -293,34 +288,6 @@ def run_summary(
     }
 
 
-def selection_of(config: pytest.Config) -> dict[str, Any]:
-    """Which tests a run selected, as it was asked: the paths and node ids given (relative to
-    the rootdir), -k, -m, --deselect, --lf and --sw. ``last`` only compares runs of the same
-    selection: a run of one test must not become the baseline of the whole suite."""
-    root = config.rootpath
-    here = Path(config.invocation_params.dir)
-    args = []
-    for arg in config.args:
-        path, sep, rest = str(arg).partition("::")
-        target = Path(path) if Path(path).is_absolute() else here / path
-        try:
-            rel = os.path.relpath(target.resolve(), root).replace(os.sep, "/")
-        except ValueError:  # another drive
-            rel = str(target)
-        args.append(rel + sep + rest)
-    option = config.option
-    return {
-        "args": sorted(args),
-        "keyword": str(getattr(option, "keyword", "") or ""),
-        "markexpr": str(getattr(option, "markexpr", "") or ""),
-        "deselect": sorted(str(d) for d in (getattr(option, "deselect", None) or [])),
-        "last_failed": bool(getattr(option, "lf", False)),
-        "stepwise": bool(
-            getattr(option, "stepwise", False) or getattr(option, "stepwise_skip", False)
-        ),
-    }
-
-
 def _summary(directory: Path, number: int) -> dict[str, Any] | None:
     """A saved run's summary, validated (None when it has none or it is not a valid one)."""
     from pytest_llmeval.core.model import loads_strict
@@ -431,7 +398,7 @@ def resolve_baseline(
 ) -> BaselineChoice:
     """What a ``--llm-eval-baseline`` value names: ``last`` (see :func:`newest_passing`; no
     path when no run can be it), a saved run's number, or a path to a saved run or JSON report.
-    Raises UsageError for a number or path that names no file."""
+    Raises :class:`BaselineError` for a number or path that names no file."""
     if spec == "last":
         return newest_passing(directory, selection)
     if spec.isdigit():
@@ -439,7 +406,7 @@ def resolve_baseline(
         if not path.is_file():
             saved = list_runs(directory)
             have = f"saved runs: {saved[0]}..{saved[-1]}" if saved else "no run is saved yet"
-            raise pytest.UsageError(
+            raise BaselineError(
                 f"--llm-eval-baseline={spec}: no saved run {int(spec)} in {directory} ({have})"
             )
         return BaselineChoice(spec, path, f"run {int(spec)}", "given by number", (), int(spec))
@@ -447,7 +414,7 @@ def resolve_baseline(
     if not path.is_absolute():
         path = invocation_dir / path
     if not path.is_file():
-        raise pytest.UsageError(
+        raise BaselineError(
             f"--llm-eval-baseline={spec}: {path} is not a file; give 'last', a saved run's "
             "number or the path of a JSON report"
         )
@@ -457,163 +424,4 @@ def resolve_baseline(
 # -- options -----------------------------------------------------------------------------------
 
 
-def _alpha(text: str) -> float:
-    import argparse
-
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number (e.g. 0.05)") from None
-    if not 0.0 < value < 1.0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be strictly between 0 and 1")
-    return value
-
-
-def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("llm-eval")
-    group.addoption(
-        "--llm-eval-no-history",
-        action="store_true",
-        default=None,
-        dest="llm_eval_no_history",
-        help="do not save this run under <cache dir>/runs/",
-    )
-    group.addoption(
-        "--llm-eval-history",
-        type=int,
-        default=None,
-        dest="llm_eval_history",
-        metavar="N",
-        help=f"saved runs to keep (the newest N; default {DEFAULT_KEEP}; 0 saves none)",
-    )
-    parser.addini(
-        "llm_eval_history",
-        f"saved runs to keep under <cache dir>/runs/ (default {DEFAULT_KEEP}; 0 saves none)",
-        type="string",
-        default=None,
-    )
-    group.addoption(
-        "--llm-eval-baseline",
-        default=None,
-        dest="llm_eval_baseline",
-        metavar="last|NUMBER|PATH",
-        help="compare this run with a saved run (the last one, or its number) or a JSON report",
-    )
-    group.addoption(
-        "--llm-eval-fail-on-regression",
-        nargs="?",
-        const=0.05,
-        default=None,
-        type=_alpha,
-        dest="llm_eval_fail_on_regression",
-        metavar="ALPHA",
-        help="with --llm-eval-baseline: exit non-zero when a scorer's mean gets worse with "
-        "p < ALPHA (default 0.05; write --llm-eval-fail-on-regression=0.01)",
-    )
-
-
-def _keep(config: pytest.Config) -> int:
-    if config.getoption("llm_eval_no_history", default=None):
-        return 0
-    value = config.getoption("llm_eval_history", default=None)
-    if value is None:
-        raw = config.getini("llm_eval_history")
-        if raw in (None, ""):
-            return DEFAULT_KEEP
-        try:
-            value = int(str(raw).strip())
-        except ValueError:
-            raise pytest.UsageError(
-                f"ini llm_eval_history: {raw!r} is not a whole number of runs"
-            ) from None
-    if value < 0:
-        raise pytest.UsageError("--llm-eval-history must be >= 0 (0 saves no run)")
-    return int(value)
-
-
-@dataclass(frozen=True)
-class HistorySettings:
-    """What the controller needs of this module's options."""
-
-    keep: int
-    alpha: float | None
-    baseline: BaselineChoice | None
-
-
-history_key = pytest.StashKey[HistorySettings]()
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    from pytest_llmeval.plugin import _enabled, _is_worker
-
-    if _is_worker(config):
-        return
-    keep = _keep(config)
-    alpha = config.getoption("llm_eval_fail_on_regression", default=None)
-    spec = config.getoption("llm_eval_baseline", default=None)
-    if alpha is not None and spec is None:
-        raise pytest.UsageError(
-            "--llm-eval-fail-on-regression needs a baseline: add --llm-eval-baseline=last "
-            "(or a saved run's number, or a JSON report)"
-        )
-    baseline = None
-    if spec is not None and _enabled(config):
-        # Resolved now: "last" is chosen among the runs saved before this one.
-        baseline = resolve_baseline(
-            str(spec),
-            runs_dir(cache_dir(config)),
-            Path(config.invocation_params.dir),
-            selection_of(config),
-        )
-    config.stash[history_key] = HistorySettings(keep, alpha, baseline)
-
-
-def cache_dir(config: pytest.Config) -> Path:
-    from pytest_llmeval.plugin import context_key
-
-    ctx = config.stash.get(context_key, None)
-    if ctx is not None:
-        return Path(ctx.settings.cache_dir)
-    from pytest_llmeval.plugin import build_settings
-
-    return Path(build_settings(config).cache_dir)
-
-
 # -- JUnit properties --------------------------------------------------------------------------
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(
-    item: pytest.Item, call: pytest.CallInfo[None]
-) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-    """Any process: with ``--junitxml``, the test's scores as ``llm_eval:<scorer>`` properties
-    (``llm_eval:<scorer>#<i>`` for the i-th further assertion of one scorer), each with its bound
-    as ``llm_eval:<scorer>:bound``, on the teardown report that junitxml reads."""
-    report = yield
-    if call.when != "teardown" or not item.config.getoption("xmlpath", default=None):
-        return report
-    from pytest_llmeval.plugin import recorder_key
-
-    recorder = item.stash.get(recorder_key, None)
-    if recorder is None or not recorder.records:
-        return report
-    props: list[tuple[str, object]] = []
-    for r in recorder.records:
-        name = f"llm_eval:{r.scorer}" + (f"#{r.index}" if r.index else "")
-        sample = getattr(r, "sample", 0)
-        if sample:
-            name += f"@{sample}"
-        value: object = f"error: {r.error}" if r.error is not None else r.score
-        props.append((name, value))
-        bound = " and ".join(
-            b
-            for b in (
-                f">= {r.min:g}" if r.min is not None else "",
-                f"<= {r.max:g}" if r.max is not None else "",
-            )
-            if b
-        )
-        if bound:
-            props.append((f"{name}:bound", bound))
-    report.user_properties = [*report.user_properties, *props]
-    return report

@@ -1,0 +1,75 @@
+"""TODO docstring."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from pytest_llmeval.engine.dataset import Case
+
+
+def function_identity(item: pytest.Item) -> tuple[str, str]:
+    """(file, test) of an item: the test function as records, gates and shards name it
+    (``Class::name`` for a method), without its parametrization."""
+    nodeid, name = item.nodeid, item.name
+    # The parametrization id may itself contain "::": cut the item's own name off the end first.
+    if nodeid.endswith(name):
+        prefix = nodeid[: len(nodeid) - len(name)]
+    else:
+        prefix = nodeid.rpartition("::")[0] + "::"
+    file, _, middle = prefix.partition("::")
+    return file, middle + getattr(item, "originalname", name)
+
+
+def _escaped_id(text: str, config: pytest.Config) -> str:
+    """``text`` as pytest writes it into an id (non-ASCII escaped, unless the ini option that
+    forfeits that is set). pytest's private helper when there is one, else the same rule."""
+    try:
+        from _pytest.python import _ascii_escaped_by_config
+
+        return str(_ascii_escaped_by_config(text, config))
+    except ImportError:  # pragma: no cover - another pytest
+        return text.encode("unicode_escape").decode("ascii")
+
+
+def _case_id(item: pytest.Item, callspec: Any, case: Case) -> str:
+    """The record's case id of a dataset item: the dataset case's id, or, when the test is also
+    parametrized otherwise, pytest's own parametrization id with the dataset case's part written
+    as its id and the repeat sample's suffix taken out (``gpt4-q1`` for ``test[gpt4-q1-s2]``),
+    so that two parametrizations of one case never share a record identity, and every sample of
+    one parametrization keeps it."""
+    full = str(getattr(callspec, "id", "") or "")
+    parts = list(getattr(callspec, "_idlist", ()) or ())
+    sample = _sample_of(item)
+    ours = {case.id, f"{case.id}-s{sample}"}
+    ours |= {_escaped_id(x, item.config) for x in ours}
+    for i, part in enumerate(parts):
+        if part in ours:
+            parts[i] = case.id
+            return "-".join(parts)
+    return full  # pytest without CallSpec2._idlist: the whole id (sample suffix included)
+
+
+def record_identity(item: pytest.Item) -> tuple[str, str, str | None, str | None]:
+    """(file, test, case id, case location) of an item: records are keyed on these, not on raw
+    node ids, so that reports of the same run with and without xdist compare equal. With the
+    sample (repeat index) they are unique per node id: every parametrization is its own case."""
+    file, test = function_identity(item)
+    case_id: str | None = None
+    where: str | None = None
+    callspec = getattr(item, "callspec", None)
+    if callspec is not None:
+        params = callspec.params
+        c = params.get("case")
+        if isinstance(c, Case):
+            where = c.location
+            case_id = c.id if len(params) == 1 else _case_id(item, callspec, c)
+        else:
+            case_id = callspec.id
+    return file, test, case_id, where
+
+
+def _sample_of(item: pytest.Item) -> int:
+    mark = item.get_closest_marker("llm_eval_sample")
+    return int(mark.args[0]) if mark is not None and mark.args else 0
