@@ -23,6 +23,7 @@ from pytest_llmeval.core.errors import (
 )
 from pytest_llmeval.core.scores import Score, Usage
 from pytest_llmeval.core.settings import JudgeSettings, Secret, Settings
+from pytest_llmeval.core.version import __version__
 from pytest_llmeval.engine.assertions import (
     BatchResult,
     LLMEvalAssertionError,
@@ -40,8 +41,6 @@ from pytest_llmeval.engine.dataset import Case, load_dataset
 from pytest_llmeval.engine.function_scorer import scorer
 from pytest_llmeval.engine.registry import default_registry
 from pytest_llmeval.engine.scoring import Scorer
-
-__version__ = "0.1.0"
 
 __all__ = [
     "BatchResult",

@@ -13,13 +13,13 @@ __all__ = ["COMMANDS", "main"]
 
 
 def _compare(argv: Sequence[str]) -> int:
-    from pytest_llmeval.analysis.compare import main as compare_main
+    from pytest_llmeval.cli.compare import main as compare_main
 
     return compare_main(argv)
 
 
 def _merge(argv: Sequence[str]) -> int:
-    from pytest_llmeval.analysis.merge import main as merge_main
+    from pytest_llmeval.cli.merge import main as merge_main
 
     return merge_main(argv)
 

@@ -16,11 +16,11 @@ import pytest
 
 from pytest_llmeval.analysis.compare import (
     compare_reports,
-    format_comparison,
     mcnemar_exact,
     sign_flip_test,
     smallest_p,
 )
+from pytest_llmeval.report.comparison import format_comparison
 
 # -- the paired tests against scipy -------------------------------------------------------------
 

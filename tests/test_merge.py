@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from pytest_llmeval.analysis.merge import main as merge_main
+from pytest_llmeval.cli.merge import main as merge_main
 from pytest_llmeval.plugin.shard import parse_shard, split_keys
 
 CONFTEST = """

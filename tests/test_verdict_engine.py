@@ -24,18 +24,11 @@ from pytest_llmeval.analysis.compare import compare_runs
 from pytest_llmeval.analysis.gates import dataset_statistics, evaluate_gates
 from pytest_llmeval.analysis.merge import merge_runs
 from pytest_llmeval.analysis.verdict import decide
-from pytest_llmeval.core.model import (
-    GateRule,
-    Instrument,
-    Run,
-    RunSettings,
-    TestPlan,
-    run_from_json,
-    sort_key,
-)
+from pytest_llmeval.core.model import GateRule, Instrument, Run, RunSettings, TestPlan, sort_key
 from pytest_llmeval.core.records import ScoreRecord
 from pytest_llmeval.core.stats import GateSpec
 from pytest_llmeval.report.json_report import build_report
+from pytest_llmeval.stores.run_files import run_from_json
 
 SCORERS = {
     # name: (higher is better, range)
@@ -444,8 +437,8 @@ def _sections(report: dict[str, Any]) -> dict[str, Any]:
 def test_pytest_merge_and_compare_agree_on_random_projects(
     pytester: pytest.Pytester, project: dict[str, Any]
 ) -> None:
-    from pytest_llmeval.analysis.compare import main as compare_main
-    from pytest_llmeval.analysis.merge import main as merge_main
+    from pytest_llmeval.cli.compare import main as compare_main
+    from pytest_llmeval.cli.merge import main as merge_main
 
     root = pytester.path
     for name in root.glob("*.json"):

@@ -61,7 +61,6 @@ __all__ = [
     "compare_runs",
     "comparison_failures",
     "comparison_json",
-    "format_comparison",
     "load_run",
     "mcnemar_exact",
     "refuse_shard",
@@ -198,7 +197,7 @@ def load_run(path: Path) -> Run:
     """Read and validate a JSON report, saved run or shard report; raise
     :class:`ComparisonError` naming the file and the field that is wrong."""
     from pytest_llmeval.core.model import RunFileError
-    from pytest_llmeval.core.model import load_run as _load
+    from pytest_llmeval.stores.run_files import load_run as _load
 
     try:
         return _load(path)[0]
@@ -392,9 +391,9 @@ class Comparison:
         for s in (*self.scorers, *self.gates):
             if s.verdict == "worse-too-few-cases":
                 out.append(
-                    f"{s.name}: got worse ({_n(s.diff, '+.3f')}) on {s.n} cases, too few for any "
-                    f"result to reach p < {self.alpha:g}: nothing can be concluded (add cases, "
-                    "or samples with repeat=)"
+                    f"{s.name}: got worse ({number_text(s.diff, '+.3f')}) on {s.n} cases, "
+                    f"too few for any result to reach p < {self.alpha:g}: nothing can be "
+                    "concluded (add cases, or samples with repeat=)"
                 )
         ambiguous = sum(len(s.ambiguous) for s in self.scorers)
         if ambiguous:
@@ -799,7 +798,8 @@ def compare_reports(
     validated first (:class:`ComparisonError` names the field that is wrong); the current run's
     gates are judged from its own plan. ``options`` are :func:`compare_runs`'s."""
     from pytest_llmeval.analysis.gates import evaluate_gates
-    from pytest_llmeval.core.model import RunFileError, run_from_json
+    from pytest_llmeval.core.model import RunFileError
+    from pytest_llmeval.stores.run_files import run_from_json
 
     try:
         base = run_from_json(baseline, str(options.pop("baseline_where", "baseline")))
@@ -833,117 +833,15 @@ def _repeat_notes(baseline: Run, current: Run) -> list[str]:
 # Text
 # --------------------------------------------------------------------------------------------
 
-_VERDICT_TEXT = {
-    "regressed": "REGRESSED",
-    "improved": "improved",
-    "worse-not-significant": "lower, not significant",
-    "better-not-significant": "higher, not significant",
-    "unchanged": "unchanged",
-    "worse-too-few-cases": "WORSE, too few cases to test",
-    "not-comparable": "NOT COMPARED: no case scored in both runs",
-    "incomparable": "INCOMPARABLE: another instrument",
-    "new": "new in this run",
-    "missing": "MISSING from this run",
-}
 
-
-def _n(x: float | None, fmt: str = ".3f") -> str:
+def number_text(x: float | None, fmt: str = ".3f") -> str:
     return "-" if x is None else format(x, fmt)
 
 
-def _p(x: float | None) -> str:
+def p_text(x: float | None) -> str:
     if x is None:
         return "-"
     return f"{x:.3g}" if x >= 0.001 else "<0.001"
-
-
-def _short(value: Any, limit: int = 80) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, Mapping) and "truncated" in value and "text" in value:
-        value = str(value["text"]) + "..."
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
-
-
-def _verdict_text(s: ScorerComparison) -> str:
-    text = _VERDICT_TEXT.get(s.verdict, s.verdict)
-    if not s.higher_is_better and s.verdict in ("worse-not-significant", "better-not-significant"):
-        text = "worse, not significant" if s.verdict.startswith("worse") else "better, n.s."
-    if s.verdict == "incomparable" and s.change not in ("-", "unchanged"):
-        text += f" (would be: {_VERDICT_TEXT.get(s.change, s.change)})"
-    if s.instrument == "changed" and s.accepted:
-        text += " (instrument changed: accepted)"
-    if not s.higher_is_better:
-        text += " [lower is better]"
-    return text
-
-
-def format_comparison(cmp: Comparison, *, max_cases: int = 5) -> list[str]:
-    """The comparison as text lines: one table row per scorer and gate, then, for each scorer
-    that changed, its biggest regressed and improved cases (at most ``max_cases`` each) and the
-    cases present on one side only."""
-    pct = f"{cmp.confidence:.0%}"
-    header = ("scorer", "n", "baseline", "current", "diff", f"{pct} CI", "p", "flips", "verdict")
-    rows = [header]
-    items = [*cmp.scorers, *cmp.gates]
-    for s in items:
-        ci = "-" if s.diff is None else f"[{_n(s.ci_low, '+.3f')}, {_n(s.ci_high, '+.3f')}]"
-        rows.append(
-            (
-                s.name,
-                str(s.n),
-                _n(s.baseline_mean),
-                _n(s.current_mean),
-                _n(s.diff, "+.3f"),
-                ci,
-                _p(s.p_value),
-                f"-{s.flips_worse}/+{s.flips_better}",
-                _verdict_text(s),
-            )
-        )
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    lines = [
-        f"{cmp.baseline_label} -> {cmp.current_label} (alpha {cmp.alpha:g}; p: paired sign-flip "
-        "permutation test; flips: pass->fail/fail->pass)"
-    ]
-    for r in rows:
-        cells = [r[0].ljust(widths[0])] + [
-            c.rjust(w) for c, w in zip(r[1:-1], widths[1:-1], strict=True)
-        ]
-        lines.append("  ".join([*cells, r[-1]]).rstrip())
-    for s in items:
-        if s.mcnemar_p is not None and (s.flips_worse or s.flips_better):
-            lines.append(
-                f"{s.name}: {s.flips_worse} pass->fail, {s.flips_better} fail->pass "
-                f"(exact McNemar p={_p(s.mcnemar_p)})"
-            )
-        for title, cases in (("regressed", s.regressed), ("improved", s.improved)):
-            if not cases:
-                continue
-            lines.append(f"{s.name}: {len(cases)} case(s) {title}, biggest first:")
-            for c in cases[:max_cases]:
-                lines.append(f"  {c.case}: {c.baseline:.4g} -> {c.current:.4g} ({c.delta:+.4g})")
-                if c.baseline_output is not None or c.current_output is not None:
-                    lines.append(f"      was: {_short(c.baseline_output)}")
-                    lines.append(f"      now: {_short(c.current_output)}")
-            if len(cases) > max_cases:
-                lines.append(f"  ... and {len(cases) - max_cases} more")
-        for change in s.instrument_changes:
-            lines.append(f"{s.name}: instrument changed: {change}")
-        for title, names in (
-            ("only in the baseline", s.only_baseline),
-            ("only in the current run", s.only_current),
-            ("without a score on one side (error)", s.errored),
-            ("with two records for one sample (not paired)", s.ambiguous),
-        ):
-            if names:
-                shown = ", ".join(names[:max_cases])
-                more = f", ... ({len(names) - max_cases} more)" if len(names) > max_cases else ""
-                lines.append(f"{s.name}: {len(names)} case(s) {title}: {shown}{more}")
-    lines.extend(cmp.notes)
-    return lines
 
 
 def comparison_failures(cmp: Comparison) -> list[str]:
@@ -957,12 +855,12 @@ def comparison_failures(cmp: Comparison) -> list[str]:
         if worse_mean and s.p_value is not None and s.p_value < cmp.alpha:
             out.append(
                 f"regression: {s.name} mean {s.baseline_mean:.3f} -> {s.current_mean:.3f} "
-                f"(p={_p(s.p_value)} < {cmp.alpha:g})"
+                f"(p={p_text(s.p_value)} < {cmp.alpha:g})"
             )
         else:
             out.append(
                 f"regression: {s.name}: {s.flips_worse} case(s) now miss their bound, "
-                f"{s.flips_better} meet it anew (exact McNemar p={_p(s.mcnemar_p)} < "
+                f"{s.flips_better} meet it anew (exact McNemar p={p_text(s.mcnemar_p)} < "
                 f"{cmp.alpha:g})"
             )
     return out + cmp.problems()
@@ -971,85 +869,6 @@ def comparison_failures(cmp: Comparison) -> list[str]:
 # --------------------------------------------------------------------------------------------
 # Command line: python -m pytest_llmeval compare BASELINE CURRENT
 # --------------------------------------------------------------------------------------------
-
-
-#: --fail-on-regression given without a value
-_FROM_ALPHA = -1.0
-
-
-def main(argv: Sequence[str]) -> int:
-    """``compare BASELINE CURRENT``: print the comparison; with ``--fail-on-regression`` exit 1
-    on a significant regression or on a comparison that cannot stand for "no regression"
-    (another instrument, nothing compared); 2 for unusable input (a file that is not a valid
-    report, named with the field that is wrong)."""
-    import argparse
-    import sys
-
-    parser = argparse.ArgumentParser(
-        prog="python -m pytest_llmeval compare",
-        description="Compare two pytest-llmeval runs (saved runs or JSON reports).",
-    )
-    parser.add_argument("baseline", type=Path, help="the baseline: a saved run or JSON report")
-    parser.add_argument("current", type=Path, help="the run to check against it")
-    parser.add_argument(
-        "--fail-on-regression",
-        nargs="?",
-        const=_FROM_ALPHA,
-        default=None,
-        type=float,
-        metavar="ALPHA",
-        help="exit 1 when a scorer's mean gets worse with p < ALPHA (default: --alpha, else "
-        "0.05), or when a scorer cannot be compared (another instrument, nothing paired)",
-    )
-    parser.add_argument("--alpha", type=float, default=None, help="significance level (0.05)")
-    parser.add_argument(
-        "--accept-incomparable",
-        action="append",
-        default=[],
-        metavar="SCORER",
-        help="compare SCORER although its instrument changed (or it is missing); 'all' for "
-        "every scorer; repeatable",
-    )
-    parser.add_argument("--json", action="store_true", help="print the comparison as JSON")
-    parser.add_argument("--max-cases", type=int, default=5, help="cases listed per scorer")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the Monte Carlo test")
-    args = parser.parse_args(list(argv))
-    alpha = args.fail_on_regression
-    if alpha is None or alpha == _FROM_ALPHA:  # the bare flag takes --alpha when it is given
-        alpha = args.alpha
-    alpha = 0.05 if alpha is None else alpha
-    if not 0.0 < alpha < 1.0:
-        parser.error(f"ALPHA must be strictly between 0 and 1, got {alpha!r}")
-    accept = [a.strip() for item in args.accept_incomparable for a in item.split(",") if a.strip()]
-    try:
-        base = load_run(args.baseline)
-        cur = load_run(args.current)
-        for path, run in ((args.baseline, base), (args.current, cur)):
-            refuse_shard(run, str(path))
-    except ComparisonError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    from pytest_llmeval.analysis.gates import evaluate_gates
-
-    cmp = compare_runs(
-        base,
-        cur,
-        alpha=alpha,
-        seed=args.seed,
-        baseline_label=str(args.baseline),
-        current_label=str(args.current),
-        accept=accept,
-        gates=evaluate_gates(cur),
-    )
-    failures = comparison_failures(cmp)
-    if args.json:
-        print(json.dumps(cmp.to_json(), indent=2, allow_nan=False))
-    else:
-        for line in format_comparison(cmp, max_cases=args.max_cases):
-            print(line)
-        for line in failures:
-            print(line)
-    return 1 if failures and args.fail_on_regression is not None else 0
 
 
 def comparison_json(

@@ -45,6 +45,13 @@ class LLMEvalError(Exception):
         super().__init__(*(redact_text(a) if isinstance(a, str) else a for a in args))
 
 
+class Skipped(LLMEvalError):
+    """A scorer asks for the test to be skipped, with its reason (``qa_correctness`` with
+    ``not_applicable="skip"``). Scorers know nothing of pytest: the plugin turns this into the
+    test's skip; outside pytest it is an error like any other. (Named like pytest's own skip
+    exception so a record of it reads the same: ``Skipped: <reason>``.)"""
+
+
 class ScorerInputError(LLMEvalError, ValueError):
     """An input given to a scorer is missing or unusable.
 

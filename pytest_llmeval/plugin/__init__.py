@@ -22,6 +22,7 @@ import _pytest as _pytest_pkg
 import pytest
 
 from pytest_llmeval.core.errors import DatasetError, LLMEvalError
+from pytest_llmeval.core.errors import Skipped as ScoringSkipped
 from pytest_llmeval.core.limits import RateLimits
 from pytest_llmeval.core.model import KNOWN_INSTRUMENTS
 from pytest_llmeval.core.records import ScoreRecord, TestRecorder, current_recorder
@@ -788,6 +789,18 @@ def _case_recorder(item: pytest.Item) -> TestRecorder:
         gates.prime(recorder)  # its body may start before its protocol's wrapper runs
     item.stash[prepared_recorder_key] = recorder
     return recorder
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Generator[None, object, object]:
+    """A scorer that asks for a skip (:class:`ScoringSkipped`; scorers know nothing of pytest)
+    skips the test, whether its body ran here or as a concurrent case replayed here."""
+    __tracebackhide__ = True
+    try:
+        return (yield)
+    except ScoringSkipped as exc:
+        # reported at the test, like a skip raised in its body (not at this wrapper)
+        raise pytest.skip.Exception(str(exc), _use_item_location=True) from None
 
 
 @pytest.hookimpl(wrapper=True)

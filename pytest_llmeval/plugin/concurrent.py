@@ -65,6 +65,7 @@ import pytest
 from pytest_llmeval.core import aio as _aio
 from pytest_llmeval.core.aio import ctrl_c
 from pytest_llmeval.core.errors import CaseFixtureError, CaseTimeoutError
+from pytest_llmeval.core.errors import Skipped as ScoringSkipped
 from pytest_llmeval.core.records import TestRecorder, current_recorder
 from pytest_llmeval.plugin.progress import RUNNING_ATTR
 
@@ -1415,7 +1416,7 @@ def _failed_case(case: _Case) -> bool:
     from _pytest.skipping import evaluate_xfail_marks
 
     error = case.error
-    if isinstance(error, (pytest.skip.Exception, pytest.xfail.Exception)):
+    if isinstance(error, (pytest.skip.Exception, pytest.xfail.Exception, ScoringSkipped)):
         return False
     xfailed = evaluate_xfail_marks(case.item)
     if error is None:

@@ -169,9 +169,9 @@ class RunController:
         """The comparison with the baseline asked for (an unusable one is a problem the verdict
         reports, never a crash that loses the run's own results)."""
         from pytest_llmeval.analysis.compare import ComparisonError, compare_runs, refuse_shard
-        from pytest_llmeval.core.model import load_run
         from pytest_llmeval.plugin.history import history_key
         from pytest_llmeval.plugin.options import _enabled
+        from pytest_llmeval.stores.run_files import load_run
 
         history = self.config.stash.get(history_key, None)
         choice = history.baseline if history is not None else None

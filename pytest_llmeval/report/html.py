@@ -299,9 +299,10 @@ def write_html(path: Path, report: Mapping[str, Any]) -> None:
 
 def load_report(path: Path) -> dict[str, Any]:
     """Read a JSON report or a saved run (``.llmeval/runs/NNNN.json``), validated like every
-    report file (:func:`pytest_llmeval.core.model.validate_report`); a clear ReportFormatError
+    report file (:func:`pytest_llmeval.stores.run_files.validate_report`); a clear ReportFormatError
     naming the file and the field when it is not a valid one."""
-    from pytest_llmeval.core.model import RunFileError, read_json, validate_report
+    from pytest_llmeval.core.model import RunFileError
+    from pytest_llmeval.stores.run_files import read_json, validate_report
 
     try:
         report = validate_report(read_json(path), str(path))

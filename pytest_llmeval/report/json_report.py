@@ -51,7 +51,7 @@ DISTRIBUTION = "pytest-llmeval-suite"
 def _versions() -> dict[str, str]:
     from importlib.metadata import PackageNotFoundError, version
 
-    from pytest_llmeval import __version__
+    from pytest_llmeval.core.version import __version__
 
     # our own version comes from the code that is running, never from distribution metadata
     # looked up by name (an editable or renamed install may not match the imported module)

@@ -225,7 +225,8 @@ def write_comparison(
     """The ``llm-eval comparison`` section: which baseline was compared with and why (``last``
     is the newest saved run that passed: the runs passed over are named), the table, each
     regression and each reason the comparison cannot stand for "no regression"."""
-    from pytest_llmeval.analysis.compare import comparison_failures, format_comparison
+    from pytest_llmeval.analysis.compare import comparison_failures
+    from pytest_llmeval.report.comparison import format_comparison
 
     if baseline is None and problem is None:
         return

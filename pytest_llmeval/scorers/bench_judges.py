@@ -29,7 +29,12 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from pytest_llmeval.core.errors import JudgeNotApplicableError, ScorerConfigError, ScorerInputError
+from pytest_llmeval.core.errors import (
+    JudgeNotApplicableError,
+    ScorerConfigError,
+    ScorerInputError,
+    Skipped,
+)
 from pytest_llmeval.core.scores import Score, Usage
 from pytest_llmeval.engine.scoring import Scorer
 from pytest_llmeval.judge.prompt import choose_nonce
@@ -156,7 +161,8 @@ class QACorrectness(ClassifierScorer):
     (or is no question), so the answer cannot be graded against it (Bench's "not applicable",
     which it scores -1). That is never a score and never cached: option ``not_applicable``
     ``"error"`` (default) raises :class:`JudgeNotApplicableError` (the test's ERROR, with the
-    judge's reasons); ``"skip"`` skips the test with them (``pytest.skip``).
+    judge's reasons); ``"skip"`` skips the test with them (raising
+    :class:`~pytest_llmeval.core.errors.Skipped`, which the plugin turns into the test's skip).
     """
 
     name = "qa_correctness"
@@ -183,9 +189,7 @@ class QACorrectness(ClassifierScorer):
         reasons = rationale or "(the judge gave no reasons)"
         message = f"the judge found the question not applicable to the context: {reasons}"
         if self.options["not_applicable"] == "skip":
-            import pytest
-
-            pytest.skip(f"{self.name}: {message}")
+            raise Skipped(f"{self.name}: {message}")
         model = client.identity().get("model")
         raise JudgeNotApplicableError(
             message,

@@ -84,7 +84,7 @@ def run_path(directory: Path, number: int) -> Path:
 
 def load_run(directory: Path, number: int) -> dict[str, Any]:
     """Saved run ``number``, read and validated (RunFileError names the file and field)."""
-    from pytest_llmeval.core.model import read_json, validate_report
+    from pytest_llmeval.stores.run_files import read_json, validate_report
 
     path = run_path(directory, number)
     data = read_json(path)
@@ -290,7 +290,7 @@ def run_summary(
 
 def _summary(directory: Path, number: int) -> dict[str, Any] | None:
     """A saved run's summary, validated (None when it has none or it is not a valid one)."""
-    from pytest_llmeval.core.model import loads_strict
+    from pytest_llmeval.stores.run_files import loads_strict
 
     try:
         data = loads_strict(summary_path(directory, number).read_text(encoding="utf-8"))
