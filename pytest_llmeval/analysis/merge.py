@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_llmeval.core.model import Run, RunFileError, TestPlan, sort_key
-from pytest_llmeval.report.json_report import DISTRIBUTION
+from pytest_llmeval.core.version import DISTRIBUTION
 from pytest_llmeval.stores.run_files import load_run
 
 __all__ = ["MergeError", "Shard", "check_shards", "load_shards", "merge_runs"]

@@ -9,57 +9,49 @@ execnet, and every test reported before a worker crash keeps its records.
 
 from __future__ import annotations
 
-import dataclasses
-import itertools
 import json
 import os
 from collections.abc import Generator, Iterator
 from pathlib import Path
-from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import _pytest as _pytest_pkg
 import pytest
 
 from pytest_llmeval.core.errors import DatasetError, LLMEvalError
 from pytest_llmeval.core.errors import Skipped as ScoringSkipped
-from pytest_llmeval.core.limits import RateLimits
 from pytest_llmeval.core.model import KNOWN_INSTRUMENTS
 from pytest_llmeval.core.records import ScoreRecord, TestRecorder, current_recorder
-from pytest_llmeval.core.redaction import redact_text
 from pytest_llmeval.core.settings import (
     CACHE_MODES,
     JUDGE_MODES,
-    Settings,
 )
 from pytest_llmeval.engine.context import ScoringContext, get_context, set_context
 from pytest_llmeval.engine.dataset import Case, load_dataset
 from pytest_llmeval.engine.registry import default_registry
 from pytest_llmeval.plugin import hookspecs
-from pytest_llmeval.plugin.concurrent import ConcurrentCases, check_marker, prepared_recorder_key
+from pytest_llmeval.plugin.concurrent import check_marker
 from pytest_llmeval.plugin.controller import (
     INSTRUMENTS_ATTR,
     RECORDS_ATTR,
     RunController,
     session_key,
 )
-from pytest_llmeval.plugin.identity import _sample_of, function_identity, record_identity
+from pytest_llmeval.plugin.gates import _configure_gates, _test_gates
+from pytest_llmeval.plugin.identity import (
+    _definition_identity,
+    _new_recorder,
+    _sample_of,
+    item_recorder,
+)
 from pytest_llmeval.plugin.keys import (
     ERROR_ATTR,
-    GATED_MISS_ATTR,
-    RATE_FILE_KEY,
-    SPEND_FILE_KEY,
-    VerdictPolicies,
     context_key,
-    gate_failure_key,
-    gate_rules_key,
-    gate_table_key,
+    prepared_recorder_key,
     previous_context_key,
     rate_file_key,
     recorder_key,
     shipped_key,
     spend_key,
-    verdict_policies_key,
 )
 from pytest_llmeval.plugin.options import (
     _OPTIONS,
@@ -67,18 +59,19 @@ from pytest_llmeval.plugin.options import (
     _enabled,
     _is_worker,
     _number,
-    _opt,
     build_settings,
 )
 from pytest_llmeval.plugin.progress import progress_key
-
-if TYPE_CHECKING:
-    from pytest_llmeval.analysis.gates import GateRule, TestGates
-    from pytest_llmeval.plugin.progress import Progress
-    from pytest_llmeval.stores.ratelimit import FileBucket, RateLimiter
-    from pytest_llmeval.stores.redis_store import TieredStore
-    from pytest_llmeval.stores.spend import SharedSpend
-
+from pytest_llmeval.plugin.services import (
+    _OUTAGE_PLUGIN,
+    _concurrent_cases,
+    _load_ini_judges,
+    _rate_limiter,
+    _run_spend,
+    _shared_store,
+    _start_progress,
+)
+from pytest_llmeval.plugin.tracebacks import _hide_package_frames
 
 _SKIP_REASON = (
     "llm_eval test: LLM evaluations run only with `pytest --llm-eval` "
@@ -263,242 +256,6 @@ def pytest_configure(config: pytest.Config) -> None:
         _start_progress(config, ctx)
 
 
-_OUTAGE_PLUGIN = "llm-eval-redis-outage"
-
-
-def _start_progress(config: pytest.Config, ctx: ScoringContext) -> Progress | None:
-    """Controller side: the live status line, when a person watches a terminal (issue 14)."""
-    if not _enabled(config) or config.get_verbosity() < 0:
-        return None
-    off = config.getoption("llm_eval_no_progress", default=None)
-    if off is None:
-        off = bool(config.getini("llm_eval_no_progress"))
-    if off:
-        return None
-    xdist = bool(getattr(config.option, "numprocesses", None)) or getattr(
-        config.option, "dist", "no"
-    ) not in ("no", None)
-    if config.getoption("capture", default="fd") == "no" and not xdist:
-        return None  # tests print straight to the terminal: the line would get in their way
-    reporter = config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is None:
-        return None
-    writer = reporter._tw
-    isatty = getattr(writer._file, "isatty", None)
-    if not writer.hasmarkup or not callable(isatty) or not isatty():
-        return None
-    from pytest_llmeval.plugin.progress import Progress
-
-    progress = Progress(config, writer, ctx.settings.budget_usd)
-    cases = config.pluginmanager.get_plugin("llm-eval-concurrent-cases")
-    if cases is not None and not xdist:
-        progress.local_running = cases.in_flight
-    if ctx.ledger.shared is not None or not xdist:
-        progress.live_spend = lambda: ctx.ledger.spent_usd
-    limiter = ctx.limiter
-    if limiter is not None:
-        progress.live_rate_wait = lambda: limiter.run_waited()[0]
-    config.stash[progress_key] = progress
-    config.pluginmanager.register(progress, "llm-eval-progress")
-    return progress
-
-
-def _shared_store(config: pytest.Config, settings: Settings) -> TieredStore | None:
-    """The local SQLite store in front of Redis when a cache URL is set, else None (the
-    context opens the local store alone). Redis unreachable at start: one warning and the local
-    store alone, or a usage error with ``--llm-eval-cache-required``."""
-    url = _opt(config, "llm_eval_cache_url") or os.environ.get("LLM_EVAL_CACHE_URL") or None
-    if url is None:
-        return None
-    from pytest_llmeval.stores.cache import ResultCache
-    from pytest_llmeval.stores.cache_entries import CacheWarning
-    from pytest_llmeval.stores.redis_store import RedisStore, RedisUnavailable, TieredStore
-
-    prefix = _opt(config, "llm_eval_cache_prefix")
-    required = config.getoption("llm_eval_cache_required", default=None)
-    if required is None:
-        required = bool(config.getini("llm_eval_cache_required"))
-    try:
-        remote = RedisStore(
-            url,
-            prefix="llmeval:" if prefix is None else prefix,
-            ttl=_number(config, "llm_eval_cache_ttl", int),
-            password=os.environ.get("LLM_EVAL_REDIS_PASSWORD") or None,
-        )
-    except ImportError:
-        raise pytest.UsageError(
-            '--llm-eval-cache-url needs redis-py: pip install redis (or pip install ".[redis]" in '
-            "the pytest-llmeval-suite checkout)"
-        ) from None
-    except LLMEvalError as exc:
-        raise pytest.UsageError(str(exc)) from None
-    local = ResultCache(settings.cache_dir, read_only=settings.cache_mode == "replay")
-    try:
-        remote.connect()
-    except RedisUnavailable as exc:
-        if required:
-            remote.close()
-            raise pytest.UsageError(f"{exc} (--llm-eval-cache-required)") from None
-        if not _is_worker(config):  # the run says it once, not once per xdist worker
-            config.issue_config_time_warning(
-                CacheWarning(
-                    f"{exc}; this run uses the local result cache only until Redis answers "
-                    "(tried again every few seconds); results computed meanwhile are pushed to "
-                    "it at the end of the run if it is back, else later with: python -m "
-                    "pytest_llmeval cache push --url URL"
-                ),
-                stacklevel=2,
-            )
-        return TieredStore(local, remote, down=str(exc))
-    return TieredStore(local, remote)
-
-
-def _load_ini_judges(config: pytest.Config) -> None:
-    """Register the judges of the ini ``llm_eval_judges`` globs (on every process, so xdist
-    workers know them too); a bad spec stops the run with the file and field it names."""
-    patterns = [p for p in config.getini("llm_eval_judges") if p.strip()]
-    if not patterns:
-        return
-    from pytest_llmeval.scorers.custom import load_classifiers
-
-    root = config.inipath.parent if config.inipath is not None else config.rootpath
-    try:
-        load_classifiers(*patterns, root=root)
-    except LLMEvalError as exc:
-        raise pytest.UsageError(f"ini llm_eval_judges: {exc}") from None
-
-
-def _concurrent_cases(config: pytest.Config) -> ConcurrentCases:
-    limits: dict[str, Any] = {}
-    for ini, kind in (("llm_eval_case_concurrency", int), ("llm_eval_case_timeout", float)):
-        value = _number(config, ini, kind)
-        if value is not None and value <= 0:
-            raise pytest.UsageError(f"--{ini.replace('_', '-')} must be positive, not {value}")
-        limits[ini] = value
-    return ConcurrentCases(
-        config,
-        make_recorder=_case_recorder,
-        default_concurrency=limits["llm_eval_case_concurrency"] or 1,
-        timeout=limits["llm_eval_case_timeout"],
-    )
-
-
-def _run_spend(config: pytest.Config, settings: Settings) -> SharedSpend | None:
-    """With a budget: the run's shared spend (created by the controller, whose path reaches
-    each xdist worker in ``workerinput``), so the budget holds for the whole run."""
-    from pytest_llmeval.stores.spend import SharedSpend, shared_spend_supported
-
-    if settings.budget_usd is None or not shared_spend_supported():
-        return None
-    if _is_worker(config):
-        path = config.workerinput.get(SPEND_FILE_KEY)  # type: ignore[attr-defined]
-        if not path:
-            return None
-        if not os.path.exists(path):  # e.g. a remote worker (--tx ssh=...)
-            config.issue_config_time_warning(
-                pytest.PytestConfigWarning(
-                    f"llm-eval: this xdist worker cannot reach the run's spend file {path}; "
-                    "--llm-eval-budget applies to this worker's own calls only"
-                ),
-                stacklevel=2,
-            )
-            return None
-        return SharedSpend(path)
-    spend = SharedSpend.create()
-    config.stash[spend_key] = spend
-    return spend
-
-
-def _rate_limiter(config: pytest.Config, settings: Settings) -> RateLimiter | None:
-    """With ``--llm-eval-rpm``/``--llm-eval-tpm``: the run's limiter. Its bucket is the run's
-    file (created by the controller, whose path reaches each xdist worker in ``workerinput``)
-    or, with a Redis cache URL, the fleet's bucket in Redis with the file behind it. Redis
-    unreachable at start: one warning (from the controller) and the file alone."""
-    from pytest_llmeval.stores.ratelimit import (
-        FileBucket,
-        MemoryBucket,
-        RateLimiter,
-        RateLimitWarning,
-    )
-    from pytest_llmeval.stores.spend import shared_spend_supported
-
-    limits = settings.rate_limits
-    if not limits.active:
-        return None
-    local: FileBucket | MemoryBucket
-    file: FileBucket | None = None
-    scope = "this machine's run (file lock)"
-    if not shared_spend_supported():
-        local, scope = MemoryBucket(limits), "each process (no fcntl on this platform)"
-    elif _is_worker(config):
-        path = config.workerinput.get(RATE_FILE_KEY)  # type: ignore[attr-defined]
-        if path and os.path.exists(path):
-            local = file = FileBucket(path, limits)
-        else:  # e.g. a remote worker (--tx ssh=...)
-            local, scope = MemoryBucket(limits), "this xdist worker only"
-            config.issue_config_time_warning(
-                RateLimitWarning(
-                    f"llm-eval: this xdist worker cannot reach the run's rate-limit file {path}; "
-                    "--llm-eval-rpm/--llm-eval-tpm apply to this worker's own requests only"
-                ),
-                stacklevel=2,
-            )
-    else:
-        local = file = FileBucket.create(limits)
-        config.stash[rate_file_key] = file
-    remote = _redis_bucket(config, limits)
-    if remote is None:
-        return RateLimiter(limits, local, stats=file, scope=scope)
-    return RateLimiter(
-        limits,
-        remote,
-        fallback=local,
-        stats=file,
-        scope=f"every machine sharing Redis {remote.url} (key {remote.key!r})",
-    )
-
-
-def _redis_bucket(config: pytest.Config, limits: RateLimits) -> Any | None:
-    """The fleet's bucket in the Redis of ``--llm-eval-cache-url`` (key ``<prefix>ratelimit``),
-    or None: no URL, or Redis unreachable (said once, by the controller)."""
-    url = _opt(config, "llm_eval_cache_url") or os.environ.get("LLM_EVAL_CACHE_URL") or None
-    if url is None:
-        return None
-    from pytest_llmeval.stores.ratelimit import RateLimitWarning, RedisBucket, fail_fast
-    from pytest_llmeval.stores.redis_store import RedisStore, RedisUnavailable
-
-    prefix = _opt(config, "llm_eval_cache_prefix")
-    try:
-        store = RedisStore(
-            url,
-            prefix="llmeval:" if prefix is None else prefix,
-            password=os.environ.get("LLM_EVAL_REDIS_PASSWORD") or None,
-            timeout=2.0,
-        )
-    except ImportError:
-        raise pytest.UsageError(
-            '--llm-eval-cache-url needs redis-py: pip install redis (or pip install ".[redis]" in '
-            "the pytest-llmeval-suite checkout)"
-        ) from None
-    except LLMEvalError as exc:
-        raise pytest.UsageError(str(exc)) from None
-    fail_fast(store.client)
-    try:
-        store.connect()
-    except RedisUnavailable as exc:
-        store.close()
-        if not _is_worker(config):
-            config.issue_config_time_warning(
-                RateLimitWarning(
-                    f"{exc}; --llm-eval-rpm/--llm-eval-tpm hold for this machine's run only "
-                    f"({limits.describe()}, file lock), not for the fleet"
-                ),
-                stacklevel=2,
-            )
-        return None
-    return RedisBucket(store.client, store.prefix + "ratelimit", limits, store.url)
-
-
 def pytest_unconfigure(config: pytest.Config) -> None:
     outage = config.pluginmanager.get_plugin(_OUTAGE_PLUGIN)
     if outage is not None:
@@ -656,100 +413,6 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         current_recorder.reset(token)
 
 
-def item_recorder(item: pytest.Item) -> TestRecorder | None:
-    """The item's recorder: its protocol's or, for a concurrent case set up ahead of its
-    protocol (its setup reports are made then), the one prepared for it."""
-    prepared = item.stash.get(prepared_recorder_key, None)
-    return prepared if prepared is not None else item.stash.get(recorder_key, None)
-
-
-def _new_recorder(item: pytest.Item) -> TestRecorder:
-    file, test, case_id, where = record_identity(item)
-    return TestRecorder(file, test, case_id, where, sample=_sample_of(item))
-
-
-_PACKAGE_DIR = Path(__file__).resolve().parent.parent  # pytest_llmeval/, not plugin/
-
-
-def _library_dirs() -> tuple[Path, ...]:
-    """The standard library and site-packages folders (frames there are nobody's own code)."""
-    import site
-    import sysconfig
-
-    found = {Path(os.__file__).resolve().parent}
-    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
-        path = sysconfig.get_paths().get(key)
-        if path:
-            found.add(Path(path).resolve())
-    try:
-        found.update(Path(p).resolve() for p in site.getsitepackages())
-    except AttributeError:  # some virtualenv builds lack it
-        pass
-    return tuple(found)
-
-
-def _frame_path(tb: TracebackType) -> Path | None:
-    try:
-        return Path(tb.tb_frame.f_code.co_filename).resolve()
-    except (ValueError, OSError):
-        return None
-
-
-_PYTEST_DIRS = (Path(pytest.__file__).resolve().parent, Path(_pytest_pkg.__file__).resolve().parent)
-
-
-def _is_pytest_frame(tb: TracebackType) -> bool:
-    path = _frame_path(tb)
-    return path is not None and (
-        any(path.is_relative_to(d) for d in _PYTEST_DIRS) or "pluggy" in path.parts
-    )
-
-
-def _hide_package_frames(item: pytest.Item, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
-    """An error of ours (unknown scorer, bad option or input, judge failure) is shown from the
-    user's own frames: the message says what to do, and pytest-llmeval's internal frames (and
-    the standard library's under them, e.g. the future a judge call ran in: dozens of lines per
-    test) say nothing to the user. A user's own code called from ours (a custom scorer) stays.
-    ``--fulltrace`` shows everything.
-
-    The frames are unlinked from the raw traceback chain: pytest rebuilds its traceback from
-    the raw entries when it cuts it at the test function, so filtering its Traceback object
-    would not last."""
-    if item.config.getoption("fulltrace", False):
-        return
-    chain: list[TracebackType] = []
-    tb: TracebackType | None = excinfo.tb
-    while tb is not None:
-        chain.append(tb)
-        tb = tb.tb_next
-    libraries: tuple[Path, ...] | None = None
-    kept: list[TracebackType] = []
-    entered = False  # past the first frame of ours
-    for t in chain:
-        path = _frame_path(t)
-        if path is not None and path.is_relative_to(_PACKAGE_DIR):
-            entered = True
-            continue
-        if entered and path is not None:
-            if libraries is None:
-                libraries = _library_dirs()
-            if any(path.is_relative_to(d) for d in libraries):
-                continue
-        kept.append(t)
-    if not kept or kept[0] is not chain[0] or len(kept) == len(chain):
-        return
-    if all(_is_pytest_frame(t) for t in kept):
-        # Raised by this plugin outside any user code (a concurrent case's timeout, handed
-        # over in its call phase): hiding our frames would leave only pytest's own, which pytest
-        # then shows in full. Keep the chain: pytest cuts its own frames and shows ours.
-        return
-    for before, after in itertools.pairwise(kept):
-        before.tb_next = after
-    kept[-1].tb_next = None
-    # rebuild pytest's view from the shortened chain (it may have been computed already)
-    excinfo.traceback = type(excinfo.traceback)(excinfo.tb)
-
-
 def _count_unrecorded_error(item: pytest.Item, error: LLMEvalError) -> None:
     """Every test ERROR caused by pytest-llmeval shows in the llm-eval summary: an error raised
     before any scoring was recorded (assert_scores rejecting its options, say) gets a record, so
@@ -775,20 +438,6 @@ def _count_unrecorded_error(item: pytest.Item, error: LLMEvalError) -> None:
             where=recorder.where,
         )
     )
-
-
-def _case_recorder(item: pytest.Item) -> TestRecorder:
-    """The recorder of a concurrent case being set up: its protocol's, when that is running,
-    else a new one that its protocol will take up."""
-    recorder = item.stash.get(recorder_key, None)
-    if recorder is not None and current_recorder.get() is recorder:
-        return recorder
-    recorder = _new_recorder(item)
-    gates = item.config.pluginmanager.get_plugin("llm-eval-gate-hooks")
-    if isinstance(gates, GateHooks):
-        gates.prime(recorder)  # its body may start before its protocol's wrapper runs
-    item.stash[prepared_recorder_key] = recorder
-    return recorder
 
 
 @pytest.hookimpl(wrapper=True)
@@ -872,94 +521,6 @@ def pytest_report_teststatus(
 # side: the RunController (controller.py) judges the gates from the run at the end of the session.
 
 
-def _configure_gates(config: pytest.Config) -> None:
-    """Both sides: markers, the run's gates (a malformed one is a usage error), the verdict
-    policies, the gate hooks and the plan collector."""
-    from pytest_llmeval.analysis.gates import (
-        INCONCLUSIVE_POLICIES,
-        SKIPPED_POLICIES,
-        parse_gate_option,
-    )
-    from pytest_llmeval.core.errors import GateError
-    from pytest_llmeval.plugin.plan import PlanCollector
-
-    config.addinivalue_line(
-        "markers",
-        "llm_eval_gate(scorer, *, min_mean=None, max_mean=None, min_pass_rate=None, "
-        "max_pass_rate=None, confidence=None, reducer='mean', max_errors=0): a suite gate on the "
-        "records of `scorer` over all cases and samples of this test; stackable",
-    )
-    config.addinivalue_line(
-        "markers", "llm_eval_sample(k): (set by llm_eval_dataset repeat=) the sample index"
-    )
-    rules: list[GateRule] = []
-    sources = [("--llm-eval-gate", t) for t in config.getoption("llm_eval_gate", None) or []]
-    sources += [("ini llm_eval_gates", t) for t in config.getini("llm_eval_gates") or []]
-    for origin, text in sources:
-        if not text.strip():
-            continue
-        try:
-            rules.append(parse_gate_option(text, origin))
-        except GateError as exc:
-            raise pytest.UsageError(str(exc)) from None
-    config.stash[gate_rules_key] = rules
-    table: dict[tuple[str, str], TestGates] = {}
-    config.stash[gate_table_key] = table
-    repeat = _number(config, "llm_eval_repeat", int)
-    if repeat is not None and repeat < 1:
-        raise pytest.UsageError(
-            f"--llm-eval-repeat / ini llm_eval_repeat must be >= 1, not {repeat}"
-        )
-    policies = {}
-    for name, allowed in (
-        ("inconclusive", INCONCLUSIVE_POLICIES),
-        ("skipped", SKIPPED_POLICIES),
-    ):
-        value = _opt(config, f"llm_eval_{name}") or "fail"
-        if value not in allowed:
-            raise pytest.UsageError(
-                f"--llm-eval-{name} / ini llm_eval_{name}: {value!r}; use fail or pass"
-            )
-        policies[name] = value
-    accepted = config.getoption("llm_eval_accept_incomparable", default=None) or []
-    accepted = accepted or list(config.getini("llm_eval_accept_incomparable") or [])
-    config.stash[verdict_policies_key] = VerdictPolicies(
-        inconclusive=policies["inconclusive"],
-        skipped=policies["skipped"],
-        accept_incomparable=tuple(
-            dict.fromkeys(a.strip() for item in accepted for a in item.split(",") if a.strip())
-        ),
-    )
-    strict = config.getoption("llm_eval_strict_cases", default=None)
-    if strict is None:
-        strict = bool(config.getini("llm_eval_strict_cases"))
-    config.pluginmanager.register(GateHooks(config, bool(strict)), "llm-eval-gate-hooks")
-    config.pluginmanager.register(
-        PlanCollector(config, table, record_identity, function_identity, _planned_kind),
-        "llm-eval-plan",
-    )
-
-
-def _planned_kind(item: pytest.Item) -> bool | None:
-    """Whether an item's fate counts: True for an llm_eval item of a run with evaluations on,
-    False for one skipped because they are off (a plain ``pytest`` run judges no llm_eval
-    gate), None for any other test (its gates, if a run gate gives it some, still count)."""
-    if item.get_closest_marker("llm_eval") is None:
-        return None
-    return _enabled(item.config)
-
-
-def _test_gates(config: pytest.Config, file: str, test: str) -> TestGates:
-    from pytest_llmeval.analysis.gates import TestGates
-
-    return config.stash[gate_table_key].setdefault((file, test), TestGates())
-
-
-def _definition_identity(metafunc: pytest.Metafunc) -> tuple[str, str]:
-    file, _, test = metafunc.definition.nodeid.partition("::")
-    return file, test
-
-
 def _parametrize_cases(metafunc: pytest.Metafunc, mark: pytest.Mark, cases: list[Case]) -> None:
     """One test per dataset row, or per row and sample with ``repeat`` (marker, else
     ``--llm-eval-repeat``): ids ``<case>-s<k>``, k from 0, the sample index also being the
@@ -996,134 +557,3 @@ def llm_eval_sample(request: pytest.FixtureRequest) -> int:
     """The sample index of this run of a dataset case (0 to repeat-1; 0 without repeat), e.g. to
     seed a fake nondeterministic app reproducibly."""
     return _sample_of(request.node)
-
-
-def _mark_text(mark: pytest.Mark) -> str:
-    args = [repr(a) for a in mark.args] + [f"{k}={v!r}" for k, v in mark.kwargs.items()]
-    return f"@pytest.mark.llm_eval_gate({', '.join(args)})"
-
-
-class GateHooks:
-    """Both sides: collect and check each test function's gates; soften gated per-case misses;
-    ship gate info on teardown reports."""
-
-    def __init__(self, config: pytest.Config, strict: bool) -> None:
-        self.config = config
-        self.strict = strict
-        self._resolved: dict[str, GateRule] = {}
-
-    def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
-        """Worker side (and the only process): a test function's gates, from its
-        ``llm_eval_gate`` markers and the run's matching ``--llm-eval-gate`` patterns. A bad
-        gate is a collection error naming the marker (or option) and the test."""
-        from pytest_llmeval.analysis.gates import make_spec, resolve_spec
-        from pytest_llmeval.core.errors import GateError
-
-        file, test = _definition_identity(metafunc)
-        name = f"{file}::{test}"
-        specs = []
-        marker_scorers = set()
-        try:
-            for mark in metafunc.definition.iter_markers("llm_eval_gate"):
-                source = f"{_mark_text(mark)} on {name}"
-                if not mark.args:
-                    raise GateError(source, "needs the scorer's name as its first argument")
-                if len(mark.args) > 1:
-                    raise GateError(source, "takes one scorer; stack one marker per scorer")
-                spec = make_spec(mark.args[0], mark.kwargs, source)
-                specs.append(resolve_spec(spec, default_registry))
-                marker_scorers.add(specs[-1].scorer)
-            # Run gates are the evaluation run's (--llm-eval): a plain `pytest` judges none.
-            rules = self.config.stash[gate_rules_key] if _enabled(self.config) else []
-            for rule in rules:
-                if rule.matches(file, test):
-                    resolved = self._resolved.get(rule.spec.source)
-                    if resolved is None:
-                        resolved = dataclasses.replace(
-                            rule, spec=resolve_spec(rule.spec, default_registry)
-                        )
-                        self._resolved[rule.spec.source] = resolved
-                    specs.append(resolved.spec)
-        except GateError as exc:
-            raise pytest.Collector.CollectError(f"{exc} (test {name})") from None
-        if specs:
-            gates = _test_gates(metafunc.config, file, test)
-            gates.specs = specs
-            gates.marker_scorers = frozenset(marker_scorers)
-
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_protocol(
-        self, item: pytest.Item, nextitem: pytest.Item | None
-    ) -> Iterator[None]:
-        """Worker side: tell the test's recorder which scorers a gate decides (runs inside the
-        wrapper that creates the recorder)."""
-        recorder = item.stash.get(recorder_key, None)
-        if recorder is not None:
-            self.prime(recorder)
-        return (yield)
-
-    def prime(self, recorder: TestRecorder) -> None:
-        """Tell a test's recorder which scorers a gate decides. Also called for a concurrent
-        case's recorder made before its protocol (its body may start ahead). Only the gates of
-        the test's own markers soften its per-case misses: a run gate (``--llm-eval-gate``, ini
-        ``llm_eval_gates``) adds a verdict and never turns a failing case into a pass."""
-        gates = self.config.stash[gate_table_key].get((recorder.file, recorder.test))
-        if gates is not None and gates.specs:
-            recorder.gated = gates.scorers
-            recorder.soft = frozenset() if self.strict else gates.marker_scorers
-
-    @pytest.hookimpl(wrapper=True, trylast=True)
-    def pytest_runtest_makereport(
-        self, item: pytest.Item, call: pytest.CallInfo[None]
-    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-        """Worker side, innermost wrapper (so the records it adds ship with the others): mark a
-        passed call with gated misses; at teardown, an error record for each gated scorer a
-        failed test never reached (an unscored sample, never a pass)."""
-        from pytest_llmeval.analysis.gates import UNREACHED
-
-        report = yield
-        recorder = item_recorder(item)
-        if recorder is None or not recorder.gated:
-            return report
-        if call.when in ("setup", "call"):
-            if report.failed and call.excinfo is not None:
-                text = " ".join(call.excinfo.exconly().split())
-                item.stash[gate_failure_key] = redact_text(text)[:300]  # redacted, then cut
-            if call.when == "call" and report.passed and recorder.gated_misses:
-                setattr(report, GATED_MISS_ATTR, "; ".join(recorder.gated_misses))
-            return report
-        if call.when != "teardown":
-            return report
-        failure = item.stash.get(gate_failure_key, None)
-        if failure is not None:
-            seen = {r.scorer for r in recorder.records}
-            for scorer in sorted(recorder.gated - seen):
-                recorder.add(
-                    ScoreRecord(
-                        file=recorder.file,
-                        test=recorder.test,
-                        case_id=recorder.case_id,
-                        scorer=scorer,
-                        index=recorder.next_index(scorer),
-                        score=None,
-                        min=None,
-                        max=None,
-                        passed=None,
-                        cached=False,
-                        duration_s=0.0,
-                        error=f"the test failed before scoring {scorer}: {failure}",
-                        where=recorder.where,
-                        metadata=UNREACHED,
-                        sample=recorder.sample,
-                        gated=True,
-                    )
-                )
-        return report
-
-    def pytest_report_teststatus(
-        self, report: pytest.TestReport, config: pytest.Config
-    ) -> tuple[str, str, str | tuple[str, dict[str, bool]]] | None:
-        """Both sides: a passed test with gated misses reads ``PASSED (gated miss)`` with -v."""
-        if report.when == "call" and report.passed and getattr(report, GATED_MISS_ATTR, None):
-            return "passed", "g", ("PASSED (gated miss)", {"yellow": True})
-        return None

@@ -67,6 +67,7 @@ from pytest_llmeval.core.aio import ctrl_c
 from pytest_llmeval.core.errors import CaseFixtureError, CaseTimeoutError
 from pytest_llmeval.core.errors import Skipped as ScoringSkipped
 from pytest_llmeval.core.records import TestRecorder, current_recorder
+from pytest_llmeval.plugin.keys import prepared_recorder_key
 from pytest_llmeval.plugin.progress import RUNNING_ATTR
 
 if TYPE_CHECKING:
@@ -108,8 +109,6 @@ for _name in ("capsysbinary", "capfd", "capfdbinary"):
     _ONE_AT_A_TIME[_name] = _ONE_AT_A_TIME["capsys"].replace("sys.stdout", "standard output")
 del _name
 
-#: The recorder of a case set up ahead of its protocol (the plugin's protocol wrapper reuses it).
-prepared_recorder_key = pytest.StashKey[TestRecorder]()
 
 #: The case whose coroutine is running in this context (case loop tasks only).
 _current_case: contextvars.ContextVar[_Case | None] = contextvars.ContextVar(

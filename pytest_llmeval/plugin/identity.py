@@ -1,4 +1,5 @@
-"""TODO docstring."""
+"""Which case a pytest item is: its test function, dataset case id and sample, as records,
+gates, plans and shards name it (the same with ``-n 0`` and ``-n N``), and its recorder."""
 
 from __future__ import annotations
 
@@ -6,7 +7,9 @@ from typing import Any
 
 import pytest
 
+from pytest_llmeval.core.records import TestRecorder
 from pytest_llmeval.engine.dataset import Case
+from pytest_llmeval.plugin.keys import prepared_recorder_key, recorder_key
 
 
 def function_identity(item: pytest.Item) -> tuple[str, str]:
@@ -73,3 +76,20 @@ def record_identity(item: pytest.Item) -> tuple[str, str, str | None, str | None
 def _sample_of(item: pytest.Item) -> int:
     mark = item.get_closest_marker("llm_eval_sample")
     return int(mark.args[0]) if mark is not None and mark.args else 0
+
+
+def item_recorder(item: pytest.Item) -> TestRecorder | None:
+    """The item's recorder: its protocol's or, for a concurrent case set up ahead of its
+    protocol (its setup reports are made then), the one prepared for it."""
+    prepared = item.stash.get(prepared_recorder_key, None)
+    return prepared if prepared is not None else item.stash.get(recorder_key, None)
+
+
+def _new_recorder(item: pytest.Item) -> TestRecorder:
+    file, test, case_id, where = record_identity(item)
+    return TestRecorder(file, test, case_id, where, sample=_sample_of(item))
+
+
+def _definition_identity(metafunc: pytest.Metafunc) -> tuple[str, str]:
+    file, _, test = metafunc.definition.nodeid.partition("::")
+    return file, test

@@ -72,3 +72,7 @@ class VerdictPolicies:
 
 
 verdict_policies_key = pytest.StashKey[VerdictPolicies]()
+
+
+#: The recorder of a case set up ahead of its protocol (the plugin's protocol wrapper reuses it).
+prepared_recorder_key = pytest.StashKey[TestRecorder]()

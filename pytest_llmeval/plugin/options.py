@@ -1,4 +1,5 @@
-"""TODO docstring."""
+"""The plugin's options: the table of CLI options with their ini twins, how a value is read
+(command line, then ini, then the environment), and the run's settings built from them."""
 
 from __future__ import annotations
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_llmeval.core.model import REPORT_VERSION
 from pytest_llmeval.core.records import ScoreRecord, aggregate
 from pytest_llmeval.core.settings import Settings
+from pytest_llmeval.core.version import DISTRIBUTION
 
 if TYPE_CHECKING:
     from pytest_llmeval.analysis.gates import GateOutcome, TestStatistics
@@ -41,11 +42,6 @@ def git_commit(directory: Path) -> str | None:
         return None
     text = out.stdout.strip()
     return text if out.returncode == 0 and text else None
-
-
-#: This project's distribution name. ``pytest-llmeval`` on PyPI is another project that ships a
-#: module of the same name, so its metadata says nothing about the code that ran.
-DISTRIBUTION = "pytest-llmeval-suite"
 
 
 def _versions() -> dict[str, str]:

@@ -1,0 +1,266 @@
+"""Gates, pytest's side: the run gates of the options and ini, each test function's gates found
+at collection (a bad gate is a collection error), the per-case misses the test's own gate markers
+soften (the gate judges them at the end), and the recorders of concurrent cases primed with them.
+The gates are judged from the run at the end by :mod:`pytest_llmeval.analysis.gates`."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pytest_llmeval.plugin.identity import _definition_identity, _new_recorder, item_recorder
+
+if TYPE_CHECKING:
+    from pytest_llmeval.analysis.gates import GateRule, TestGates
+
+import dataclasses
+from collections.abc import Generator, Iterator
+
+import pytest
+
+from pytest_llmeval.core.records import ScoreRecord, TestRecorder, current_recorder
+from pytest_llmeval.core.redaction import redact_text
+from pytest_llmeval.engine.registry import default_registry
+from pytest_llmeval.plugin.identity import function_identity, record_identity
+from pytest_llmeval.plugin.keys import (
+    GATED_MISS_ATTR,
+    VerdictPolicies,
+    gate_failure_key,
+    gate_rules_key,
+    gate_table_key,
+    prepared_recorder_key,
+    recorder_key,
+    verdict_policies_key,
+)
+from pytest_llmeval.plugin.options import (
+    _enabled,
+    _number,
+    _opt,
+)
+
+
+def _configure_gates(config: pytest.Config) -> None:
+    """Both sides: markers, the run's gates (a malformed one is a usage error), the verdict
+    policies, the gate hooks and the plan collector."""
+    from pytest_llmeval.analysis.gates import (
+        INCONCLUSIVE_POLICIES,
+        SKIPPED_POLICIES,
+        parse_gate_option,
+    )
+    from pytest_llmeval.core.errors import GateError
+    from pytest_llmeval.plugin.plan import PlanCollector
+
+    config.addinivalue_line(
+        "markers",
+        "llm_eval_gate(scorer, *, min_mean=None, max_mean=None, min_pass_rate=None, "
+        "max_pass_rate=None, confidence=None, reducer='mean', max_errors=0): a suite gate on the "
+        "records of `scorer` over all cases and samples of this test; stackable",
+    )
+    config.addinivalue_line(
+        "markers", "llm_eval_sample(k): (set by llm_eval_dataset repeat=) the sample index"
+    )
+    rules: list[GateRule] = []
+    sources = [("--llm-eval-gate", t) for t in config.getoption("llm_eval_gate", None) or []]
+    sources += [("ini llm_eval_gates", t) for t in config.getini("llm_eval_gates") or []]
+    for origin, text in sources:
+        if not text.strip():
+            continue
+        try:
+            rules.append(parse_gate_option(text, origin))
+        except GateError as exc:
+            raise pytest.UsageError(str(exc)) from None
+    config.stash[gate_rules_key] = rules
+    table: dict[tuple[str, str], TestGates] = {}
+    config.stash[gate_table_key] = table
+    repeat = _number(config, "llm_eval_repeat", int)
+    if repeat is not None and repeat < 1:
+        raise pytest.UsageError(
+            f"--llm-eval-repeat / ini llm_eval_repeat must be >= 1, not {repeat}"
+        )
+    policies = {}
+    for name, allowed in (
+        ("inconclusive", INCONCLUSIVE_POLICIES),
+        ("skipped", SKIPPED_POLICIES),
+    ):
+        value = _opt(config, f"llm_eval_{name}") or "fail"
+        if value not in allowed:
+            raise pytest.UsageError(
+                f"--llm-eval-{name} / ini llm_eval_{name}: {value!r}; use fail or pass"
+            )
+        policies[name] = value
+    accepted = config.getoption("llm_eval_accept_incomparable", default=None) or []
+    accepted = accepted or list(config.getini("llm_eval_accept_incomparable") or [])
+    config.stash[verdict_policies_key] = VerdictPolicies(
+        inconclusive=policies["inconclusive"],
+        skipped=policies["skipped"],
+        accept_incomparable=tuple(
+            dict.fromkeys(a.strip() for item in accepted for a in item.split(",") if a.strip())
+        ),
+    )
+    strict = config.getoption("llm_eval_strict_cases", default=None)
+    if strict is None:
+        strict = bool(config.getini("llm_eval_strict_cases"))
+    config.pluginmanager.register(GateHooks(config, bool(strict)), "llm-eval-gate-hooks")
+    config.pluginmanager.register(
+        PlanCollector(config, table, record_identity, function_identity, _planned_kind),
+        "llm-eval-plan",
+    )
+
+
+def _planned_kind(item: pytest.Item) -> bool | None:
+    """Whether an item's fate counts: True for an llm_eval item of a run with evaluations on,
+    False for one skipped because they are off (a plain ``pytest`` run judges no llm_eval
+    gate), None for any other test (its gates, if a run gate gives it some, still count)."""
+    if item.get_closest_marker("llm_eval") is None:
+        return None
+    return _enabled(item.config)
+
+
+def _test_gates(config: pytest.Config, file: str, test: str) -> TestGates:
+    from pytest_llmeval.analysis.gates import TestGates
+
+    return config.stash[gate_table_key].setdefault((file, test), TestGates())
+
+
+def _mark_text(mark: pytest.Mark) -> str:
+    args = [repr(a) for a in mark.args] + [f"{k}={v!r}" for k, v in mark.kwargs.items()]
+    return f"@pytest.mark.llm_eval_gate({', '.join(args)})"
+
+
+class GateHooks:
+    """Both sides: collect and check each test function's gates; soften gated per-case misses;
+    ship gate info on teardown reports."""
+
+    def __init__(self, config: pytest.Config, strict: bool) -> None:
+        self.config = config
+        self.strict = strict
+        self._resolved: dict[str, GateRule] = {}
+
+    def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
+        """Worker side (and the only process): a test function's gates, from its
+        ``llm_eval_gate`` markers and the run's matching ``--llm-eval-gate`` patterns. A bad
+        gate is a collection error naming the marker (or option) and the test."""
+        from pytest_llmeval.analysis.gates import make_spec, resolve_spec
+        from pytest_llmeval.core.errors import GateError
+
+        file, test = _definition_identity(metafunc)
+        name = f"{file}::{test}"
+        specs = []
+        marker_scorers = set()
+        try:
+            for mark in metafunc.definition.iter_markers("llm_eval_gate"):
+                source = f"{_mark_text(mark)} on {name}"
+                if not mark.args:
+                    raise GateError(source, "needs the scorer's name as its first argument")
+                if len(mark.args) > 1:
+                    raise GateError(source, "takes one scorer; stack one marker per scorer")
+                spec = make_spec(mark.args[0], mark.kwargs, source)
+                specs.append(resolve_spec(spec, default_registry))
+                marker_scorers.add(specs[-1].scorer)
+            # Run gates are the evaluation run's (--llm-eval): a plain `pytest` judges none.
+            rules = self.config.stash[gate_rules_key] if _enabled(self.config) else []
+            for rule in rules:
+                if rule.matches(file, test):
+                    resolved = self._resolved.get(rule.spec.source)
+                    if resolved is None:
+                        resolved = dataclasses.replace(
+                            rule, spec=resolve_spec(rule.spec, default_registry)
+                        )
+                        self._resolved[rule.spec.source] = resolved
+                    specs.append(resolved.spec)
+        except GateError as exc:
+            raise pytest.Collector.CollectError(f"{exc} (test {name})") from None
+        if specs:
+            gates = _test_gates(metafunc.config, file, test)
+            gates.specs = specs
+            gates.marker_scorers = frozenset(marker_scorers)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_protocol(
+        self, item: pytest.Item, nextitem: pytest.Item | None
+    ) -> Iterator[None]:
+        """Worker side: tell the test's recorder which scorers a gate decides (runs inside the
+        wrapper that creates the recorder)."""
+        recorder = item.stash.get(recorder_key, None)
+        if recorder is not None:
+            self.prime(recorder)
+        return (yield)
+
+    def prime(self, recorder: TestRecorder) -> None:
+        """Tell a test's recorder which scorers a gate decides. Also called for a concurrent
+        case's recorder made before its protocol (its body may start ahead). Only the gates of
+        the test's own markers soften its per-case misses: a run gate (``--llm-eval-gate``, ini
+        ``llm_eval_gates``) adds a verdict and never turns a failing case into a pass."""
+        gates = self.config.stash[gate_table_key].get((recorder.file, recorder.test))
+        if gates is not None and gates.specs:
+            recorder.gated = gates.scorers
+            recorder.soft = frozenset() if self.strict else gates.marker_scorers
+
+    @pytest.hookimpl(wrapper=True, trylast=True)
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        """Worker side, innermost wrapper (so the records it adds ship with the others): mark a
+        passed call with gated misses; at teardown, an error record for each gated scorer a
+        failed test never reached (an unscored sample, never a pass)."""
+        from pytest_llmeval.analysis.gates import UNREACHED
+
+        report = yield
+        recorder = item_recorder(item)
+        if recorder is None or not recorder.gated:
+            return report
+        if call.when in ("setup", "call"):
+            if report.failed and call.excinfo is not None:
+                text = " ".join(call.excinfo.exconly().split())
+                item.stash[gate_failure_key] = redact_text(text)[:300]  # redacted, then cut
+            if call.when == "call" and report.passed and recorder.gated_misses:
+                setattr(report, GATED_MISS_ATTR, "; ".join(recorder.gated_misses))
+            return report
+        if call.when != "teardown":
+            return report
+        failure = item.stash.get(gate_failure_key, None)
+        if failure is not None:
+            seen = {r.scorer for r in recorder.records}
+            for scorer in sorted(recorder.gated - seen):
+                recorder.add(
+                    ScoreRecord(
+                        file=recorder.file,
+                        test=recorder.test,
+                        case_id=recorder.case_id,
+                        scorer=scorer,
+                        index=recorder.next_index(scorer),
+                        score=None,
+                        min=None,
+                        max=None,
+                        passed=None,
+                        cached=False,
+                        duration_s=0.0,
+                        error=f"the test failed before scoring {scorer}: {failure}",
+                        where=recorder.where,
+                        metadata=UNREACHED,
+                        sample=recorder.sample,
+                        gated=True,
+                    )
+                )
+        return report
+
+    def pytest_report_teststatus(
+        self, report: pytest.TestReport, config: pytest.Config
+    ) -> tuple[str, str, str | tuple[str, dict[str, bool]]] | None:
+        """Both sides: a passed test with gated misses reads ``PASSED (gated miss)`` with -v."""
+        if report.when == "call" and report.passed and getattr(report, GATED_MISS_ATTR, None):
+            return "passed", "g", ("PASSED (gated miss)", {"yellow": True})
+        return None
+
+
+def _case_recorder(item: pytest.Item) -> TestRecorder:
+    """The recorder of a concurrent case being set up: its protocol's, when that is running,
+    else a new one that its protocol will take up."""
+    recorder = item.stash.get(recorder_key, None)
+    if recorder is not None and current_recorder.get() is recorder:
+        return recorder
+    recorder = _new_recorder(item)
+    gates = item.config.pluginmanager.get_plugin("llm-eval-gate-hooks")
+    if isinstance(gates, GateHooks):
+        gates.prime(recorder)  # its body may start before its protocol's wrapper runs
+    item.stash[prepared_recorder_key] = recorder
+    return recorder
