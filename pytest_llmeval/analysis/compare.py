@@ -34,6 +34,11 @@ higher-is-better scorer) with p < alpha; a move in the worse direction with p >=
 reported as not significant. :meth:`Comparison.problems` says why a comparison cannot stand for
 "no regression" (an incomparable instrument, a scorer nothing paired with, nothing compared).
 Pure Python (``math`` and ``random``): the plugin may import it.
+
+Why this module is long: the comparison of two runs is one definition (pairing, reduction per case,
+instrument changes, the paired tests, the verdict per scorer and gate, its JSON); its text
+rendering is in :mod:`pytest_llmeval.report.comparison` and its command line in
+:mod:`pytest_llmeval.cli.compare`.
 """
 
 from __future__ import annotations

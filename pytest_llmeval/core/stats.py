@@ -25,6 +25,11 @@ Degenerate cases, chosen so that a gate never claims with confidence what the da
   ``benchmarks/bench_gates.py`` it costs no measurable power at 100-200 cases. An infinite end
   of the range (an unbounded scorer) gives no floor on that side;
 * zero scored cases: no interval, the check's verdict is ``error``.
+
+Why this module is long: it is the one place every number a verdict rests on is computed (sample
+reduction, intervals, pass rates, gate specs and their checks), so that pytest, ``merge`` and
+``compare`` cannot disagree; splitting it would spread one definition of each number over several
+files.
 """
 
 from __future__ import annotations

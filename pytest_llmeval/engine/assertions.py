@@ -1,5 +1,10 @@
 """``score``/``assert_score`` and their batch forms: resolve the scorer, check inputs, consult the
-cache, score, record, and check bounds."""
+cache, score, record, and check bounds.
+
+Why this module is long: it is the public scoring API (``assert_score``, ``assert_scores``,
+``score``, ``score_many`` and their async twins) and the one pipeline they share (resolve, cache
+lookup, in-flight deduplication, record); the sync and async paths are kept side by side so they
+cannot drift apart."""
 
 from __future__ import annotations
 

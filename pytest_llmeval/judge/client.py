@@ -16,6 +16,11 @@ row is not waited on again. Parameters a model refuses are not sent (:mod:`.para
 
 The API key is only ever handed to the SDK: it never appears in a repr, an error message or a log,
 and error text coming back from an endpoint is scrubbed of it.
+
+Why this module is long: one HTTP client with everything a paid call needs in one place
+(concurrency limit, rate limit, retries with backoff, structured replies validated and re-asked,
+usage, cost and budget); each of those reads and changes the same request state, which a split
+would have to pass around.
 """
 
 from __future__ import annotations

@@ -40,6 +40,11 @@ How it works, and why:
 - A body that outlives ``--llm-eval-case-timeout`` is cancelled and is that case's ERROR,
   also when it swallows the cancellation; one that ignores it for 5 more seconds is reported
   and left behind. Async fixtures are bounded by the same timeout.
+
+Why this module is long: running test cases concurrently inside pytest's sequential protocol is one
+mechanism (the gate that lends the main thread, the case loop, fixture hand-offs, replaying output
+and outcomes, cancellation and Ctrl-C); its invariants span all of it and are documented here
+together.
 """
 
 from __future__ import annotations

@@ -65,6 +65,10 @@ Choices beyond Autoevals (the scores are the same):
 Inputs that are neither text nor (for ``context``) a list of strings are a
 :class:`~pytest_llmeval.core.errors.ScorerInputError`; dicts and lists in text fields are sent as
 JSON, numbers as ``str``.
+
+Why this module is long: the RAG scorers share their judge steps, statement extraction and context
+handling; each scorer is short, and keeping them together keeps their shared prompts and helpers
+private.
 """
 
 from __future__ import annotations

@@ -67,6 +67,10 @@ least one.
 Working directories are named ``llmeval-sandbox-<pid>.<start time>-<random>`` in the temporary
 directory and removed after each run; those of a process that died without cleaning up (SIGKILL)
 are removed by the next process's first run (:func:`remove_leftover_workdirs`).
+
+Why this module is long: it is also the program the sandboxed child runs (``python sandbox.py
+--supervise``), which may import nothing but the standard library and must be one file that the
+child can run without the package.
 """
 
 from __future__ import annotations

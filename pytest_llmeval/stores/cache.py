@@ -22,6 +22,11 @@ Beside each value the store keeps the parts of its key (:func:`key_parts`: score
 options, prompt hash, judge model and sampling, a hash per input) and where it was recorded, so
 that a replay miss can name what changed (:meth:`ResultCache.explain_miss`). Files written before
 that table existed gain it on the next writing run; read-only they still work.
+
+Why this module is long: the SQLite store with everything that keeps it safe to share between
+xdist workers and runs (opening read-write or read-only, lock and corruption handling, quarantine
+of a damaged file, batched writes) and the explanation of a miss; the entries' own checks live in
+:mod:`pytest_llmeval.stores.cache_entries`.
 """
 
 from __future__ import annotations

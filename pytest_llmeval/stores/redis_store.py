@@ -27,6 +27,10 @@ A user that may read but not write (a Redis ACL for pull-request runs) makes the
 for the run on the first ``NOPERM``, with one warning: reads go on, results stay local.
 
 ``redis`` (redis-py, the ``redis`` extra) is imported only when a store is made.
+
+Why this module is long: the shared store and its trust model in one place (key binding, optional
+HMAC signing, bounded reads, read-only users, outage handling, the tiered store in front of
+SQLite), since each read must apply all of them.
 """
 
 from __future__ import annotations

@@ -24,6 +24,11 @@ set, a 400 saying that no reply was scripted); for embeddings, a deterministic v
 (hashed character trigrams, so similar texts get similar vectors); for moderations, "not flagged".
 
 No third-party web framework: the stdlib's threading HTTP server, one thread per request.
+
+Why this module is long: it is a standalone program (``python -m pytest_llmeval.testing``) speaking
+enough of the OpenAI API (chat with tools and JSON, embeddings, moderations, errors, delays and
+scripted replies) for the tests to exercise the real client; it imports nothing from the rest of
+the package.
 """
 
 from __future__ import annotations
