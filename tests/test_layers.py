@@ -250,3 +250,23 @@ def test_a_module_over_800_lines_says_why() -> None:
 def test_the_layer_of_a_module_is_its_subpackage(module: str, expected: int) -> None:
     # the checks above are only as good as this mapping
     assert _layer(module) == expected
+
+
+def test_the_architecture_document_lists_every_module_in_its_layer() -> None:
+    # docs/architecture.md's module table is the drawing a newcomer reads: keep it true
+    text = (PACKAGE.parent / "docs" / "architecture.md").read_text("utf-8")
+    table = text.split("<!-- module table:", 1)[1]
+    listed = {}
+    for line in table.splitlines()[1:]:
+        if not line.startswith("| `"):
+            if listed:
+                break
+            continue
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        listed[cells[0].strip("`")] = cells[1]
+    actual = {}
+    for module, path in MODULES.items():
+        layer = _layer(module)
+        name = {TOP: "top"}.get(layer, layer) if isinstance(layer, int) else layer
+        actual[str(path.relative_to(PACKAGE))] = LAYERS[name] if isinstance(name, int) else name
+    assert listed == actual

@@ -1,4 +1,7 @@
-"""``python -m pytest_llmeval merge SHARD.json... -o report.json`` (issue 11): the JSON reports of
+"""Merging shards (issue 11), as pure functions: the shards' runs checked against each other and
+merged into the run of the whole suite (:func:`merge_runs`). The command that reads the files and
+writes the merged report is :mod:`pytest_llmeval.cli.merge`
+(``python -m pytest_llmeval merge SHARD.json... -o report.json``): the JSON reports of
 the shards of one run (``--llm-eval-shard i/n``, see :mod:`pytest_llmeval.plugin.shard`) made into
 the report of the whole run, in the format of an unsharded run's report (``report`` and ``compare``
 read it), and its verdict.

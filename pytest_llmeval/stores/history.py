@@ -1,5 +1,6 @@
-"""Run history, baseline comparison and JUnit properties (issue 10), as a pytest plugin module
-registered by :mod:`pytest_llmeval.plugin`.
+"""The run history (issue 10): saved runs on disk, their summaries, and which run a baseline
+names. Its options, the baseline resolved at configure time and the JUnit properties are the
+pytest layer's (:mod:`pytest_llmeval.plugin.history`).
 
 * **History.** On the xdist controller (or the only process), every ``--llm-eval`` run that
   scored something is saved as ``<cache dir>/runs/NNNN.json``: number, time, git commit, dirty

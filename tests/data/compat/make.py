@@ -32,9 +32,20 @@ def main() -> int:
         shutil.copytree(HERE / "project", work)
         env = {**os.environ, "OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "sk-compat"}
         run = subprocess.run(
-            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--llm-eval",
-             "--llm-eval-report=report.json", "-q"],
-            cwd=work, env=env, capture_output=True, text=True,
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-p",
+                "no:cacheprovider",
+                "--llm-eval",
+                "--llm-eval-report=report.json",
+                "-q",
+            ],
+            cwd=work,
+            env=env,
+            capture_output=True,
+            text=True,
         )
         print(run.stdout[-2000:])
         if run.returncode not in (0, 1):
@@ -43,7 +54,9 @@ def main() -> int:
         shutil.copy(work / ".llmeval" / "results.sqlite3", HERE / "results.sqlite3")
         shutil.copy(work / "report.json", HERE / "report.json")
         shutil.copy(work / ".llmeval" / "runs" / "0001.json", HERE / "run-0001.json")
-    (HERE / "written_by.txt").write_text(f"pytest-llmeval {pytest_llmeval.__version__} at {commit}\n")
+    (HERE / "written_by.txt").write_text(
+        f"pytest-llmeval {pytest_llmeval.__version__} at {commit}\n"
+    )
     return 0
 
 
