@@ -51,15 +51,14 @@ import argparse
 import functools
 import json
 import math
-import os
 import sys
-import tempfile
 from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from pytest_llmeval.core.errors import ReportFormatError
+from pytest_llmeval.core.files import write_text_atomic
 from pytest_llmeval.core.redaction import redact_text, redact_url
 
 __all__ = [
@@ -284,17 +283,7 @@ def write_html(path: Path, report: Mapping[str, Any]) -> None:
     """Render ``report`` to ``path`` atomically (temp file in the same folder, then rename)."""
     text = render_html(report)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    write_text_atomic(path, text)
 
 
 def load_report(path: Path) -> dict[str, Any]:

@@ -8,12 +8,12 @@ import os
 import platform
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_llmeval.core.files import write_text_atomic
 from pytest_llmeval.core.model import REPORT_VERSION
 from pytest_llmeval.core.records import ScoreRecord, aggregate
 from pytest_llmeval.core.settings import Settings
@@ -151,15 +151,4 @@ def write_report(path: Path, report: dict[str, Any]) -> None:
         raise NotADirectoryError(
             errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(path.parent)
         ) from None
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(report, fh, indent=2, sort_keys=False, allow_nan=False)
-            fh.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    write_text_atomic(path, json.dumps(report, indent=2, sort_keys=False, allow_nan=False) + "\n")

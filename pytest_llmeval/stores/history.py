@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_llmeval.core.errors import BaselineError
+from pytest_llmeval.core.files import write_text_atomic
 from pytest_llmeval.core.model import RUN_FORMAT
 
 __all__ = [
@@ -190,17 +191,7 @@ def summary_path(directory: Path, number: int) -> Path:
 
 
 def _write_atomic(path: Path, data: dict[str, Any]) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, allow_nan=False)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    write_text_atomic(path, json.dumps(data, allow_nan=False))
 
 
 def prune_runs(directory: Path, keep: int) -> list[int]:
