@@ -57,13 +57,17 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, final
 
 from pytest_llmeval.errors import ReportFormatError
 from pytest_llmeval.redaction import redact_text, redact_url
 
+if TYPE_CHECKING:
+    from pytest_llmeval.report.view import RunView
+
 __all__ = [
     "HISTOGRAM_BINS",
+    "HtmlWriter",
     "build_cards",
     "embed_json",
     "load_report",
@@ -295,6 +299,21 @@ def write_html(path: Path, report: Mapping[str, Any]) -> None:
         except OSError:
             pass
         raise
+
+
+@final
+class HtmlWriter:
+    """``--llm-eval-html PATH`` / ``merge --html PATH``: the page of the view's JSON document
+    (the page's script reads that document, so the page is made from the JSON writer's
+    rendering of the view, hook changes included)."""
+
+    name = "HTML"
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def write(self, view: RunView) -> None:
+        write_html(self.path, view.document)
 
 
 def load_report(path: Path) -> dict[str, Any]:

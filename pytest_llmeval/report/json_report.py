@@ -1,4 +1,5 @@
-"""The JSON report: every record, per-scorer aggregates and run metadata, written atomically."""
+"""The JSON report: every record, per-scorer aggregates and run metadata, written atomically
+(:class:`JsonWriter`, from a :class:`~pytest_llmeval.report.view.RunView`)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, final
 
 from pytest_llmeval.model import REPORT_VERSION
 from pytest_llmeval.records import ScoreRecord, aggregate
@@ -21,9 +22,18 @@ from pytest_llmeval.settings import Settings
 if TYPE_CHECKING:
     from pytest_llmeval.gates import GateOutcome, TestStatistics
     from pytest_llmeval.model import Run
+    from pytest_llmeval.report.view import RunView
     from pytest_llmeval.verdict import Verdict
 
-__all__ = ["REPORT_VERSION", "build_report", "git_commit", "write_report"]
+__all__ = [
+    "REPORT_VERSION",
+    "JsonWriter",
+    "build_report",
+    "git_commit",
+    "report_json",
+    "run_section",
+    "write_report",
+]
 
 
 def git_commit(directory: Path) -> str | None:
@@ -64,6 +74,40 @@ def _versions() -> dict[str, str]:
     return out
 
 
+def run_section(
+    records: Sequence[ScoreRecord],
+    *,
+    started: float,
+    settings: Settings | None,
+    rootdir: Path,
+    exitstatus: int,
+    workers: int = 0,
+) -> dict[str, Any]:
+    """The report's ``run`` section: times, exit status, versions, platform, git commit, xdist
+    workers and (with ``settings``) the cache mode and the judge, its URL with the credentials
+    masked. The finish time is now."""
+    finished = time.time()
+    info: dict[str, Any] = {
+        "started": started,
+        "finished": finished,
+        "duration_s": finished - started,
+        "exitstatus": exitstatus,
+        "versions": _versions(),
+        "platform": sys.platform,
+        "git_commit": git_commit(rootdir),
+        "workers": workers,
+    }
+    if settings is not None:
+        info["cache_mode"] = settings.cache_mode
+        info["judge"] = {
+            **settings.judge.identity(),
+            "base_url": settings.judge.shown_base_url,  # credentials masked
+            # what the endpoint said answered: a local server may ignore the model asked for
+            "served_models": sorted({m for r in records for m in r.judge_models}),
+        }
+    return info
+
+
 def build_report(
     records: Sequence[ScoreRecord],
     *,
@@ -86,29 +130,31 @@ def build_report(
     is read back from (records, instruments, plan, collected tests, verdict settings), its gate
     outcomes, statistics and verdict, so that ``merge`` and ``compare`` rebuild the same run. In
     a shard (``shard``: its section) each gate's verdict is ``partial`` (its own is kept as
-    ``shard_verdict``)."""
-    finished = time.time()
-    info: dict[str, Any] = {
-        "started": started,
-        "finished": finished,
-        "duration_s": finished - started,
-        "exitstatus": exitstatus,
-        "versions": _versions(),
-        "platform": sys.platform,
-        "git_commit": git_commit(rootdir),
-        "workers": workers,
-    }
-    if settings is not None:
-        info["cache_mode"] = settings.cache_mode
-        info["judge"] = {
-            **settings.judge.identity(),
-            "base_url": settings.judge.shown_base_url,  # credentials masked
-            # what the endpoint said answered: a local server may ignore the model asked for
-            "served_models": sorted({m for r in records for m in r.judge_models}),
-        }
+    ``shard_verdict``). A run's writers build it from their view (:func:`report_json`)."""
+    info = run_section(
+        records,
+        started=started,
+        settings=settings,
+        rootdir=rootdir,
+        exitstatus=exitstatus,
+        workers=workers,
+    )
+    return _document(records, info, run, outcomes, statistics, verdict, comparison, shard)
+
+
+def _document(
+    records: Sequence[ScoreRecord],
+    info: Mapping[str, Any],
+    run: Run | None,
+    outcomes: Sequence[GateOutcome],
+    statistics: Sequence[TestStatistics],
+    verdict: Verdict | None,
+    comparison: Mapping[str, Any] | None,
+    shard: Mapping[str, Any] | None,
+) -> dict[str, Any]:
     report: dict[str, Any] = {
         "version": REPORT_VERSION,
-        "run": info,
+        "run": dict(info),
         "aggregates": {name: agg.to_json() for name, agg in aggregate(records).items()},
         "records": [r.to_json() for r in records],
     }
@@ -138,6 +184,51 @@ def build_report(
     if shard is not None:
         report["shard"] = dict(shard)
     return report
+
+
+def report_json(view: RunView) -> dict[str, Any]:
+    """The JSON report of a run's view: its ``run`` section is ``view.run.info``; the
+    comparison carries the baseline's side of every matched case
+    (:func:`pytest_llmeval.compare.comparison_json`), or the error that kept the baseline from
+    being used; a merged run lists its shards under ``merged``."""
+    comparison: dict[str, Any] | None = None
+    base = view.baseline
+    if view.comparison is not None and base is not None and base.run is not None:
+        from pytest_llmeval.compare import comparison_json
+
+        comparison = comparison_json(
+            view.comparison, base.run, view.run, path=base.path, choice=base.choice
+        )
+    elif base is not None and base.problem is not None:
+        comparison = {"error": base.problem}
+    run = view.run
+    report = _document(
+        run.records,
+        run.info,
+        run,
+        view.outcomes,
+        view.statistics,
+        view.verdict,
+        comparison,
+        view.shard_section,
+    )
+    if view.merged is not None:
+        count, shards = view.merged
+        report["merged"] = {"count": count, "shards": [s.to_json() for s in shards]}
+    return report
+
+
+@final
+class JsonWriter:
+    """``--llm-eval-report PATH`` / ``merge -o PATH``: the view's JSON document, atomically."""
+
+    name = "JSON"
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def write(self, view: RunView) -> None:
+        write_report(self.path, view.document)
 
 
 def write_report(path: Path, report: dict[str, Any]) -> None:
