@@ -145,6 +145,20 @@ def _row(cells: Iterable[str]) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
+def _within(rows: Iterable[str], budget: int) -> list[str]:
+    """The rows (most important first) up to the first that cannot be shown within
+    ``budget`` characters: the rest are never made (a run of 20,000 cases needs a few
+    hundred rows, and each row redacts its texts)."""
+    out: list[str] = []
+    used = 0
+    for row in rows:
+        used += markdown_size(row) + 1
+        if used > budget or len(out) >= _MAX_ROWS:
+            break
+        out.append(row)
+    return out
+
+
 def _table_head(columns: Sequence[tuple[str, bool]]) -> list[str]:
     """The header and delimiter rows; ``(name, numeric)``: a numeric column is right-aligned."""
     return [
@@ -183,7 +197,7 @@ class _Part:
     tail: list[str] = field(default_factory=list)
     rank: int = 0
     order: list[tuple[Any, ...]] | None = None
-    #: rows in all (more than ``rows`` when only the first :data:`_MAX_ROWS` were made)
+    #: rows in all (more than ``rows`` when only the first that could ever fit were made)
     total: int | None = None
 
     def __post_init__(self) -> None:
@@ -471,7 +485,7 @@ def _gate_row(o: GateOutcome, shard: tuple[int, int] | None) -> str:
     )
 
 
-def _gates(view: RunView) -> _Part | None:
+def _gates(view: RunView, budget: int) -> _Part | None:
     from pytest_llmeval.report.gates import gate_totals
 
     if not view.outcomes:
@@ -489,8 +503,8 @@ def _gates(view: RunView) -> _Part | None:
     ]
     indexed = list(enumerate(view.outcomes))
     indexed.sort(key=lambda item: (_GATE_WEIGHT.get(item[1].verdict, 0), item[0]))
-    indexed = indexed[:_MAX_ROWS]
-    rows = [_gate_row(o, shard) for _, o in indexed]
+    rows = _within((_gate_row(o, shard) for _, o in indexed), budget)
+    indexed = indexed[: len(rows)]
     tail = []
     for line, _markup in gate_totals(view.outcomes, view.run.settings, shard):
         tail += ["", _plain(line)]
@@ -561,7 +575,7 @@ def _baseline_lines(baseline: Baseline | None, cmp: Comparison | None) -> list[s
     return lines
 
 
-def _comparison(view: RunView) -> list[_Part]:
+def _comparison(view: RunView, budget: int) -> list[_Part]:
     cmp, baseline = view.comparison, view.baseline
     if cmp is None and baseline is None:
         return []
@@ -641,7 +655,7 @@ def _comparison(view: RunView) -> list[_Part]:
         head = ["**Comparison notes**", "", opening]
         parts.append(_Part("comparison notes", head, body, [closing], 3, total=len(notes)))
     for kind, rank in (("regressed", 2), ("improved", 1)):
-        part = _cases(cmp, kind, rank)
+        part = _cases(cmp, kind, rank, budget)
         if part is not None:
             parts.append(part)
     return parts
@@ -656,7 +670,7 @@ def _output(value: Any) -> str:
     return code(text, _OUTPUT)
 
 
-def _cases(cmp: Comparison, kind: str, rank: int) -> _Part | None:
+def _cases(cmp: Comparison, kind: str, rank: int, budget: int) -> _Part | None:
     scorers = [s for s in cmp.scorers if s.kind == "scorer"]
     entries: list[tuple[int, int, ScorerComparison, CaseChange]] = []
     for k, s in enumerate(scorers):
@@ -667,7 +681,6 @@ def _cases(cmp: Comparison, kind: str, rank: int) -> _Part | None:
     # most important first: every scorer's biggest, then every scorer's second biggest, ...
     entries.sort(key=lambda e: (e[0], e[1]))
     count = len(entries)
-    entries = entries[:_MAX_ROWS]
     columns = [
         ("scorer", False),
         ("case", False),
@@ -677,20 +690,24 @@ def _cases(cmp: Comparison, kind: str, rank: int) -> _Part | None:
         ("was", False),
         ("now", False),
     ]
-    rows = [
-        _row(
-            [
-                code(s.name),
-                code(c.case),
-                _plain(format(c.baseline, ".4g")),
-                _plain(format(c.current, ".4g")),
-                _plain(format(c.delta, "+.4g")),
-                _output(c.baseline_output),
-                _output(c.current_output),
-            ]
-        )
-        for _, _, s, c in entries
-    ]
+    rows = _within(
+        (
+            _row(
+                [
+                    code(s.name),
+                    code(c.case),
+                    _plain(format(c.baseline, ".4g")),
+                    _plain(format(c.current, ".4g")),
+                    _plain(format(c.delta, "+.4g")),
+                    _output(c.baseline_output),
+                    _output(c.current_output),
+                ]
+            )
+            for _, _, s, c in entries
+        ),
+        budget,
+    )
+    entries = entries[: len(rows)]
     worse = kind == "regressed"
     title = "### Regressed cases" if worse else "### Improved cases"
     intro = _plain(
@@ -719,8 +736,8 @@ def render_markdown(
         _header(view, aggs),
         _failures(view),
         _scorers(view, aggs),
-        _gates(view),
-        *_comparison(view),
+        _gates(view, budget),
+        *_comparison(view, budget),
     ]
     parts = [p for p in candidates if p is not None]
     return _fit(parts, budget, None if full_report is None else str(full_report))
