@@ -382,22 +382,32 @@ class RunController:
 
         # the truncation note points at the whole report, when one was written
         full = next((w.path for w in self.written if w.error is None), None)
-        unwritten = [
-            f"the {w.kind} report could not be written to {w.path}: {w.error}"
-            for w in self.written
-            if w.error is not None
-        ]
-        if unwritten:
-            # the run fails for it (exit status 3): the summary must not say it passed
-            view = dataclasses.replace(view, failures=(*view.reasons, *unwritten))
         path = base / target
-        self._write_one(session, MarkdownWriter(path, full_report=full), path, view)
+        self._write_one(
+            session, MarkdownWriter(path, full_report=full), path, self._with_failed_writes(view)
+        )
         step = os.environ.get("GITHUB_STEP_SUMMARY", "").strip()
         if step and self.markdown.step_summary:
             summary = base / step
             self._write_one(
-                session, StepSummaryWriter(summary, full_report=full), summary, view, appended=True
+                session,
+                StepSummaryWriter(summary, full_report=full),
+                summary,
+                self._with_failed_writes(view),  # the Markdown file's own failure included
+                appended=True,
             )
+
+    def _with_failed_writes(self, view: RunView) -> RunView:
+        """The view with each report that could not be written as a reason the run fails: it
+        exits 3 for it, so a summary written after must not say it passed."""
+        unwritten = tuple(
+            f"the {w.kind} report could not be written to {w.path}: {w.error}"
+            for w in self.written
+            if w.error is not None
+        )
+        if not unwritten:
+            return view
+        return dataclasses.replace(view, failures=(*view.reasons, *unwritten))
 
     def _save(self, report: dict[str, Any], keep: int) -> None:
         from pytest_llmeval.history import (

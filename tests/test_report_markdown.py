@@ -836,6 +836,23 @@ def test_a_report_that_cannot_be_written_makes_the_summary_fail(pytester: pytest
     )
 
 
+def test_a_summary_that_cannot_be_written_makes_the_step_summary_fail(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _project(pytester, _rows([0.9, 0.8]))
+    (pytester.path / "taken.md").mkdir()
+    step = pytester.path / "step.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(step))
+    result = pytester.runpytest(*OPTIONS, "--llm-eval-markdown=taken.md")
+    assert result.ret == pytest.ExitCode.INTERNAL_ERROR
+    doc = parse(step.read_text(encoding="utf-8"))
+    assert doc.headings[0] == "❌ pytest-llmeval: FAIL"
+    (reason,) = doc.fences["Why the run fails"]
+    assert reason.startswith(
+        f"the Markdown report could not be written to {pytester.path / 'taken.md'}: [Errno 21] "
+    )
+
+
 def test_a_comparison_that_cannot_stand_never_reads_as_no_regression() -> None:
     """Another instrument (the scorer's version changed): its drop is not a regression the
     comparison can call, and not "no regression" either."""
