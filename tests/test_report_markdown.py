@@ -622,29 +622,42 @@ def test_hostile_case_ids_scorer_names_and_outputs_stay_text() -> None:
     assert [s.name for s in cmp.scorers] == [scorer]
 
 
-def test_a_hostile_case_id_through_a_real_run(pytester: pytest.Pytester) -> None:
+def test_a_hostile_case_id_and_output_through_a_real_run(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The ids pytest makes from dataset rows, and the outputs a model returns, reach the
-    summary from a real session too."""
-    _project(pytester, [{"id": "a|b `c` <i>d</i>", "base": 0.9, "cur": 0.1}])
+    summary from real sessions too: a baseline, then a run whose output turned hostile."""
+    _project(pytester, [{"id": "a|b `c` <i>d</i> @org", "base": 0.9, "cur": 0.1}])
     pytester.makepyfile(
         test_bot="""
+import os
 import pytest
 from pytest_llmeval import assert_score
 
+BASE = "a|b `c` <i>d</i> @org"
+HOSTILE = "x | `y` <script>z</script>\\n[w](javascript:alert(1))"
+
 @pytest.mark.llm_eval
 @pytest.mark.llm_eval_dataset("cases.jsonl")
-@pytest.mark.llm_eval_gate("exact_match", min_mean=0.9)
 def test_bot(case):
-    assert_score("exact_match", output="x | `y` <script>z</script>\\nw", expected=case.id)
+    output = BASE if os.environ.get("MD_SIDE", "base") == "base" else HOSTILE
+    assert_score("exact_match", output=output, expected=BASE)
 """
     )
-    result = pytester.runpytest(*OPTIONS, "--llm-eval-markdown=s.md")
-    assert result.ret == 1
-    doc = parse((pytester.path / "s.md").read_text(encoding="utf-8"))
+    assert pytester.runpytest(*OPTIONS, "--llm-eval-report=base.json").ret == 0
+    monkeypatch.setenv("MD_SIDE", "cur")
+    pytester.runpytest(*OPTIONS, "--llm-eval-markdown=s.md", "--llm-eval-baseline=base.json")
+    md = (pytester.path / "s.md").read_text(encoding="utf-8")
+    doc = parse(md)
     assert _markup_tokens(doc) == []
-    gates = doc.table("Gates")
-    assert gates.column("test") == ["test_bot.py::test_bot"]
-    assert gates.kinds[0][1] == ["code_inline"]
+    assert "<script>" not in MD.render(md)
+    table = doc.table("Regressed cases")
+    (row,) = table.rows
+    assert row[5] == "a|b `c` <i>d</i> @org"  # the baseline's output
+    assert row[6] == "x | `y` <script>z</script> [w](javascript:alert(1))"
+    assert row[1].startswith("test_bot.py::test_bot[")
+    for i in (0, 1, 5, 6):
+        assert table.kinds[0][i] == ["code_inline"]
 
 
 # -- secrets ---------------------------------------------------------------------------------
