@@ -908,3 +908,64 @@ def test_a_shard_whose_tests_failed_says_fail() -> None:
     passing = Run(records=run.records, shard=(2, 3), exitstatus=0)
     doc = parse(render_markdown(RunView(run=passing, verdict=decide(passing, []))))
     assert doc.headings[0] == "⏳ pytest-llmeval: PARTIAL (shard 2 of 3)"
+
+
+def test_many_gates_keep_the_failing_ones() -> None:
+    """1,500 gated tests, every other one failing: the gate rows that fit are the failing ones,
+    and the totals line under the table still counts every gate."""
+    from pytest_llmeval.gates import evaluate_gates
+    from pytest_llmeval.model import TestPlan
+    from pytest_llmeval.stats import GateSpec
+
+    records, plans = [], []
+    for t in range(1500):
+        test = f"test_{t:04d}_" + "n" * 40
+        score = 0.2 if t % 2 == 0 else 0.9
+        for case in ("a", "b"):
+            records.append(
+                ScoreRecord(
+                    file="test_many.py",
+                    test=test,
+                    case_id=case,
+                    scorer="accuracy",
+                    index=0,
+                    score=score,
+                    min=0.5,
+                    max=None,
+                    passed=score >= 0.5,
+                    cached=False,
+                    duration_s=0.0,
+                    where="test_many.py:1",
+                )
+            )
+        spec = GateSpec("accuracy", min_mean=0.5, source="marker", score_range=(0.0, 1.0))
+        plans.append(
+            TestPlan(
+                "test_many.py",
+                test,
+                (spec,),
+                frozenset({"accuracy"}),
+                2,
+                1,
+                frozenset({("a", 0), ("b", 0)}),
+            )
+        )
+    run = Run(records=tuple(records), plan=tuple(plans))
+    outcomes = evaluate_gates(run)
+    assert [o.verdict for o in outcomes].count("fail") == 750
+    view = RunView(run=run, outcomes=tuple(outcomes), verdict=decide(run, outcomes))
+    md = render_markdown(view)
+    assert markdown_size(md) <= LIMIT
+    doc = parse(md)
+    gates = doc.table("Gates")
+    assert 100 < len(gates.rows) < 750
+    assert set(gates.column("gate")) == {"FAIL"}
+    # shown in the run's order
+    assert gates.column("test") == sorted(gates.column("test"))
+    assert "gates: 750 fail, 750 pass: the run fails" in doc.paragraphs
+    (note,) = doc.quotes
+    assert note.startswith(
+        f"Cut to fit a GitHub comment (65,536 characters). Left out: {1500 - len(gates.rows):,} "
+        "of 1,500 gates."
+    )
+    assert doc.fences["Why the run fails"] == ["750 of 1500 gate(s) do not pass (750 fail)"]
