@@ -5,13 +5,15 @@ uses, and written as the report of the whole run with its terminal summary."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import os
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from pytest_llmeval.analysis.compare import Comparison, compare_runs, comparison_json
+from pytest_llmeval.analysis.compare import Comparison, compare_runs
 from pytest_llmeval.analysis.gates import (
     GateOutcome,
     TestStatistics,
@@ -30,15 +32,15 @@ from pytest_llmeval.analysis.merge import (
 from pytest_llmeval.analysis.verdict import Verdict, decide
 from pytest_llmeval.core.model import Run, RunFileError
 from pytest_llmeval.core.records import ScoreRecord
-from pytest_llmeval.report.json_report import build_report
+from pytest_llmeval.report.view import Baseline, MergedShard, RunView
 from pytest_llmeval.stores.run_files import load_run
 
 
 @dataclass
 class Merged:
-    """The merged run, what was decided over it, and its report."""
+    """The merged run and what was decided over it, as the writers read it (``view``)."""
 
-    report: dict[str, Any]
+    view: RunView
     run: Run
     outcomes: list[GateOutcome]
     statistics: list[TestStatistics]
@@ -51,6 +53,11 @@ class Merged:
     def records(self) -> tuple[ScoreRecord, ...]:
         return self.run.records
 
+    @property
+    def report(self) -> dict[str, Any]:
+        """The merged JSON report."""
+        return self.view.document
+
 
 def merge_shards(shards: Sequence[Shard], *, baseline: Path | None = None) -> Merged:
     """The merged run of checked shards, judged (see the module docstring). Raises MergeError."""
@@ -58,7 +65,7 @@ def merge_shards(shards: Sequence[Shard], *, baseline: Path | None = None) -> Me
     run = merge_runs([s.run for s in shards])
     outcomes = evaluate_gates(run)
     statistics = dataset_statistics(run)
-    comparison, baseline_run, base_path, label = _compare(run, outcomes, shards, baseline)
+    comparison, base = _compare(run, outcomes, shards, baseline)
     verdict = decide(run, outcomes, comparison)
     failures = [
         f"shard {s.index} ({s.name}) exited {s.exitstatus}: its tests failed"
@@ -69,39 +76,31 @@ def merge_shards(shards: Sequence[Shard], *, baseline: Path | None = None) -> Me
     exitstatus = verdict.exitstatus
     if run.exitstatus == 5 and not failures:
         failures.append("no test ran in any shard")
-    report = build_report(
-        run.records,
-        started=0.0,
-        settings=None,
-        rootdir=Path("."),
-        exitstatus=exitstatus,
-        run=run,
-        outcomes=outcomes,
-        statistics=statistics,
+    view = RunView(
+        run=dataclasses.replace(run, info=_merged_info(shards, run.records, exitstatus)),
+        outcomes=tuple(outcomes),
+        statistics=tuple(statistics),
         verdict=verdict,
-        comparison=(
-            comparison_json(comparison, baseline_run, run, path=base_path, choice=label)
-            if comparison is not None and baseline_run is not None
-            else None
+        comparison=comparison,
+        baseline=base,
+        failures=tuple(failures),
+        merged=(
+            shards[0].count,
+            tuple(
+                MergedShard(
+                    index=s.index,
+                    file=s.name,
+                    started=s.info.get("started"),
+                    finished=s.info.get("finished"),
+                    exitstatus=s.info.get("exitstatus"),
+                    cases=s.section.get("cases_in_shard"),
+                    records=len(s.run.records),
+                )
+                for s in shards
+            ),
         ),
     )
-    report["run"] = _merged_info(shards, run.records, exitstatus)
-    report["merged"] = {
-        "count": shards[0].count,
-        "shards": [
-            {
-                "index": s.index,
-                "file": s.name,
-                "started": s.info.get("started"),
-                "finished": s.info.get("finished"),
-                "exitstatus": s.info.get("exitstatus"),
-                "cases": s.section.get("cases_in_shard"),
-                "records": len(s.run.records),
-            }
-            for s in shards
-        ],
-    }
-    return Merged(report, run, outcomes, statistics, verdict, comparison, failures)
+    return Merged(view, run, outcomes, statistics, verdict, comparison, failures)
 
 
 def _merged_info(
@@ -131,14 +130,14 @@ def _merged_info(
 
 def _compare(
     run: Run, outcomes: Sequence[GateOutcome], shards: Sequence[Shard], baseline: Path | None
-) -> tuple[Comparison | None, Run | None, str | None, str | None]:
+) -> tuple[Comparison | None, Baseline | None]:
     """The comparison with the baseline the shards compared with (or ``baseline``)."""
     recorded = next(
         (s.report["comparison"] for s in shards if isinstance(s.report.get("comparison"), Mapping)),
         None,
     )
     if recorded is None and baseline is None:
-        return None, None, None, None
+        return None, None
     path = baseline
     if path is None:
         assert recorded is not None
@@ -186,7 +185,12 @@ def _compare(
         gates=outcomes,
     )
     choice = as_mapping(as_mapping(recorded).get("baseline")).get("choice") if recorded else None
-    return cmp, base, str(path), choice if isinstance(choice, str) else "given with --baseline"
+    return cmp, Baseline(
+        label=label,
+        choice=choice if isinstance(choice, str) else "given with --baseline",
+        path=str(path),
+        run=base,
+    )
 
 
 class _Terminal:
@@ -204,41 +208,47 @@ class _Terminal:
         self.out.write(line + "\n")
 
 
-def write_merged(out: TextIO, merged: Merged, shards: Sequence[Shard], target: Path) -> None:
-    from pytest_llmeval.analysis.compare import comparison_failures
-    from pytest_llmeval.report.comparison import format_comparison
-    from pytest_llmeval.report.gates import write_gates, write_statistics
-    from pytest_llmeval.report.terminal import write_summary
+def write_merged(
+    out: TextIO,
+    merged: Merged,
+    shards: Sequence[Shard],
+    target: Path,
+    written: Sequence[tuple[str, Path, bool]] = (),
+) -> None:
+    """The merge's terminal output: the shards, then the sections a session prints (through
+    the same writer), where the reports went (``written``: kind, path, appended) and the
+    verdict."""
+    from pytest_llmeval.report.terminal import TerminalWriter
 
-    tr = _Terminal(out)
-    tr.write_sep("=", f"llm-eval merge of {len(shards)} shards")
-    for s in shards:
-        tr.write_line(
-            f"shard {s.index}/{s.count}: {s.name} ({s.section.get('cases_in_shard')} cases, "
-            f"{len(s.run.records)} records, exit status {s.info.get('exitstatus')})"
-        )
-    if merged.records:
-        write_summary(tr, merged.records, 0, report_written=True)
-    if merged.statistics:
-        write_statistics(tr, merged.statistics)
-    if merged.outcomes:
-        write_gates(tr, merged.outcomes, merged.run.settings, 0)
-    if merged.comparison is not None:
-        tr.write_sep("=", "llm-eval comparison")
-        for line in format_comparison(merged.comparison):
-            tr.write_line(line)
-        for line in comparison_failures(merged.comparison):
-            tr.write_line(line)
-    tr.write_line(f"llm-eval: JSON report written to {target}")
-    if merged.failures:
-        tr.write_line("verdict: FAIL: " + "; ".join(merged.failures))
-    else:
-        tr.write_line(f"verdict: PASS ({len(merged.outcomes)} gate(s) over the whole run)")
+    def before(tr: _Terminal) -> None:
+        tr.write_sep("=", f"llm-eval merge of {len(shards)} shards")
+        for s in shards:
+            tr.write_line(
+                f"shard {s.index}/{s.count}: {s.name} ({s.section.get('cases_in_shard')} cases, "
+                f"{len(s.run.records)} records, exit status {s.info.get('exitstatus')})"
+            )
+
+    def after(tr: _Terminal) -> None:
+        tr.write_line(f"llm-eval: JSON report written to {target}")
+        for kind, path, appended in written:
+            tr.write_line(
+                f"llm-eval: {kind} report {'appended' if appended else 'written'} to {path}"
+            )
+        if merged.failures:
+            tr.write_line("verdict: FAIL: " + "; ".join(merged.failures))
+        else:
+            tr.write_line(f"verdict: PASS ({len(merged.outcomes)} gate(s) over the whole run)")
+
+    TerminalWriter(_Terminal(out), 0, report_written=True, before=before, after=after).write(
+        merged.view
+    )
 
 
 def main(argv: Sequence[str]) -> int:
     """``merge SHARD.json... -o OUT``: exit 0 pass, 1 fail, 2 unusable input."""
-    from pytest_llmeval.report.json_report import write_report
+    from pytest_llmeval.report.html import HtmlWriter
+    from pytest_llmeval.report.json_report import JsonWriter
+    from pytest_llmeval.report.markdown import MarkdownWriter, StepSummaryWriter
 
     parser = argparse.ArgumentParser(
         prog="python -m pytest_llmeval merge",
@@ -257,23 +267,59 @@ def main(argv: Sequence[str]) -> int:
         "the one the shards compared with, when it is readable here",
     )
     parser.add_argument("--html", type=Path, default=None, help="also write an HTML report")
+    parser.add_argument(
+        "--markdown",
+        type=Path,
+        default=None,
+        help="also write the Markdown summary (sized for a pull-request comment); appended to "
+        "$GITHUB_STEP_SUMMARY too, when that is set (see --markdown-step-summary)",
+    )
+    parser.add_argument(
+        "--markdown-step-summary",
+        choices=("on", "off"),
+        default=None,
+        help="with --markdown: also append it to $GITHUB_STEP_SUMMARY when that is set (on, the "
+        "default; env LLM_EVAL_MARKDOWN_STEP_SUMMARY) or not (off)",
+    )
     args = parser.parse_args(list(argv))
+    step_switch = args.markdown_step_summary
+    if step_switch is None:
+        step_switch = os.environ.get("LLM_EVAL_MARKDOWN_STEP_SUMMARY", "").strip().lower() or "on"
+        if step_switch not in ("on", "off"):
+            parser.error(
+                f"env LLM_EVAL_MARKDOWN_STEP_SUMMARY: {step_switch!r} is not one of on, off"
+            )
     try:
         shards = load_shards(args.shards)
         merged = merge_shards(shards, baseline=args.baseline)
     except MergeError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    try:
-        write_report(args.output, merged.report)
-        if args.html is not None:
-            from pytest_llmeval.report.html import write_html
-
-            write_html(args.html, merged.report)
-    except OSError as exc:
-        print(f"error: cannot write the merged report: {exc}", file=sys.stderr)
-        return 2
-    write_merged(sys.stdout, merged, shards, args.output)
+    writers: list[tuple[JsonWriter | HtmlWriter | MarkdownWriter | StepSummaryWriter, bool]] = [
+        (JsonWriter(args.output), False)
+    ]
+    if args.html is not None:
+        writers.append((HtmlWriter(args.html), False))
+    if args.markdown is not None:
+        # the truncation note points at the whole (JSON) report
+        writers.append((MarkdownWriter(args.markdown, full_report=args.output), False))
+        step = os.environ.get("GITHUB_STEP_SUMMARY", "").strip()
+        if step and step_switch == "on":
+            writers.append((StepSummaryWriter(Path(step), full_report=args.output), True))
+    written: list[tuple[str, Path, bool]] = []
+    for writer, appended in writers:
+        try:
+            writer.write(merged.view)
+        except OSError as exc:
+            if writer.name in ("JSON", "HTML"):
+                print(f"error: cannot write the merged report: {exc}", file=sys.stderr)
+            else:
+                what = "append" if appended else "write"
+                print(f"error: cannot {what} the {writer.name} summary: {exc}", file=sys.stderr)
+            return 2
+        if writer.name != "JSON":
+            written.append((writer.name, writer.path, appended))
+    write_merged(sys.stdout, merged, shards, args.output, written)
     return 1 if merged.failures else 0
 
 

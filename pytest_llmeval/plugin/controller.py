@@ -3,19 +3,24 @@ registered by :mod:`pytest_llmeval.plugin` (like junitxml's ``LogXML``): it coll
 records and instruments that teardown reports carry, and at the end of the session builds the
 run's :class:`pytest_llmeval.core.model.Run` and decides everything from it with the same pure
 functions ``merge`` and ``compare`` use: gates
-(:func:`pytest_llmeval.analysis.gates.evaluate_gates`), statistics, the comparison with the baseline
-(:func:`pytest_llmeval.analysis.compare.compare_runs`) and the verdict
-(:func:`pytest_llmeval.analysis.verdict.decide`), which sets the exit status. Then it writes the
-JSON and HTML reports, saves the run in the history, and prints the summary sections.
+(:func:`pytest_llmeval.analysis.gates.evaluate_gates`), statistics, the comparison with the
+baseline (:func:`pytest_llmeval.analysis.compare.compare_runs`) and the verdict
+(:func:`pytest_llmeval.analysis.verdict.decide`), which sets the exit status. What was decided
+becomes the run's :class:`pytest_llmeval.report.view.RunView`, the one input of every report
+writer: the JSON, HTML and Markdown reports (and the GitHub step summary), the saved run, and the
+terminal's sections are written from it, as ``merge`` writes them.
 
 Hooks hold the order of things; the decisions are in the functions they call.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,15 +34,64 @@ if TYPE_CHECKING:
     from pytest_llmeval.analysis.gates import GateOutcome, TestStatistics
     from pytest_llmeval.analysis.verdict import Verdict
     from pytest_llmeval.plugin.plan import PlanTracker
+    from pytest_llmeval.report.view import ReportWriter, RunView
     from pytest_llmeval.stores.history import BaselineChoice
 
-__all__ = ["INSTRUMENTS_ATTR", "RECORDS_ATTR", "RunController"]
+__all__ = ["INSTRUMENTS_ATTR", "RECORDS_ATTR", "MarkdownTarget", "RunController", "markdown_target"]
 
 #: teardown report attribute: the test's score records, one JSON string
 RECORDS_ATTR = "llm_eval_records"
 #: teardown report attribute: JSON {digest: instrument} of instruments the process had not
 #: shipped before (each crosses xdist once per worker)
 INSTRUMENTS_ATTR = "llm_eval_instruments"
+
+
+#: values of --llm-eval-markdown-step-summary: append to $GITHUB_STEP_SUMMARY when it is set, or not
+STEP_SUMMARY_CHOICES = ("on", "off")
+
+
+@dataclass(frozen=True)
+class MarkdownTarget:
+    """Where the Markdown summary goes: ``--llm-eval-markdown`` (ini ``llm_eval_markdown``, env
+    ``LLM_EVAL_MARKDOWN``) and whether it is also appended to ``$GITHUB_STEP_SUMMARY``
+    (``--llm-eval-markdown-step-summary=on|off``, ini and env twins; on by default)."""
+
+    path: str | None
+    step_summary: bool
+
+
+def markdown_target(config: pytest.Config, environ: dict[str, str] | None = None) -> MarkdownTarget:
+    """The Markdown options, CLI > ini > env; a bad switch is a usage error naming where it was
+    set and what it may be."""
+    from pytest_llmeval.plugin.options import _opt
+
+    env = os.environ if environ is None else environ
+    path = _opt(config, "llm_eval_markdown") or env.get("LLM_EVAL_MARKDOWN", "").strip() or None
+    switch = _opt(config, "llm_eval_markdown_step_summary")
+    where = "--llm-eval-markdown-step-summary / ini llm_eval_markdown_step_summary"
+    if switch is None and env.get("LLM_EVAL_MARKDOWN_STEP_SUMMARY", "").strip():
+        switch, where = (
+            env["LLM_EVAL_MARKDOWN_STEP_SUMMARY"].strip(),
+            "env LLM_EVAL_MARKDOWN_STEP_SUMMARY",
+        )
+    switch = (switch or "on").lower()
+    if switch not in STEP_SUMMARY_CHOICES:
+        raise pytest.UsageError(
+            f"{where}: {switch!r} is not one of {', '.join(STEP_SUMMARY_CHOICES)} (on: also "
+            "append the Markdown summary to $GITHUB_STEP_SUMMARY when it is set; off: do not)"
+        )
+    return MarkdownTarget(path, switch == "on")
+
+
+@dataclass(frozen=True)
+class Written:
+    """A report the run wrote, or tried to: its kind, path and the OS error (None: written)."""
+
+    kind: str
+    path: Path
+    error: str | None
+    #: appended to the file (the GitHub step summary), not written whole
+    appended: bool = False
 
 
 class RunController:
@@ -49,13 +103,10 @@ class RunController:
         self.records: list[ScoreRecord] = []
         self.instruments: dict[str, Instrument] = {}
         self.started = time.time()
-        #: where the JSON report went (set in pytest_sessionfinish, shown in the summary)
-        self.report_path: Path | None = None
-        #: why the JSON report could not be written (the OS error), or None
-        self.report_error: str | None = None
-        #: the same for the HTML report (--llm-eval-html)
-        self.html_path: Path | None = None
-        self.html_error: str | None = None
+        #: checked now: a bad switch is a usage error before anything runs
+        self.markdown = markdown_target(config)
+        #: the reports written (or not: the OS error) in pytest_sessionfinish, for the summary
+        self.written: list[Written] = []
         # what the session decided
         self.run: Run | None = None
         self.outcomes: list[GateOutcome] = []
@@ -70,6 +121,8 @@ class RunController:
         #: what keeps the run from being judged (each fails it): unreadable records or plan
         self.problems: list[str] = []
         self.judged = False
+        #: the run and what was decided over it, as every writer reads it
+        self.view: RunView | None = None
 
     # -- collecting -------------------------------------------------------------------------
 
@@ -226,46 +279,63 @@ class RunController:
             )
             if self.verdict.exitstatus != session.exitstatus:
                 session.exitstatus = self.verdict.exitstatus
-        self._write_reports(session, run)
+        self.view = self._view(run)
+        self._write_reports(session)
 
-    def _report(self, session: pytest.Session, run: Run) -> dict[str, Any]:
-        from pytest_llmeval.analysis.compare import comparison_json
+    def _view(self, run: Run) -> RunView:
+        from pytest_llmeval.report.view import Baseline, RunView
+
+        choice = self.baseline
+        baseline = None
+        if choice is not None:
+            baseline = Baseline(
+                label=choice.label,
+                spec=choice.spec,
+                choice=choice.choice,
+                path=str(choice.path) if choice.path is not None else None,
+                passed_over=choice.passed_over,
+                run=self.baseline_run,
+                problem=self.baseline_problem,
+            )
+        return RunView(
+            run=run,
+            outcomes=tuple(self.outcomes),
+            statistics=tuple(self.statistics),
+            verdict=self.verdict,
+            comparison=self.comparison,
+            baseline=baseline,
+            problems=(*self.problems, *([self.tracker.error] if self.tracker.error else [])),
+            amend=lambda report: self.config.hook.pytest_llmeval_update_json_report(
+                config=self.config, report=report
+            ),
+        )
+
+    def _with_info(self, session: pytest.Session, view: RunView) -> RunView:
+        """The view with the report's ``run`` section (built only when a report needs it: it
+        asks git and the installed distributions)."""
         from pytest_llmeval.plugin.keys import context_key
         from pytest_llmeval.plugin.options import _worker_count
         from pytest_llmeval.plugin.shard import shard_section
-        from pytest_llmeval.report.json_report import build_report
+        from pytest_llmeval.report.json_report import run_section
 
         ctx = self.config.stash.get(context_key, None)
-        comparison = None
-        if self.comparison is not None and self.baseline_run is not None:
-            comparison = comparison_json(
-                self.comparison,
-                self.baseline_run,
-                run,
-                path=str(self.baseline.path) if self.baseline else None,
-                choice=self.baseline.choice if self.baseline else None,
-            )
-        elif self.baseline_problem is not None:
-            comparison = {"error": self.baseline_problem}
-        report = build_report(
-            run.records,
+        info = run_section(
+            view.run.records,
             started=self.started,
             settings=ctx.settings if ctx else None,
             rootdir=self.config.rootpath,
             exitstatus=int(session.exitstatus),
             workers=_worker_count(self.config),
-            run=run,
-            outcomes=self.outcomes,
-            statistics=self.statistics,
-            verdict=self.verdict,
-            comparison=comparison,
-            shard=shard_section(self.config, run),
         )
-        self.config.hook.pytest_llmeval_update_json_report(config=self.config, report=report)
-        return report
+        return dataclasses.replace(
+            view,
+            run=dataclasses.replace(view.run, info=info),
+            shard_section=shard_section(self.config, view.run),
+        )
 
-    def _write_reports(self, session: pytest.Session, run: Run) -> None:
-        """Write the JSON report (and the HTML one) atomically, then save the run.
+    def _write_reports(self, session: pytest.Session) -> None:
+        """Write the JSON, HTML and Markdown reports (each atomically; the Markdown also
+        appended to ``$GITHUB_STEP_SUMMARY``), then save the run.
 
         A report that cannot be written (unwritable path, disk full) must not end the run with a
         traceback that swallows the summary: the summary is printed, then the error naming the
@@ -274,8 +344,11 @@ class RunController:
         from pytest_llmeval.plugin.history import history_key
         from pytest_llmeval.plugin.options import _enabled, _opt
 
+        assert self.view is not None
+        run = self.view.run
         target = _opt(self.config, "llm_eval_report")
         html_target = _opt(self.config, "llm_eval_html")
+        md_target = self.markdown.path
         history = self.config.stash.get(history_key, None)
         save = (
             history is not None
@@ -284,24 +357,59 @@ class RunController:
             and bool(run.records)
             and self.judged
         )
-        if not target and not html_target and not save:
+        if not target and not html_target and not md_target and not save:
             return
-        report = self._report(session, run)
+        self.view = view = self._with_info(session, self.view)
         base = Path(self.config.invocation_params.dir)  # an absolute target replaces base
+        writers: list[tuple[ReportWriter, Path]] = []
         if target:
-            from pytest_llmeval.report.json_report import write_report
+            from pytest_llmeval.report.json_report import JsonWriter
 
-            self.report_path = base / target
-            self.report_error = self._write_one(
-                session, "JSON", self.report_path, write_report, report
-            )
+            writers.append((JsonWriter(base / target), base / target))
         if html_target:
-            from pytest_llmeval.report.html import write_html
+            from pytest_llmeval.report.html import HtmlWriter
 
-            self.html_path = base / html_target
-            self.html_error = self._write_one(session, "HTML", self.html_path, write_html, report)
+            writers.append((HtmlWriter(base / html_target), base / html_target))
+        for writer, path in writers:
+            self._write_one(session, writer, path, view)
+        if md_target:
+            self._write_markdown(session, base, md_target, view)
         if save and history is not None:
-            self._save(report, history.keep)
+            self._save(view.document, history.keep)
+
+    def _write_markdown(
+        self, session: pytest.Session, base: Path, target: str, view: RunView
+    ) -> None:
+        from pytest_llmeval.report.markdown import MarkdownWriter, StepSummaryWriter
+
+        # the truncation note points at the whole report, when one was written
+        full = next((w.path for w in self.written if w.error is None), None)
+        path = base / target
+        self._write_one(
+            session, MarkdownWriter(path, full_report=full), path, self._with_failed_writes(view)
+        )
+        step = os.environ.get("GITHUB_STEP_SUMMARY", "").strip()
+        if step and self.markdown.step_summary:
+            summary = base / step
+            self._write_one(
+                session,
+                StepSummaryWriter(summary, full_report=full),
+                summary,
+                self._with_failed_writes(view),  # the Markdown file's own failure included
+                appended=True,
+            )
+
+    def _with_failed_writes(self, view: RunView) -> RunView:
+        """The view with each report that could not be written as a reason the run fails: it
+        exits 3 for it, so a summary written after must not say it passed."""
+        unwritten = tuple(
+            f"the {w.kind} report could not be written to {w.path}: {w.error}"
+            for w in self.written
+            if w.error is not None
+        )
+        if not unwritten:
+            return view
+        return dataclasses.replace(view, failures=(*view.reasons, *unwritten))
 
     def _save(self, report: dict[str, Any], keep: int) -> None:
         from pytest_llmeval.plugin.history import cache_dir, selection_of
@@ -333,20 +441,28 @@ class RunController:
             self.save_error = f"{directory}: {exc}"
 
     def _write_one(
-        self, session: pytest.Session, kind: str, path: Path, write: Any, report: dict[str, Any]
-    ) -> str | None:
-        """Write one report; on an OS error, the error text (and the run fails)."""
+        self,
+        session: pytest.Session,
+        writer: ReportWriter,
+        path: Path,
+        view: RunView,
+        *,
+        appended: bool = False,
+    ) -> None:
+        """Write one report; on an OS error, keep the error text (and the run fails)."""
         try:
-            write(path, report)
+            writer.write(view)
         except OSError as exc:
             if session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
                 session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
             if self.config.pluginmanager.get_plugin("terminalreporter") is None:
                 from pytest_llmeval.report.terminal import report_error_message
 
-                sys.stderr.write(report_error_message(path, str(exc), kind) + "\n")
-            return str(exc)
-        return None
+                message = report_error_message(path, str(exc), writer.name, appended=appended)
+                sys.stderr.write(message + "\n")
+            self.written.append(Written(writer.name, path, str(exc), appended))
+            return
+        self.written.append(Written(writer.name, path, None, appended))
 
     # -- the terminal -----------------------------------------------------------------------
 
@@ -355,62 +471,49 @@ class RunController:
     ) -> None:
         """Controller side: the ``llm-eval summary`` section, where the reports went, the
         statistics, the gates, the comparison with the baseline and what fails the run."""
-        from pytest_llmeval.plugin.keys import context_key
-        from pytest_llmeval.plugin.shard import shard_of
-        from pytest_llmeval.report.gates import write_gates, write_statistics
-        from pytest_llmeval.report.terminal import (
-            write_comparison,
-            write_report_outcome,
-            write_summary,
-        )
+        from pytest_llmeval.report.terminal import TerminalWriter
+        from pytest_llmeval.report.view import RunView
 
-        tr = terminalreporter
+        view = self.view or RunView(Run(records=tuple(self.sorted_records())))
         verbosity = config.get_verbosity()
-        report_written = self.report_path is not None and self.report_error is None
-        records = self.run.records if self.run is not None else tuple(self.sorted_records())
-        if records:
-            write_summary(tr, records, verbosity, report_written=report_written)
-        ctx = config.stash.get(context_key, None)
-        limiter = ctx.limiter if ctx is not None else None
-        waited, waits, fallbacks = limiter.run_totals() if limiter is not None else (0.0, 0, 0)
-        if limiter is not None and (records or waits) and verbosity >= 0:
-            tr.write_line(
-                f"rate limit {limiter.limits.describe()} for {limiter.scope}: "
-                f"{waits} judge request{'' if waits == 1 else 's'} waited {waited:.1f} s in all"
-                + (
-                    f" (Redis failed in {fallbacks} process{'' if fallbacks == 1 else 'es'}: "
-                    "limited locally from then on)"
-                    if fallbacks
-                    else ""
-                )
-            )
-        if self.report_path is not None:
-            write_report_outcome(tr, self.report_path, self.report_error)
-        if self.html_path is not None:
-            write_report_outcome(tr, self.html_path, self.html_error, "HTML")
-        if self.saved is not None and verbosity > 0:
-            from pytest_llmeval.plugin.history import cache_dir
-            from pytest_llmeval.stores.history import runs_dir
+        report_written = any(w.kind == "JSON" and w.error is None for w in self.written)
+        records = view.run.records
 
-            tr.write_line(f"llm-eval: saved run {self.saved} in {runs_dir(cache_dir(config))}")
-        if self.save_error is not None:
-            tr.write_line(f"llm-eval: run not saved: {self.save_error}", yellow=True)
-        shard = shard_of(config)
-        if self.statistics and verbosity >= 0:
-            write_statistics(tr, self.statistics)
-        for problem in [*self.problems, *([self.tracker.error] if self.tracker.error else [])]:
-            tr.write_line(f"llm-eval: {problem}", red=True, bold=True)
-        if self.outcomes and self.run is not None:
-            write_gates(tr, self.outcomes, self.run.settings, verbosity, shard=shard)
-        write_comparison(
-            tr,
-            self.comparison,
-            self.baseline,
-            self.baseline_problem,
-            has_records=bool(records),
-            shard=shard,
-            fail_on_regression=self.run.settings.fail_on_regression if self.run else None,
-        )
+        def after_summary(tr: Any) -> None:
+            from pytest_llmeval.plugin.keys import context_key
+            from pytest_llmeval.report.terminal import write_report_outcome
+
+            ctx = config.stash.get(context_key, None)
+            limiter = ctx.limiter if ctx is not None else None
+            waited, waits, fallbacks = limiter.run_totals() if limiter is not None else (0.0, 0, 0)
+            if limiter is not None and (records or waits) and verbosity >= 0:
+                tr.write_line(
+                    f"rate limit {limiter.limits.describe()} for {limiter.scope}: "
+                    f"{waits} judge request{'' if waits == 1 else 's'} waited {waited:.1f} s in "
+                    "all"
+                    + (
+                        f" (Redis failed in {fallbacks} process{'' if fallbacks == 1 else 'es'}: "
+                        "limited locally from then on)"
+                        if fallbacks
+                        else ""
+                    )
+                )
+            for w in self.written:
+                write_report_outcome(tr, w.path, w.error, w.kind, appended=w.appended)
+            if self.saved is not None and verbosity > 0:
+                from pytest_llmeval.plugin.history import cache_dir
+                from pytest_llmeval.stores.history import runs_dir
+
+                tr.write_line(f"llm-eval: saved run {self.saved} in {runs_dir(cache_dir(config))}")
+            if self.save_error is not None:
+                tr.write_line(f"llm-eval: run not saved: {self.save_error}", yellow=True)
+
+        TerminalWriter(
+            terminalreporter,
+            verbosity,
+            report_written=report_written,
+            after_summary=after_summary,
+        ).write(view)
 
 
 session_key = pytest.StashKey["RunController"]()

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from pytest_llmeval.core.errors import BaselineError
+from pytest_llmeval.plugin.keys import recorder_key
 from pytest_llmeval.stores.history import (
     DEFAULT_KEEP,
     BaselineChoice,
@@ -185,28 +186,13 @@ def pytest_runtest_makereport(
     report = yield
     if call.when != "teardown" or not item.config.getoption("xmlpath", default=None):
         return report
-    from pytest_llmeval.plugin.keys import recorder_key
-
     recorder = item.stash.get(recorder_key, None)
     if recorder is None or not recorder.records:
         return report
-    props: list[tuple[str, object]] = []
-    for r in recorder.records:
-        name = f"llm_eval:{r.scorer}" + (f"#{r.index}" if r.index else "")
-        sample = getattr(r, "sample", 0)
-        if sample:
-            name += f"@{sample}"
-        value: object = f"error: {r.error}" if r.error is not None else r.score
-        props.append((name, value))
-        bound = " and ".join(
-            b
-            for b in (
-                f">= {r.min:g}" if r.min is not None else "",
-                f"<= {r.max:g}" if r.max is not None else "",
-            )
-            if b
-        )
-        if bound:
-            props.append((f"{name}:bound", bound))
-    report.user_properties = [*report.user_properties, *props]
+    from pytest_llmeval.core.model import Run
+    from pytest_llmeval.report.junit import JUnitProperties
+    from pytest_llmeval.report.view import RunView
+
+    # one test's records: junitxml reads properties per test, from this report
+    JUnitProperties(report).write(RunView(Run(records=tuple(recorder.records))))
     return report

@@ -63,6 +63,23 @@ _OPTIONS: list[tuple[str, str, str, str, Any]] = [
         None,
     ),
     (
+        "markdown",
+        "llm_eval_markdown",
+        "write a Markdown summary (scorers, gates, the comparison with the baseline, regressed "
+        "cases; sized for a pull-request comment) to this path; also appended to "
+        "$GITHUB_STEP_SUMMARY when that is set (env LLM_EVAL_MARKDOWN)",
+        "str",
+        None,
+    ),
+    (
+        "markdown-step-summary",
+        "llm_eval_markdown_step_summary",
+        "on (default) or off: whether --llm-eval-markdown's summary is also appended to "
+        "$GITHUB_STEP_SUMMARY when that is set (env LLM_EVAL_MARKDOWN_STEP_SUMMARY)",
+        "str",
+        None,
+    ),
+    (
         "judge-model",
         "llm_eval_judge_model",
         "judge model name (default: env LLM_EVAL_JUDGE_MODEL or gpt-4o-mini)",

@@ -10,7 +10,14 @@ from pytest_llmeval.analysis.gates import GateOutcome, TestStatistics, failing_o
 from pytest_llmeval.core.model import RunSettings
 from pytest_llmeval.core.stats import CheckResult, Interval
 
-__all__ = ["format_check", "format_gate", "write_gates", "write_statistics"]
+__all__ = [
+    "format_check",
+    "format_gate",
+    "gate_totals",
+    "metric_name",
+    "write_gates",
+    "write_statistics",
+]
 
 _MARKUP = {
     "pass": {"green": True},
@@ -108,31 +115,44 @@ def write_gates(
                 tr.write_line(line)
             if verbosity > 0 and o.result is not None:
                 tr.write_line(f"    declared by {o.spec.source}")
+    for line, markup in gate_totals(outcomes, settings, shard):
+        tr.write_line(line, **markup)
+
+
+def gate_totals(
+    outcomes: Sequence[GateOutcome],
+    settings: RunSettings,
+    shard: tuple[int, int] | None = None,
+) -> list[tuple[str, dict[str, bool]]]:
+    """The lines under the gates, each with its terminal markup: how many gates ended how and
+    whether that fails the run (a shard's: partial, never the verdict), then what the
+    inconclusive and skipped policies did."""
     counts: dict[str, int] = {}
     for o in outcomes:
         counts[o.verdict] = counts.get(o.verdict, 0) + 1
     failing = failing_outcomes(outcomes, settings.inconclusive, settings.skipped)
     summary = ", ".join(f"{n} {v}" for v, n in sorted(counts.items())) or "no gate ran"
     if shard is not None:
-        tr.write_line(
-            f"gates: PARTIAL, shard {shard[0]} of {shard[1]} ({summary} over this shard's cases); "
-            "not the verdict: merge the shard reports for it "
-            "(python -m pytest_llmeval merge SHARD.json... -o report.json)",
-            yellow=True,
-            bold=True,
-        )
-        return
+        return [
+            (
+                f"gates: PARTIAL, shard {shard[0]} of {shard[1]} ({summary} over this shard's "
+                "cases); not the verdict: merge the shard reports for it "
+                "(python -m pytest_llmeval merge SHARD.json... -o report.json)",
+                {"yellow": True, "bold": True},
+            )
+        ]
+    lines: list[tuple[str, dict[str, bool]]] = []
     if failing:
-        tr.write_line(f"gates: {summary}: the run fails", red=True, bold=True)
+        lines.append((f"gates: {summary}: the run fails", {"red": True, "bold": True}))
     else:
-        tr.write_line(f"gates: {summary}", green=bool(outcomes))
+        lines.append((f"gates: {summary}", {"green": bool(outcomes)}))
     if counts.get("inconclusive"):
         policy = (
             "inconclusive gates fail the run (--llm-eval-inconclusive=pass lets them pass)"
             if settings.inconclusive != "pass"
             else "inconclusive gates do not fail the run (--llm-eval-inconclusive=pass)"
         )
-        tr.write_line(policy, yellow=True)
+        lines.append((policy, {"yellow": True}))
     if counts.get("skipped"):
         policy = (
             "gates whose every case was skipped fail the run (--llm-eval-skipped=pass lets "
@@ -140,7 +160,8 @@ def write_gates(
             if settings.skipped != "pass"
             else "gates whose every case was skipped do not fail the run (--llm-eval-skipped=pass)"
         )
-        tr.write_line(policy, yellow=True)
+        lines.append((policy, {"yellow": True}))
+    return lines
 
 
 def write_statistics(tr: Any, statistics: Sequence[TestStatistics]) -> None:

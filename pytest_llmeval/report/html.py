@@ -55,14 +55,18 @@ import sys
 from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, final
 
 from pytest_llmeval.core.errors import ReportFormatError
 from pytest_llmeval.core.files import write_text_atomic
 from pytest_llmeval.core.redaction import redact_text, redact_url
 
+if TYPE_CHECKING:
+    from pytest_llmeval.report.view import RunView
+
 __all__ = [
     "HISTOGRAM_BINS",
+    "HtmlWriter",
     "build_cards",
     "embed_json",
     "load_report",
@@ -284,6 +288,21 @@ def write_html(path: Path, report: Mapping[str, Any]) -> None:
     text = render_html(report)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(path, text)
+
+
+@final
+class HtmlWriter:
+    """``--llm-eval-html PATH`` / ``merge --html PATH``: the page of the view's JSON document
+    (the page's script reads that document, so the page is made from the JSON writer's
+    rendering of the view, hook changes included)."""
+
+    name = "HTML"
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def write(self, view: RunView) -> None:
+        write_html(self.path, view.document)
 
 
 def load_report(path: Path) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""The JSON report: every record, per-scorer aggregates and run metadata, written atomically."""
+"""The JSON report: every record, per-scorer aggregates and run metadata, written atomically
+(:class:`JsonWriter`, from a :class:`~pytest_llmeval.report.view.RunView`)."""
 
 from __future__ import annotations
 
@@ -11,20 +12,30 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, final
 
 from pytest_llmeval.core.files import write_text_atomic
 from pytest_llmeval.core.model import REPORT_VERSION
-from pytest_llmeval.core.records import ScoreRecord, aggregate
+from pytest_llmeval.core.records import ScoreRecord
 from pytest_llmeval.core.settings import Settings
 from pytest_llmeval.core.version import DISTRIBUTION
+from pytest_llmeval.report.view import _document, report_json
 
 if TYPE_CHECKING:
     from pytest_llmeval.analysis.gates import GateOutcome, TestStatistics
     from pytest_llmeval.analysis.verdict import Verdict
     from pytest_llmeval.core.model import Run
+    from pytest_llmeval.report.view import RunView
 
-__all__ = ["REPORT_VERSION", "build_report", "git_commit", "write_report"]
+__all__ = [
+    "REPORT_VERSION",
+    "JsonWriter",
+    "build_report",
+    "git_commit",
+    "report_json",
+    "run_section",
+    "write_report",
+]
 
 
 def git_commit(directory: Path) -> str | None:
@@ -60,6 +71,40 @@ def _versions() -> dict[str, str]:
     return out
 
 
+def run_section(
+    records: Sequence[ScoreRecord],
+    *,
+    started: float,
+    settings: Settings | None,
+    rootdir: Path,
+    exitstatus: int,
+    workers: int = 0,
+) -> dict[str, Any]:
+    """The report's ``run`` section: times, exit status, versions, platform, git commit, xdist
+    workers and (with ``settings``) the cache mode and the judge, its URL with the credentials
+    masked. The finish time is now."""
+    finished = time.time()
+    info: dict[str, Any] = {
+        "started": started,
+        "finished": finished,
+        "duration_s": finished - started,
+        "exitstatus": exitstatus,
+        "versions": _versions(),
+        "platform": sys.platform,
+        "git_commit": git_commit(rootdir),
+        "workers": workers,
+    }
+    if settings is not None:
+        info["cache_mode"] = settings.cache_mode
+        info["judge"] = {
+            **settings.judge.identity(),
+            "base_url": settings.judge.shown_base_url,  # credentials masked
+            # what the endpoint said answered: a local server may ignore the model asked for
+            "served_models": sorted({m for r in records for m in r.judge_models}),
+        }
+    return info
+
+
 def build_report(
     records: Sequence[ScoreRecord],
     *,
@@ -82,58 +127,29 @@ def build_report(
     is read back from (records, instruments, plan, collected tests, verdict settings), its gate
     outcomes, statistics and verdict, so that ``merge`` and ``compare`` rebuild the same run. In
     a shard (``shard``: its section) each gate's verdict is ``partial`` (its own is kept as
-    ``shard_verdict``)."""
-    finished = time.time()
-    info: dict[str, Any] = {
-        "started": started,
-        "finished": finished,
-        "duration_s": finished - started,
-        "exitstatus": exitstatus,
-        "versions": _versions(),
-        "platform": sys.platform,
-        "git_commit": git_commit(rootdir),
-        "workers": workers,
-    }
-    if settings is not None:
-        info["cache_mode"] = settings.cache_mode
-        info["judge"] = {
-            **settings.judge.identity(),
-            "base_url": settings.judge.shown_base_url,  # credentials masked
-            # what the endpoint said answered: a local server may ignore the model asked for
-            "served_models": sorted({m for r in records for m in r.judge_models}),
-        }
-    report: dict[str, Any] = {
-        "version": REPORT_VERSION,
-        "run": info,
-        "aggregates": {name: agg.to_json() for name, agg in aggregate(records).items()},
-        "records": [r.to_json() for r in records],
-    }
-    if run is None:
-        return report
-    inputs = run.input_json()
-    del inputs["records"]  # the same records, already in
-    report.update(inputs)
-    gates = [o.to_json() for o in outcomes]
-    if shard is not None:
-        for gate in gates:
-            gate["shard_verdict"] = gate.get("verdict")
-            gate["verdict"] = "partial"
-    report["gates"] = gates
-    report["gates_unmatched"] = [
-        o.test for o in outcomes if o.result is None and o.problem and "matched no" in o.problem
-    ]
-    report["gate_policy"] = {
-        "inconclusive": run.settings.inconclusive,
-        "skipped": run.settings.skipped,
-    }
-    report["statistics"] = [t.to_json() for t in statistics]
-    if verdict is not None:
-        report["verdict"] = {**verdict.to_json(), "pytest_exitstatus": run.exitstatus}
-    if comparison is not None:
-        report["comparison"] = dict(comparison)
-    if shard is not None:
-        report["shard"] = dict(shard)
-    return report
+    ``shard_verdict``). A run's writers build it from their view (:func:`report_json`)."""
+    info = run_section(
+        records,
+        started=started,
+        settings=settings,
+        rootdir=rootdir,
+        exitstatus=exitstatus,
+        workers=workers,
+    )
+    return _document(records, info, run, outcomes, statistics, verdict, comparison, shard)
+
+
+@final
+class JsonWriter:
+    """``--llm-eval-report PATH`` / ``merge -o PATH``: the view's JSON document, atomically."""
+
+    name = "JSON"
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def write(self, view: RunView) -> None:
+        write_report(self.path, view.document)
 
 
 def write_report(path: Path, report: dict[str, Any]) -> None:

@@ -1,26 +1,33 @@
-"""The ``llm-eval summary`` section of pytest's terminal summary (controller only)."""
+"""The llm-eval sections of pytest's terminal summary (controller only) and of ``merge``'s output:
+the ``llm-eval summary`` table here, the statistics and gates in :mod:`.gates`, the comparison;
+:class:`TerminalWriter` writes them all from a :class:`~pytest_llmeval.report.view.RunView`."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, final
 
 from pytest_llmeval.core.records import ScorerAggregate, ScoreRecord, aggregate
 
 if TYPE_CHECKING:
     from pytest_llmeval.analysis.compare import Comparison
-    from pytest_llmeval.stores.history import BaselineChoice
+    from pytest_llmeval.report.view import Baseline, RunView
 
 __all__ = [
+    "COLUMNS",
+    "TerminalWriter",
     "format_table",
     "report_error_message",
+    "scorer_cells",
+    "totals_line",
     "write_comparison",
     "write_report_outcome",
     "write_summary",
 ]
 
-_COLUMNS = (
+#: the per-scorer table's columns (``calls``: judge calls; ``cached``: scores from the cache)
+COLUMNS = (
     "scorer",
     "n",
     "mean",
@@ -48,7 +55,9 @@ def _num(value: float | None, fmt: str = ".3f") -> str:
     return "-" if value is None else format(value, fmt)
 
 
-def _row(agg: ScorerAggregate) -> tuple[str, ...]:
+def scorer_cells(agg: ScorerAggregate) -> tuple[str, ...]:
+    """One scorer's row of the per-scorer table, a cell per column of :data:`COLUMNS` (the
+    terminal and the Markdown summary print the same numbers)."""
     return (
         agg.scorer,
         str(agg.n),
@@ -69,8 +78,8 @@ def _row(agg: ScorerAggregate) -> tuple[str, ...]:
 
 def format_table(aggs: Sequence[ScorerAggregate]) -> list[str]:
     """The per-scorer table as aligned text lines (header first)."""
-    rows = [_COLUMNS, *(_row(a) for a in aggs)]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(_COLUMNS))]
+    rows = [COLUMNS, *(scorer_cells(a) for a in aggs)]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(COLUMNS))]
     lines = []
     for r in rows:
         cells = [r[0].ljust(widths[0])] + [
@@ -78,6 +87,20 @@ def format_table(aggs: Sequence[ScorerAggregate]) -> list[str]:
         ]
         lines.append("  ".join(cells).rstrip())
     return lines
+
+
+def totals_line(records: Sequence[ScoreRecord], aggs: Sequence[ScorerAggregate]) -> str:
+    """``40 scores, 12 from cache, 28 judge calls, $0.0123`` (and the calls of unknown cost)."""
+    total_cost = sum(a.cost_usd or 0.0 for a in aggs)
+    total_calls = sum(a.judge_calls for a in aggs)
+    hits = sum(a.cache_hits for a in aggs)
+    n = sum(a.n for a in aggs)
+    unpriced = sum(r.judge_calls for r in records if r.judge_calls and r.cost_usd is None)
+    return (
+        f"{n} scores, {hits} from cache, {total_calls} judge calls"
+        + (f", ${total_cost:.4f}" if total_cost else "")
+        + (f" ({unpriced} calls at an unknown cost: see llm_eval_prices)" if unpriced else "")
+    )
 
 
 def _bound(rec: ScoreRecord) -> str:
@@ -134,16 +157,7 @@ def write_summary(
         return
     for line in format_table(aggs):
         tr.write_line(line)
-    total_cost = sum(a.cost_usd or 0.0 for a in aggs)
-    total_calls = sum(a.judge_calls for a in aggs)
-    hits = sum(a.cache_hits for a in aggs)
-    n = sum(a.n for a in aggs)
-    unpriced = sum(r.judge_calls for r in records if r.judge_calls and r.cost_usd is None)
-    tr.write_line(
-        f"{n} scores, {hits} from cache, {total_calls} judge calls"
-        + (f", ${total_cost:.4f}" if total_cost else "")
-        + (f" ({unpriced} calls at an unknown cost: see llm_eval_prices)" if unpriced else "")
-    )
+    tr.write_line(totals_line(records, aggs))
     served = sorted({m for r in records for m in r.judge_models})
     if served:
         tr.write_line("judge calls answered by model: " + ", ".join(served))
@@ -196,27 +210,37 @@ def write_summary(
             tr.write_line(f"  {_case(r, samples)} {r.scorer} = {_num(r.score, '.4g')} {status}")
 
 
-def report_error_message(path: Path, error: str, kind: str = "JSON") -> str:
-    """The line that says a report could not be written, and why."""
+def report_error_message(
+    path: Path, error: str, kind: str = "JSON", *, appended: bool = False
+) -> str:
+    """The line that says a report could not be written (or appended), and why."""
+    if appended:
+        return (
+            f"llm-eval: could not append the {kind} report to {path}: {error} (the file may "
+            "hold a part of it)"
+        )
     return (
         f"llm-eval: could not write the {kind} report to {path}: {error} "
         "(no report was written; a previous report at that path is unchanged)"
     )
 
 
-def write_report_outcome(tr: Any, path: Path, error: str | None, kind: str = "JSON") -> None:
-    """After the summary: where a report was written, or why it could not be."""
+def write_report_outcome(
+    tr: Any, path: Path, error: str | None, kind: str = "JSON", *, appended: bool = False
+) -> None:
+    """After the summary: where a report was written (or appended), or why it could not be."""
     if error is None:
-        tr.write_line(f"llm-eval: {kind} report written to {path}")
+        tr.write_line(f"llm-eval: {kind} report {'appended' if appended else 'written'} to {path}")
     else:
-        tr.write_line(report_error_message(path, error, kind), red=True, bold=True)
+        tr.write_line(
+            report_error_message(path, error, kind, appended=appended), red=True, bold=True
+        )
 
 
 def write_comparison(
     tr: Any,
     cmp: Comparison | None,
-    baseline: BaselineChoice | None,
-    problem: str | None,
+    baseline: Baseline | None,
     *,
     has_records: bool,
     shard: tuple[int, int] | None,
@@ -228,8 +252,9 @@ def write_comparison(
     from pytest_llmeval.analysis.compare import comparison_failures
     from pytest_llmeval.report.comparison import format_comparison
 
-    if baseline is None and problem is None:
+    if baseline is None and cmp is None:
         return
+    problem = baseline.problem if baseline is not None else None
     tr.write_sep("=", "llm-eval comparison")
     if baseline is not None:
         over = ""
@@ -270,3 +295,62 @@ def write_comparison(
                 f">= {cmp.alpha:g}); not a regression",
                 yellow=True,
             )
+
+
+TerminalHook = Callable[[Any], None]
+
+
+@final
+class TerminalWriter:
+    """The llm-eval sections of a terminal summary, in this order: ``before`` (merge: the
+    shards), the summary table, ``after_summary`` (the session: the rate limit, where the
+    reports went, the saved run), the statistics, what kept the run from being judged, the
+    gates, the comparison, ``after`` (merge: where the report went and the verdict). ``tr`` is
+    pytest's terminal reporter or anything with its ``write_sep`` and ``write_line``.
+    ``report_written``: a JSON report, which keeps every reason whole, was written."""
+
+    name = "terminal"
+
+    def __init__(
+        self,
+        tr: Any,
+        verbosity: int,
+        *,
+        report_written: bool = False,
+        before: TerminalHook | None = None,
+        after_summary: TerminalHook | None = None,
+        after: TerminalHook | None = None,
+    ) -> None:
+        self.tr = tr
+        self.verbosity = verbosity
+        self.report_written = report_written
+        self.before = before
+        self.after_summary = after_summary
+        self.after = after
+
+    def write(self, view: RunView) -> None:
+        from pytest_llmeval.report.gates import write_gates, write_statistics
+
+        tr, verbosity, run = self.tr, self.verbosity, view.run
+        if self.before is not None:
+            self.before(tr)
+        if run.records:
+            write_summary(tr, run.records, verbosity, report_written=self.report_written)
+        if self.after_summary is not None:
+            self.after_summary(tr)
+        if view.statistics and verbosity >= 0:
+            write_statistics(tr, view.statistics)
+        for problem in view.problems:
+            tr.write_line(f"llm-eval: {problem}", red=True, bold=True)
+        if view.outcomes:
+            write_gates(tr, view.outcomes, run.settings, verbosity, shard=run.shard)
+        write_comparison(
+            tr,
+            view.comparison,
+            view.baseline,
+            has_records=bool(run.records),
+            shard=run.shard,
+            fail_on_regression=run.settings.fail_on_regression,
+        )
+        if self.after is not None:
+            self.after(tr)

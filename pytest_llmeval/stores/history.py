@@ -411,9 +411,3 @@ def resolve_baseline(
             "number or the path of a JSON report"
         )
     return BaselineChoice(spec, path, spec, "given by path")
-
-
-# -- options -----------------------------------------------------------------------------------
-
-
-# -- JUnit properties --------------------------------------------------------------------------
