@@ -19,9 +19,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-import _pytest as _pytest_pkg
 import pytest
 
+from pytest_llmeval import _pytest_compat as compat
 from pytest_llmeval import hookspecs
 from pytest_llmeval.concurrent import ConcurrentCases, check_marker, prepared_recorder_key
 from pytest_llmeval.context import ScoringContext, get_context, set_context
@@ -603,11 +603,10 @@ def _start_progress(config: pytest.Config, ctx: ScoringContext) -> Progress | No
     ) not in ("no", None)
     if config.getoption("capture", default="fd") == "no" and not xdist:
         return None  # tests print straight to the terminal: the line would get in their way
-    reporter = config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is None:
+    writer = compat.terminal_writer(config)
+    if writer is None:
         return None
-    writer = reporter._tw
-    isatty = getattr(writer._file, "isatty", None)
+    isatty = getattr(compat.terminal_file(writer), "isatty", None)
     if not writer.hasmarkup or not callable(isatty) or not isatty():
         return None
     from pytest_llmeval.progress import Progress
@@ -971,13 +970,8 @@ def function_identity(item: pytest.Item) -> tuple[str, str]:
 
 def _escaped_id(text: str, config: pytest.Config) -> str:
     """``text`` as pytest writes it into an id (non-ASCII escaped, unless the ini option that
-    forfeits that is set). pytest's private helper when there is one, else the same rule."""
-    try:
-        from _pytest.python import _ascii_escaped_by_config
-
-        return str(_ascii_escaped_by_config(text, config))
-    except ImportError:  # pragma: no cover - another pytest
-        return text.encode("unicode_escape").decode("ascii")
+    forfeits that is set), by pytest's own rule."""
+    return compat.ascii_escaped_by_config(text, config)
 
 
 def _case_id(item: pytest.Item, callspec: Any, case: Case) -> str:
@@ -987,7 +981,7 @@ def _case_id(item: pytest.Item, callspec: Any, case: Case) -> str:
     so that two parametrizations of one case never share a record identity, and every sample of
     one parametrization keeps it."""
     full = str(getattr(callspec, "id", "") or "")
-    parts = list(getattr(callspec, "_idlist", ()) or ())
+    parts = compat.parametrization_id_parts(callspec)
     sample = _sample_of(item)
     ours = {case.id, f"{case.id}-s{sample}"}
     ours |= {_escaped_id(x, item.config) for x in ours}
@@ -995,7 +989,7 @@ def _case_id(item: pytest.Item, callspec: Any, case: Case) -> str:
         if part in ours:
             parts[i] = case.id
             return "-".join(parts)
-    return full  # pytest without CallSpec2._idlist: the whole id (sample suffix included)
+    return full
 
 
 def record_identity(item: pytest.Item) -> tuple[str, str, str | None, str | None]:
@@ -1073,7 +1067,7 @@ def _frame_path(tb: TracebackType) -> Path | None:
         return None
 
 
-_PYTEST_DIRS = (Path(pytest.__file__).resolve().parent, Path(_pytest_pkg.__file__).resolve().parent)
+_PYTEST_DIRS = compat.pytest_source_dirs()
 
 
 def _is_pytest_frame(tb: TracebackType) -> bool:
@@ -1125,7 +1119,7 @@ def _hide_package_frames(item: pytest.Item, excinfo: pytest.ExceptionInfo[BaseEx
         before.tb_next = after
     kept[-1].tb_next = None
     # rebuild pytest's view from the shortened chain (it may have been computed already)
-    excinfo.traceback = type(excinfo.traceback)(excinfo.tb)
+    compat.rebuild_traceback(excinfo)
 
 
 def _count_unrecorded_error(item: pytest.Item, error: LLMEvalError) -> None:

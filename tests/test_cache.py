@@ -21,6 +21,7 @@ from pytest_llmeval.cache import (
 )
 
 
+@pytest.mark.smoke
 def test_put_get_and_key_stability(tmp_path: Path) -> None:
     c = ResultCache(tmp_path / "c")
     k = cache_key({"name": "s", "version": "1"}, {"output": "a", "expected": "b"})

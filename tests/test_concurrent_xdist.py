@@ -95,6 +95,7 @@ def tmpdir_env(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Pa
     return tmp
 
 
+@pytest.mark.smoke
 @pytest.mark.parametrize("dist", ["load", "worksteal", "loadgroup"])
 def test_each_worker_gets_a_contiguous_half_and_every_case_runs_once(
     pytester: pytest.Pytester, tmpdir_env: Path, dist: str
@@ -198,6 +199,7 @@ def test_loadgroup_keeps_a_marked_concurrent_test_in_its_group(
     assert _max_overlap(_ends(pytester)) == 12
 
 
+@pytest.mark.smoke
 def test_exitfirst_takes_back_the_other_workers_queued_cases(
     pytester: pytest.Pytester, tmpdir_env: Path
 ) -> None:

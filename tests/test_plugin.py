@@ -118,6 +118,7 @@ def test_failure_reads_like_pytest_with_scorer_score_bound_reason(
     )
 
 
+@pytest.mark.smoke
 def test_terminal_summary_table_and_failing_cases(project: pytest.Pytester) -> None:
     result = project.runpytest("--llm-eval")
     result.stdout.fnmatch_lines(
@@ -140,6 +141,7 @@ def test_quiet_summary_is_one_line_per_scorer(project: pytest.Pytester) -> None:
     result.stdout.no_fnmatch_line("failing scores:")
 
 
+@pytest.mark.smoke
 def test_second_run_is_served_from_the_cache(project: pytest.Pytester) -> None:
     project.runpytest("--llm-eval")
     assert calls(project) == 3
@@ -379,6 +381,7 @@ def test_json_report_content(project: pytest.Pytester) -> None:
     assert "SECRET" not in text and b"SECRET" not in db
 
 
+@pytest.mark.smoke
 def test_same_summary_and_report_with_and_without_xdist(project: pytest.Pytester) -> None:
     pytest.importorskip("xdist")
     serial = _report(project, "-p", "no:xdist", "--llm-eval-cache=off")
