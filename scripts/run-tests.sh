@@ -32,6 +32,10 @@ ruff check .
 ruff format --check .
 mypy --strict pytest_llmeval
 
+# The smoke subset on the oldest supported pytest and pytest-xdist, in a clean venv (the suite
+# below is the newest: this environment). About 1 min to make the venv, 2-4 min to run.
+bash scripts/smoke-oldest.sh oldest
+
 # pytest exits 5 when it collects nothing; that must not pass silently, so no special-casing.
 # Two workers (2 cores); the real-judge tests share one xdist group, so one worker starts the
 # local llama.cpp server once.

@@ -95,8 +95,9 @@ def tmpdir_env(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Pa
     return tmp
 
 
-@pytest.mark.smoke
-@pytest.mark.parametrize("dist", ["load", "worksteal", "loadgroup"])
+@pytest.mark.parametrize(
+    "dist", [pytest.param("load", marks=pytest.mark.smoke), "worksteal", "loadgroup"]
+)
 def test_each_worker_gets_a_contiguous_half_and_every_case_runs_once(
     pytester: pytest.Pytester, tmpdir_env: Path, dist: str
 ) -> None:

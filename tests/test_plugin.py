@@ -381,7 +381,6 @@ def test_json_report_content(project: pytest.Pytester) -> None:
     assert "SECRET" not in text and b"SECRET" not in db
 
 
-@pytest.mark.smoke
 def test_same_summary_and_report_with_and_without_xdist(project: pytest.Pytester) -> None:
     pytest.importorskip("xdist")
     serial = _report(project, "-p", "no:xdist", "--llm-eval-cache=off")

@@ -204,7 +204,6 @@ def test_verbose_lines_are_never_mixed_with_the_status(pytester: pytest.Pytester
         assert re.fullmatch(rf"test_slow\.py::test_slow\[{i}\] PASSED +\[ *{20 * (i + 1)}%\]", line)
 
 
-@pytest.mark.smoke
 def test_xdist_shows_the_status_too(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_slow=SLOW)
     raw = run_in_pty(pytester, "--llm-eval", "-n", "2")
