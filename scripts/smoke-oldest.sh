@@ -7,7 +7,7 @@
 #
 #   oldest  a clean venv with the floors pyproject.toml declares (pytest, pytest-xdist, pluggy),
 #           the project's other runtime dependencies (no torch/bert-score: no smoke test needs
-#           them) and this checkout, installed editable
+#           them), hypothesis (imported at collection) and this checkout, installed editable
 #   newest  this environment (what scripts/run-tests.sh installed)
 #   latest  a clean venv with the newest releases inside the declared ranges
 #
@@ -30,7 +30,10 @@ import re, sys, tomllib
 
 mode = sys.argv[1]
 project = tomllib.load(open("pyproject.toml", "rb"))["project"]
-reqs = list(project["dependencies"]) + list(project["optional-dependencies"]["xdist"])
+extras = project["optional-dependencies"]
+# hypothesis: test modules outside the subset import it at collection (a dev dependency)
+dev = [r for r in extras["dev"] if r.startswith("hypothesis")]
+reqs = list(project["dependencies"]) + list(extras["xdist"]) + dev
 for req in reqs:
     name, spec = re.match(r"^([A-Za-z0-9_.\-\[\]]+)\s*(.*)$", req).groups()
     floor = re.search(r">=\s*([0-9][0-9.]*)", spec)
