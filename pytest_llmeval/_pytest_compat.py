@@ -433,6 +433,9 @@ def set_terminal_file(writer: Any, file: Any) -> None:
 # -- pytest-xdist's worker ----------------------------------------------------------------------
 
 
+_interactor_key = pytest.StashKey[Any]()
+
+
 def worker_queue(config: pytest.Config) -> list[object] | None:
     """(xdist worker) The item indices this worker runs next, in order: xdist's
     ``WorkerInteractor.nextitem_index`` and a snapshot of its ``torun`` queue, read under the
@@ -442,11 +445,19 @@ def worker_queue(config: pytest.Config) -> list[object] | None:
     look-ahead would set up cases that another worker runs."""
     if not hasattr(config, "workerinput"):
         return None
-    # (found by class name: xdist runs its worker module through execnet, as __channelexec__)
-    interactor = next(
-        (p for p in config.pluginmanager.get_plugins() if type(p).__name__ == "WorkerInteractor"),
-        None,
-    )
+    interactor = config.stash.get(_interactor_key, None)
+    if interactor is None:
+        # (by class name: xdist runs its worker module through execnet, as __channelexec__)
+        interactor = next(
+            (
+                p
+                for p in config.pluginmanager.get_plugins()
+                if type(p).__name__ == "WorkerInteractor"
+            ),
+            None,
+        )
+        if interactor is not None:  # asked each time a case finishes: looked up once
+            config.stash[_interactor_key] = interactor
     torun = getattr(interactor, "torun", None)
     lock = getattr(torun, "lock", None)
     if interactor is None or not callable(lock):
