@@ -16,6 +16,7 @@ from pytest_llmeval.stores.cache import ResultCache, cache_key, is_corrupt_error
 from pytest_llmeval.stores.cache_entries import CacheWarning
 
 
+@pytest.mark.smoke
 def test_put_get_and_key_stability(tmp_path: Path) -> None:
     c = ResultCache(tmp_path / "c")
     k = cache_key({"name": "s", "version": "1"}, {"output": "a", "expected": "b"})

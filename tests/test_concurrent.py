@@ -149,6 +149,7 @@ OUTCOME_IDS = [
 ]
 
 
+@pytest.mark.smoke
 @pytest.mark.parametrize("workers", [0, 2], ids=["one-process", "xdist-n2"])
 def test_each_case_keeps_its_own_outcome_report_output_and_junit_entry(
     pytester: pytest.Pytester, workers: int
@@ -282,6 +283,7 @@ async def test_rec(case):
 # -- fixtures --------------------------------------------------------------------------------
 
 
+@pytest.mark.smoke
 def test_function_fixtures_per_case_broader_ones_shared_async_ones_on_the_case_loop(
     pytester: pytest.Pytester,
 ) -> None:
@@ -378,6 +380,7 @@ async def test_fx(case, app):
 # -- stopping: -x, timeout, Ctrl-C -----------------------------------------------------------
 
 
+@pytest.mark.smoke
 def test_exitfirst_starts_no_new_case_after_a_failure(pytester: pytest.Pytester) -> None:
     _cases(pytester, IDS20[:10])
     pytester.makepyfile(
@@ -527,6 +530,7 @@ def test_k_deselect_and_last_failed_select_cases_as_usual(pytester: pytest.Pytes
 # -- xdist -----------------------------------------------------------------------------------
 
 
+@pytest.mark.smoke
 def test_with_xdist_each_worker_runs_its_share_concurrently(pytester: pytest.Pytester) -> None:
     pytest.importorskip("xdist")
     _cases(pytester, IDS20)
@@ -896,6 +900,7 @@ def test_a_phase_wakes_the_case_loop_only_when_a_step_waits_on_the_gate() -> Non
         loop.close()
 
 
+@pytest.mark.smoke
 def test_a_case_that_runs_again_in_the_same_process_gets_fresh_fixtures(
     pytester: pytest.Pytester,
 ) -> None:

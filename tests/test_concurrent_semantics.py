@@ -131,6 +131,7 @@ async def test_logs(case, caplog):
 """
 
 
+@pytest.mark.smoke
 @pytest.mark.parametrize("kw", ["", ", concurrency=3"])
 def test_caplog_sees_the_cases_own_records_during_its_body(
     pytester: pytest.Pytester, kw: str
@@ -377,6 +378,7 @@ async def test_r(case):
     )
 
 
+@pytest.mark.smoke
 def test_exitfirst_counts_an_xfail_with_the_wrong_exception_as_a_failure(
     pytester: pytest.Pytester,
 ) -> None:
@@ -588,6 +590,7 @@ async def test_e(case, res):
     )
 
 
+@pytest.mark.smoke
 def test_monkeypatch_requested_at_run_time_is_the_cases_error(pytester: pytest.Pytester) -> None:
     _cases(pytester, ["c0", "c1"])
     pytester.makepyfile(
@@ -614,6 +617,7 @@ async def test_g(case, env):
 # -- found by a third review -------------------------------------------------------------------
 
 
+@pytest.mark.smoke
 def test_look_ahead_stops_where_a_module_scoped_parameter_changes(
     pytester: pytest.Pytester,
 ) -> None:
@@ -652,6 +656,7 @@ async def test_m(case, res):
     assert events.index("setup B") > events.index("teardown A")
 
 
+@pytest.mark.smoke
 def test_getfixturevalue_in_a_concurrent_body_is_a_clear_error(pytester: pytest.Pytester) -> None:
     """A fixture set up from a running case's body shared one cached value across cases (and
     raised pytest's internal AssertionError): it is that case's error saying what to do."""
@@ -744,6 +749,7 @@ def test_after():
     result.assert_outcomes(passed=1, errors=3)
 
 
+@pytest.mark.smoke
 def test_setup_show_names_each_cases_own_parameters(pytester: pytest.Pytester) -> None:
     _cases(pytester, ["c0", "c1", "c2"])
     pytester.makepyfile(

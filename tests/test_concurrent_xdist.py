@@ -95,7 +95,9 @@ def tmpdir_env(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Pa
     return tmp
 
 
-@pytest.mark.parametrize("dist", ["load", "worksteal", "loadgroup"])
+@pytest.mark.parametrize(
+    "dist", [pytest.param("load", marks=pytest.mark.smoke), "worksteal", "loadgroup"]
+)
 def test_each_worker_gets_a_contiguous_half_and_every_case_runs_once(
     pytester: pytest.Pytester, tmpdir_env: Path, dist: str
 ) -> None:
@@ -198,6 +200,7 @@ def test_loadgroup_keeps_a_marked_concurrent_test_in_its_group(
     assert _max_overlap(_ends(pytester)) == 12
 
 
+@pytest.mark.smoke
 def test_exitfirst_takes_back_the_other_workers_queued_cases(
     pytester: pytest.Pytester, tmpdir_env: Path
 ) -> None:

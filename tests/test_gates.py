@@ -100,6 +100,7 @@ def _gate(report: dict[str, Any], scorer: str = "exact_match") -> dict[str, Any]
 # -- verdicts and exit status ---------------------------------------------------------------
 
 
+@pytest.mark.smoke
 def test_failing_gate_exits_1_while_every_case_test_passes(project: pytest.Pytester) -> None:
     result, report = _run(project, "-v")
     result.assert_outcomes(passed=10)
@@ -214,6 +215,7 @@ def test_statistics_section_in_the_terminal(project: pytest.Pytester) -> None:
 # -- xdist ---------------------------------------------------------------------------------
 
 
+@pytest.mark.smoke
 def test_same_verdicts_and_numbers_with_and_without_xdist(project: pytest.Pytester) -> None:
     pytest.importorskip("xdist")
     runs = [
@@ -517,6 +519,7 @@ def test_bad_repeat_is_a_collection_error(pytester: pytest.Pytester, repeat: str
 # -- repeated samples ------------------------------------------------------------------------
 
 
+@pytest.mark.smoke
 def test_repeat_ids_and_sample_indices(pytester: pytest.Pytester) -> None:
     _project(pytester, gates="")
     pytester.makepyfile(

@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 HEAVY = ("openai", "torch", "transformers", "bert_score", "scipy", "numpy", "rapidfuzz", "redis")
 
 PROBE = """
@@ -19,11 +21,13 @@ print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in HEAVY)))
 """.replace("HEAVY", repr(HEAVY))
 
 
+@pytest.mark.smoke
 def test_import_and_plugin_load_import_no_heavy_module() -> None:
     out = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, check=True)
     assert json.loads(out.stdout) == []
 
 
+@pytest.mark.smoke
 def test_a_pytest_run_with_the_plugin_imports_no_heavy_module(pytester) -> None:  # type: ignore[no-untyped-def]
     pytester.makepyfile(
         """

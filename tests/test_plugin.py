@@ -118,6 +118,7 @@ def test_failure_reads_like_pytest_with_scorer_score_bound_reason(
     )
 
 
+@pytest.mark.smoke
 def test_terminal_summary_table_and_failing_cases(project: pytest.Pytester) -> None:
     result = project.runpytest("--llm-eval")
     result.stdout.fnmatch_lines(
@@ -140,6 +141,7 @@ def test_quiet_summary_is_one_line_per_scorer(project: pytest.Pytester) -> None:
     result.stdout.no_fnmatch_line("failing scores:")
 
 
+@pytest.mark.smoke
 def test_second_run_is_served_from_the_cache(project: pytest.Pytester) -> None:
     project.runpytest("--llm-eval")
     assert calls(project) == 3

@@ -177,6 +177,7 @@ def pytest_unconfigure(config):
 # -- errors the user caused: short, and counted ------------------------------------------------
 
 
+@pytest.mark.smoke
 def test_unknown_scorer_is_a_short_error_without_internal_frames(
     pytester: pytest.Pytester,
 ) -> None:
@@ -314,6 +315,7 @@ def test_a_judge_error_is_shown_from_the_test_without_library_frames(
     assert len(section) < 15
 
 
+@pytest.mark.smoke
 def test_a_custom_scorers_own_frame_stays_in_the_traceback(pytester: pytest.Pytester) -> None:
     pytester.makeconftest(
         """

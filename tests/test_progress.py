@@ -173,6 +173,7 @@ def test_screen_emulator_applies_rewrites() -> None:
 # -- on a terminal ---------------------------------------------------------------------------
 
 
+@pytest.mark.smoke
 def test_status_line_on_a_terminal_and_no_trace_left(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_slow=SLOW)
     raw = run_in_pty(pytester, "--llm-eval", "--llm-eval-cache=off")

@@ -218,6 +218,7 @@ def test_models(case, model):
 """
 
 
+@pytest.mark.smoke
 def test_each_parametrization_of_a_dataset_case_is_compared_on_its_own(
     pytester: pytest.Pytester,
 ) -> None:

@@ -72,17 +72,18 @@ from pytest_llmeval.core.aio import ctrl_c
 from pytest_llmeval.core.errors import CaseFixtureError, CaseTimeoutError
 from pytest_llmeval.core.errors import Skipped as ScoringSkipped
 from pytest_llmeval.core.records import TestRecorder, current_recorder
+from pytest_llmeval.plugin import pytest_compat as compat
 from pytest_llmeval.plugin.keys import prepared_recorder_key
 from pytest_llmeval.plugin.progress import RUNNING_ATTR
 
 if TYPE_CHECKING:
-    from _pytest.fixtures import FixtureDef, SubRequest
+    from pytest_llmeval.plugin.pytest_compat import FixtureDef, SubRequest
 
 __all__ = ["ConcurrentCases", "check_marker", "prepared_recorder_key"]
 
 T = TypeVar("T")
 
-_NO_PARAM = object()
+_NO_VALUE = object()
 
 #: After a timeout: how many times (one second apart) a body that goes on is cancelled again
 #: before it is reported as stuck and left behind.
@@ -175,14 +176,13 @@ def check_marker(metafunc: pytest.Metafunc, kwargs: dict[str, Any], where: str) 
 
 def _one_at_a_time_fixture(node: pytest.Item) -> str | None:
     """The problem with the first fixture of ``_ONE_AT_A_TIME`` this test uses, or None."""
-    info = getattr(node, "_fixtureinfo", None)
-    names = list(getattr(info, "names_closure", None) or getattr(node, "fixturenames", []))
-    for name in names:
+    info = compat.fixture_info(node)
+    for name in info.names_closure:
         why = _ONE_AT_A_TIME.get(name)
         if why is None:
             continue
         by = "the test"
-        if info is not None and name not in info.argnames:
+        if name not in info.argnames:
             for other, defs in info.name2fixturedefs.items():
                 if any(name in getattr(d, "argnames", ()) for d in defs):
                     by = f"fixture {other!r}"
@@ -226,16 +226,7 @@ def _group_key(item: pytest.Item) -> _GroupKey:
 def _work_out_group_key(item: pytest.Item) -> _GroupKey:
     parent = item.parent.nodeid if item.parent is not None else ""
     callspec = getattr(item, "callspec", None)
-    broader: tuple[tuple[str, int], ...] = ()
-    if callspec is not None:
-        scopes = getattr(callspec, "_arg2scope", {})
-        broader = tuple(
-            sorted(
-                (name, index)
-                for name, index in callspec.indices.items()
-                if getattr(scopes.get(name), "value", "function") != "function"
-            )
-        )
+    broader = compat.broader_scoped_params(callspec) if callspec is not None else ()
     return parent, str(getattr(item, "originalname", item.name)), broader
 
 
@@ -560,7 +551,7 @@ class _Case:
         self.vars: dict[contextvars.ContextVar[Any], Any] = {}
         self.setup_report: pytest.TestReport | None = None
         self.stack_entry: Any = None
-        self.fixture_states: list[tuple[Any, Any, list[Callable[[], object]], Any]] = []
+        self.fixture_states: list[compat.DetachedFixture] = []
         self.future: concurrent.futures.Future[None] | None = None
         self.coro: Coroutine[Any, Any, Any] | None = None
         self.task: asyncio.Task[Any] | None = None
@@ -622,7 +613,6 @@ class ConcurrentCases:
         self._thread: threading.Thread | None = None
         self._index: dict[pytest.Item, int] | None = None
         self._owned: dict[pytest.Item, bool] = {}
-        self._interactor: Any = None
         self._log_handler: _CaseLogs | None = None
         #: the case of a concurrency-1 test whose body is running (the status line counts it)
         self._sequential: _Case | None = None
@@ -816,7 +806,7 @@ class ConcurrentCases:
     def _guard_request(self, item: pytest.Item) -> None:
         """The test's ``request``: getfixturevalue() from the body is refused before pytest's
         machinery runs (it would fail on its own per-test state with a bare AssertionError)."""
-        request = getattr(item, "_request", None)
+        request = compat.item_request(item)
         if not request:
             return
         original = request.getfixturevalue
@@ -858,12 +848,12 @@ class ConcurrentCases:
         self._refuse_from_a_case(fixturedef.argname)
         func = fixturedef.func
         is_gen = inspect.isasyncgenfunction(func)
-        item = getattr(request, "_pyfuncitem", None)
-        if not (is_gen or inspect.iscoroutinefunction(func)) or item is None or not self.owns(item):
+        if not (is_gen or inspect.iscoroutinefunction(func)):
             return (yield)
-        from _pytest.fixtures import resolve_fixture_function
-
-        fixturefunc: Any = resolve_fixture_function(fixturedef, request)
+        item = compat.request_item(request)
+        if not self.owns(item):
+            return (yield)
+        fixturefunc: Any = compat.resolve_fixture_function(fixturedef, request)
         name = fixturedef.argname
         assert item is not None
         stand_in: Callable[..., Any]
@@ -886,7 +876,7 @@ class ConcurrentCases:
             changed = {
                 var: val
                 for var, val in after.items()
-                if var not in _OWN_VARS and before.get(var, _NO_PARAM) is not val
+                if var not in _OWN_VARS and before.get(var, _NO_VALUE) is not val
             }
             if shared and changed:
                 tokens = [var.set(val) for var, val in changed.items()]
@@ -922,11 +912,8 @@ class ConcurrentCases:
             def stand_in(**kwargs: Any) -> Any:
                 return setup(fixturefunc(**kwargs), fixture_context())
 
-        fixturedef.func = stand_in  # type: ignore[misc]
-        try:
+        with compat.fixture_function_replaced(fixturedef, stand_in):
             return (yield)
-        finally:
-            fixturedef.func = func  # type: ignore[misc]
 
     # -- the protocol ------------------------------------------------------------------------
 
@@ -981,12 +968,10 @@ class ConcurrentCases:
 
     def _start(self, item: pytest.Item) -> _Case:
         """Set up ``item`` now (main thread) and start its coroutine on the case loop."""
-        from _pytest.runner import call_and_report
-
-        if hasattr(item, "_request") and not item._request:
-            # Run before and torn down (or abandoned): a fresh request, as pytest's own protocol
-            # gives an item that runs again (xdist's work stealing sends it back, reruns).
-            item._initrequest()  # type: ignore[attr-defined]
+        call_and_report = compat.call_and_report
+        # Run before and torn down (or abandoned): a fresh request, as pytest's own protocol
+        # gives an item that runs again (xdist's work stealing sends it back, reruns).
+        compat.renew_request(item)
         recorder = self.make_recorder(item)
         case = _Case(item, recorder, gated=True)
         self.cases[item] = case
@@ -1026,7 +1011,7 @@ class ConcurrentCases:
             function = cast(pytest.Function, item)  # owns() checked it
             fn: Any = function.obj
             funcargs = function.funcargs
-            argnames = function._fixtureinfo.argnames
+            argnames = compat.fixture_info(function).argnames
             try:
                 coro = fn(**{name: funcargs[name] for name in argnames})
             except Exception as exc:  # e.g. a signature the fixtures do not fit
@@ -1042,20 +1027,16 @@ class ConcurrentCases:
     def _case_caplog(self, case: _Case) -> None:
         """During a concurrent case's body its ``caplog`` reads a handler of its own (pytest's
         is there only during a phase); the call phase then gets the records replayed."""
-        try:
-            from _pytest.logging import LogCaptureHandler, caplog_handler_key, caplog_records_key
-        except ImportError:  # pragma: no cover - pytest moved them
-            return
         item = case.item
-        records = item.stash.get(caplog_records_key, None)
+        records = item.stash.get(compat.caplog_records_key, None)
         if records is None:  # the logging plugin is off (-p no:logging)
             return
-        handler = LogCaptureHandler()
+        handler = compat.LogCaptureHandler()
         level = getattr(self.config.pluginmanager.get_plugin("logging-plugin"), "log_level", None)
         if level is not None:
             handler.setLevel(level)
         records["call"] = handler.records
-        item.stash[caplog_handler_key] = handler
+        item.stash[compat.caplog_handler_key] = handler
         case.log_handler = handler
 
     async def _run(self, case: _Case, coro: Coroutine[Any, Any, Any]) -> None:
@@ -1189,14 +1170,9 @@ class ConcurrentCases:
 
     def _queue_after(self, item: pytest.Item, nextitem: pytest.Item | None) -> list[pytest.Item]:
         items = item.session.items
-        interactor = self._xdist_worker()
-        if interactor is not None:
+        indices = compat.worker_queue(self.config)
+        if indices is not None:
             # An xdist worker runs the indices the controller sent it, in order.
-            torun = getattr(interactor, "torun", None)
-            indices: list[Any] = [getattr(interactor, "nextitem_index", None)]
-            if torun is not None:
-                with torun.lock() as queue:
-                    indices.extend(queue)
             out = []
             for i in indices:
                 if not isinstance(i, int) or isinstance(i, bool) or not 0 <= i < len(items):
@@ -1210,20 +1186,9 @@ class ConcurrentCases:
             return []
         return list(items[i + 1 : i + 1 + 64])
 
-    def _xdist_worker(self) -> Any:
-        if not hasattr(self.config, "workerinput"):
-            return None
-        if self._interactor is None:
-            for plugin in self.config.pluginmanager.get_plugins():
-                if type(plugin).__name__ == "WorkerInteractor" and hasattr(plugin, "torun"):
-                    self._interactor = plugin
-                    break
-        return self._interactor
-
     def _finish(self, case: _Case, nextitem: pytest.Item | None) -> None:
         """Log the case's setup report, hand its outcome to pytest's call phase, tear it down."""
-        from _pytest.runner import call_and_report
-
+        call_and_report = compat.call_and_report
         item = case.item
         ihook = item.ihook
         session = item.session
@@ -1289,7 +1254,7 @@ class ConcurrentCases:
         pytest's capture and fixtures apply to it as to any test."""
         fn: Any = item.obj
         funcargs = item.funcargs
-        coro = fn(**{name: funcargs[name] for name in item._fixtureinfo.argnames})
+        coro = fn(**{name: funcargs[name] for name in compat.fixture_info(item).argnames})
         case = _Case(item, current_recorder.get(), gated=False)
         case.coro = coro
         case.vars = self._vars.pop(item, {})
@@ -1347,19 +1312,11 @@ class ConcurrentCases:
 
     def _detach_now(self, case: _Case) -> None:
         item = case.item
-        stack = item.session._setupstate.stack
-        if stack and next(reversed(stack)) is item:
-            case.stack_entry = stack.pop(item)
+        case.stack_entry = compat.detach_setup_entry(item)
         for fixturedef in _function_fixturedefs(item):
-            cached = fixturedef.cached_result
-            finalizers = list(fixturedef._finalizers)
-            if cached is None and not finalizers:
-                continue
-            # --setup-show reads cached_param (set by pytest's setuponly plugin) at teardown
-            param = getattr(fixturedef, "cached_param", _NO_PARAM)
-            case.fixture_states.append((fixturedef, cached, finalizers, param))
-            fixturedef.cached_result = None
-            fixturedef._finalizers.clear()
+            detached = compat.detach_fixture(fixturedef)
+            if detached is not None:
+                case.fixture_states.append(detached)
 
     def _attach(self, case: _Case) -> None:
         with ctrl_c:
@@ -1367,14 +1324,11 @@ class ConcurrentCases:
 
     def _attach_now(self, case: _Case) -> None:
         item = case.item
-        for fixturedef, cached, finalizers, param in case.fixture_states:
-            fixturedef.cached_result = cached
-            fixturedef._finalizers[:0] = finalizers
-            if param is not _NO_PARAM:
-                fixturedef.cached_param = param
+        for detached in case.fixture_states:
+            detached.attach()
         case.fixture_states = []
         if case.stack_entry is not None:
-            item.session._setupstate.stack[item] = case.stack_entry
+            compat.restore_setup_entry(item, case.stack_entry)
             case.stack_entry = None
 
     def abandon(self, cases: list[_Case]) -> None:
@@ -1388,11 +1342,10 @@ class ConcurrentCases:
         for c in cases:
             with ctrl_c:  # its finalizers are taken off pytest's stack: they are run below
                 self._attach(c)
-                stack = c.item.session._setupstate.stack
-                entry = stack.pop(c.item, None)
+                finalizers = compat.take_setup_finalizers(c.item)
             with self.gate.phase():
-                while entry is not None and entry[0]:
-                    fin = entry[0].pop()
+                while finalizers:
+                    fin = finalizers.pop()
                     try:
                         fin()
                     except BaseException:  # a case pytest will not report: nothing to fail
@@ -1417,12 +1370,10 @@ def _failed_case(case: _Case) -> bool:
     strict xfail that passed."""
     if case.future is None or not case.future.done() or not case.finished.is_set():
         return False
-    from _pytest.skipping import evaluate_xfail_marks
-
     error = case.error
     if isinstance(error, (pytest.skip.Exception, pytest.xfail.Exception, ScoringSkipped)):
         return False
-    xfailed = evaluate_xfail_marks(case.item)
+    xfailed = compat.evaluate_xfail_marks(case.item)
     if error is None:
         return xfailed is not None and xfailed.strict
     if xfailed is None:
@@ -1439,40 +1390,37 @@ def _failed_case(case: _Case) -> bool:
 def _undo_at_once(case: _Case) -> None:
     """Undo the changes of a case's run-time monkeypatch (or pytest-mock) now: the cases in
     flight must not run under them until its teardown (which undoes nothing more)."""
-    for fixturedef, cached, _finalizers, _param in case.fixture_states:
-        if cached is None or cached[2] is not None:
+    for detached in case.fixture_states:
+        ok, value = detached.value()
+        if not ok:
             continue
-        undo = {"monkeypatch": "undo", "mocker": "stopall"}.get(fixturedef.argname)
-        if undo is not None and callable(getattr(cached[0], undo, None)):
-            getattr(cached[0], undo)()
+        undo = {"monkeypatch": "undo", "mocker": "stopall"}.get(detached.argname)
+        if undo is not None and callable(getattr(value, undo, None)):
+            getattr(value, undo)()
 
 
 def _one_at_a_time_in_use(item: pytest.Item) -> str | None:
     """The first fixture of ``_ONE_AT_A_TIME`` set up for this case, or None."""
-    request = getattr(item, "_request", None)
-    names = getattr(request, "_fixture_defs", {}) if request else {}
+    request = compat.item_request(item)
+    names = compat.request_fixture_defs(request) if request else {}
     return next((name for name in names if name in _ONE_AT_A_TIME), None)
 
 
 def _function_fixturedefs(item: pytest.Item) -> list[Any]:
     seen: dict[int, Any] = {}
-    info = getattr(item, "_fixtureinfo", None)
-    if info is not None:
-        for defs in info.name2fixturedefs.values():
-            for fixturedef in defs:
-                seen[id(fixturedef)] = fixturedef
-    request = getattr(item, "_request", None)
+    for defs in compat.fixture_info(item).name2fixturedefs.values():
+        for fixturedef in defs:
+            seen[id(fixturedef)] = fixturedef
+    request = compat.item_request(item)
     if request:
-        for fixturedef in getattr(request, "_fixture_defs", {}).values():
+        for fixturedef in compat.request_fixture_defs(request).values():
             seen[id(fixturedef)] = fixturedef
     return [fd for fd in seen.values() if getattr(fd, "scope", None) == "function"]
 
 
 def _forget_request(item: pytest.Item) -> None:
     """As pytest's runtestprotocol does after teardown: the item's fixture values go away."""
-    if hasattr(item, "_request"):
-        item._request = False
-        item.funcargs = None  # type: ignore[attr-defined]
+    compat.forget_request(item)
 
 
 class _Handoff:

@@ -9,6 +9,7 @@ import pytest
 
 from pytest_llmeval.core.records import TestRecorder
 from pytest_llmeval.engine.dataset import Case
+from pytest_llmeval.plugin import pytest_compat as compat
 from pytest_llmeval.plugin.keys import prepared_recorder_key, recorder_key
 
 
@@ -27,13 +28,8 @@ def function_identity(item: pytest.Item) -> tuple[str, str]:
 
 def _escaped_id(text: str, config: pytest.Config) -> str:
     """``text`` as pytest writes it into an id (non-ASCII escaped, unless the ini option that
-    forfeits that is set). pytest's private helper when there is one, else the same rule."""
-    try:
-        from _pytest.python import _ascii_escaped_by_config
-
-        return str(_ascii_escaped_by_config(text, config))
-    except ImportError:  # pragma: no cover - another pytest
-        return text.encode("unicode_escape").decode("ascii")
+    forfeits that is set), by pytest's own rule."""
+    return compat.ascii_escaped_by_config(text, config)
 
 
 def _case_id(item: pytest.Item, callspec: Any, case: Case) -> str:
@@ -43,7 +39,7 @@ def _case_id(item: pytest.Item, callspec: Any, case: Case) -> str:
     so that two parametrizations of one case never share a record identity, and every sample of
     one parametrization keeps it."""
     full = str(getattr(callspec, "id", "") or "")
-    parts = list(getattr(callspec, "_idlist", ()) or ())
+    parts = compat.parametrization_id_parts(callspec)
     sample = _sample_of(item)
     ours = {case.id, f"{case.id}-s{sample}"}
     ours |= {_escaped_id(x, item.config) for x in ours}
@@ -51,7 +47,7 @@ def _case_id(item: pytest.Item, callspec: Any, case: Case) -> str:
         if part in ours:
             parts[i] = case.id
             return "-".join(parts)
-    return full  # pytest without CallSpec2._idlist: the whole id (sample suffix included)
+    return full
 
 
 def record_identity(item: pytest.Item) -> tuple[str, str, str | None, str | None]:

@@ -39,6 +39,7 @@ from typing import IO, Any
 import pytest
 
 from pytest_llmeval.core.records import ScoreRecord
+from pytest_llmeval.plugin import pytest_compat as compat
 
 __all__ = ["MIN_INTERVAL", "RUNNING_ATTR", "Progress", "format_status"]
 
@@ -54,11 +55,7 @@ _ESCAPE = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)|[@-Z
 
 def _width(text: str) -> int:
     """Terminal cells ``text`` takes (wide characters count twice)."""
-    try:
-        from _pytest._io.wcwidth import wcswidth
-    except ImportError:  # pragma: no cover - pytest moved it
-        return len(text)
-    n = wcswidth(text)
+    n = compat.wcswidth(text)
     return n if n >= 0 else len(text)
 
 
@@ -179,8 +176,8 @@ class Progress:
         self.config = config
         self.writer = writer
         self.budget = budget
-        self.file = _StatusFile(writer._file, lambda: int(writer.fullwidth))
-        writer._file = self.file
+        self.file = _StatusFile(compat.terminal_file(writer), lambda: int(writer.fullwidth))
+        compat.set_terminal_file(writer, self.file)
         self.total: int | None = None
         self.started: set[str] = set()
         self.finished: set[str] = set()
@@ -332,8 +329,8 @@ class Progress:
     def close(self) -> None:
         """Erase the line and give the terminal writer its own file back."""
         self.stop()
-        if self.writer._file is self.file:
-            self.writer._file = self.file.real
+        if compat.terminal_file(self.writer) is self.file:
+            compat.set_terminal_file(self.writer, self.file.real)
 
 
 progress_key = pytest.StashKey["Progress"]()

@@ -26,6 +26,7 @@ from pytest_llmeval.core.settings import (
     Settings,
 )
 from pytest_llmeval.engine.context import ScoringContext
+from pytest_llmeval.plugin import pytest_compat as compat
 from pytest_llmeval.plugin.concurrent import ConcurrentCases
 from pytest_llmeval.plugin.keys import (
     RATE_FILE_KEY,
@@ -58,11 +59,10 @@ def _start_progress(config: pytest.Config, ctx: ScoringContext) -> Progress | No
     ) not in ("no", None)
     if config.getoption("capture", default="fd") == "no" and not xdist:
         return None  # tests print straight to the terminal: the line would get in their way
-    reporter = config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is None:
+    writer = compat.terminal_writer(config)
+    if writer is None:
         return None
-    writer = reporter._tw
-    isatty = getattr(writer._file, "isatty", None)
+    isatty = getattr(compat.terminal_file(writer), "isatty", None)
     if not writer.hasmarkup or not callable(isatty) or not isatty():
         return None
     from pytest_llmeval.plugin.progress import Progress

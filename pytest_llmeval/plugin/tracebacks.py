@@ -9,8 +9,9 @@ import os
 from pathlib import Path
 from types import TracebackType
 
-import _pytest as _pytest_pkg
 import pytest
+
+from pytest_llmeval.plugin import pytest_compat as compat
 
 _PACKAGE_DIR = Path(__file__).resolve().parent.parent  # pytest_llmeval/, not plugin/
 
@@ -39,7 +40,7 @@ def _frame_path(tb: TracebackType) -> Path | None:
         return None
 
 
-_PYTEST_DIRS = (Path(pytest.__file__).resolve().parent, Path(_pytest_pkg.__file__).resolve().parent)
+_PYTEST_DIRS = compat.pytest_source_dirs()
 
 
 def _is_pytest_frame(tb: TracebackType) -> bool:
@@ -91,4 +92,4 @@ def _hide_package_frames(item: pytest.Item, excinfo: pytest.ExceptionInfo[BaseEx
         before.tb_next = after
     kept[-1].tb_next = None
     # rebuild pytest's view from the shortened chain (it may have been computed already)
-    excinfo.traceback = type(excinfo.traceback)(excinfo.tb)
+    compat.rebuild_traceback(excinfo)
