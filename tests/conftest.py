@@ -6,6 +6,9 @@ from typing import Any
 
 import pytest
 
+#: test data, not tests (tests/data/compat/project is a user project that tests copy and run)
+collect_ignore = ["data"]
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
