@@ -193,11 +193,11 @@ class RunController:
         )
 
     def _judge_nothing(self) -> bool:
-        option = self.config.option
-        return bool(
-            getattr(option, "collectonly", False)
-            or getattr(option, "setuponly", False)
-            or getattr(option, "setupplan", False)
+        from pytest_llmeval.plugin.options import host_option
+
+        return any(
+            host_option(self.config, name, False)
+            for name in ("collectonly", "setuponly", "setupplan")
         )
 
     def _compare(self, run: Run) -> None:

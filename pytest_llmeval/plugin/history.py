@@ -45,15 +45,14 @@ def selection_of(config: pytest.Config) -> dict[str, Any]:
         except ValueError:  # another drive
             rel = str(target)
         args.append(rel + sep + rest)
-    option = config.option
     return {
         "args": sorted(args),
-        "keyword": str(getattr(option, "keyword", "") or ""),
-        "markexpr": str(getattr(option, "markexpr", "") or ""),
-        "deselect": sorted(str(d) for d in (getattr(option, "deselect", None) or [])),
-        "last_failed": bool(getattr(option, "lf", False)),
+        "keyword": str(host_option(config, "keyword", "") or ""),
+        "markexpr": str(host_option(config, "markexpr", "") or ""),
+        "deselect": sorted(str(d) for d in (host_option(config, "deselect") or [])),
+        "last_failed": bool(host_option(config, "lf", False)),
         "stepwise": bool(
-            getattr(option, "stepwise", False) or getattr(option, "stepwise_skip", False)
+            host_option(config, "stepwise", False) or host_option(config, "stepwise_skip", False)
         ),
     }
 

@@ -111,7 +111,8 @@ def value(
 
 
 def host_option(config: pytest.Config, name: str, default: Any = None) -> Any:
-    """One of pytest's own options (or a plugin's: xdist's ``loadgroup``), not ours."""
+    """One of pytest's own options (or a plugin's: xdist's ``numprocesses``) by its dest, not
+    ours; ``default`` when no plugin defines it."""
     return config.getoption(name, default)
 
 
@@ -124,7 +125,7 @@ def _is_worker(config: pytest.Config) -> bool:
 
 
 def _worker_count(config: pytest.Config) -> int:
-    n = getattr(config.option, "numprocesses", None)
+    n = host_option(config, "numprocesses")
     if isinstance(n, int):
         return n
     return 0

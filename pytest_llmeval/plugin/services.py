@@ -45,9 +45,10 @@ def _start_progress(config: pytest.Config, ctx: ScoringContext) -> Progress | No
         return None
     if value(config, "llm_eval_no_progress"):
         return None
-    xdist = bool(getattr(config.option, "numprocesses", None)) or getattr(
-        config.option, "dist", "no"
-    ) not in ("no", None)
+    xdist = bool(host_option(config, "numprocesses")) or host_option(config, "dist", "no") not in (
+        "no",
+        None,
+    )
     if host_option(config, "capture", "fd") == "no" and not xdist:
         return None  # tests print straight to the terminal: the line would get in their way
     reporter = config.pluginmanager.get_plugin("terminalreporter")
