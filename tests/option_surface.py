@@ -77,9 +77,9 @@ def main() -> None:
         data = surface(config)
     finally:
         config._ensure_unconfigure()
+    # what pytest's parser does not hold (env twins, defaults, the note) is kept as written
     previous = json.loads(SNAPSHOT.read_text("utf-8")) if SNAPSHOT.exists() else {}
-    data["env"] = previous.get("env", {})
-    data["env_names"] = previous.get("env_names", [])
+    data.update({key: v for key, v in previous.items() if key not in data})
     SNAPSHOT.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", "utf-8")
     print(f"wrote {SNAPSHOT}: {len(data['options'])} options, {len(data['ini'])} ini keys")
 

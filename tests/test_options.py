@@ -557,3 +557,29 @@ def test_no_module_but_the_table_s_reads_an_option() -> None:
         "read these through pytest_llmeval.plugin.options (value, host_option) or "
         "core.options.env_value:\n" + "\n".join(wrong)
     )
+
+
+def test_merge_reads_the_step_summary_switch_through_the_table(
+    clean_env: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``python -m pytest_llmeval merge`` has no ini file: the switch's environment twin, read
+    by the table's rule (any case, spaces dropped), a bad one in the one format."""
+    from pytest_llmeval.cli.merge import main as merge_main
+
+    clean_env.setenv("LLM_EVAL_MARKDOWN_STEP_SUMMARY", "maybe")
+    with pytest.raises(SystemExit) as info:
+        merge_main(["absent.json", "-o", "m.json"])
+    assert info.value.code == 2
+    assert (
+        capsys.readouterr()
+        .err.splitlines()[-1]
+        .endswith(
+            "error: --llm-eval-markdown-step-summary / ini llm_eval_markdown_step_summary / env "
+            "LLM_EVAL_MARKDOWN_STEP_SUMMARY: 'maybe' is not one of on, off (on: also append the "
+            "Markdown summary to $GITHUB_STEP_SUMMARY when it is set; off: do not) (given by env "
+            "LLM_EVAL_MARKDOWN_STEP_SUMMARY)"
+        )
+    )
+    off = {"LLM_EVAL_MARKDOWN_STEP_SUMMARY": " OFF "}
+    assert env_value("llm_eval_markdown_step_summary", off) == "off"
+    assert env_value("llm_eval_markdown_step_summary", {"X": "1"}) == "on"

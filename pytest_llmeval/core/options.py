@@ -10,9 +10,10 @@ that runs outside pytest reads the environment twins through :func:`env_value`.
 **The rule** (:func:`resolve`): the command line, else the ini file, else the environment, else
 the default. A blank value (empty, or only spaces) counts as not given at every level, so
 ``--llm-eval-shard=$SHARD`` with ``SHARD`` unset falls through to the ini file, and the spaces
-around a value are not part of it; a secret is used byte for byte (only an empty one is blank). Two rows differ on purpose: the CLI's
-``--llm-eval-gate`` values add to the ini's ``llm_eval_gates`` (``adds_to_ini``), and a
-boolean's environment twin is on for ``1``, ``true`` or ``yes`` only (:data:`ENV_TRUE`).
+around a value are not part of it; a secret is used byte for byte (only an empty one is
+blank). Two rows differ on purpose: the CLI's ``--llm-eval-gate`` values add to the ini's
+``llm_eval_gates`` (``adds_to_ini``), and a boolean's environment twin is on for ``1``,
+``true`` or ``yes`` only (:data:`ENV_TRUE`).
 
 **One error format** (:class:`OptionError`): every spelling of the option, the problem (which
 quotes the value, never a secret's), and where the value came from::
