@@ -273,8 +273,12 @@ def test_regressed_cases_biggest_first_with_both_outputs() -> None:
 
 def test_lower_is_better_scorer_regresses_when_its_mean_rises() -> None:
     # an unregistered scorer whose every bound is a maximum is taken as lower-is-better
-    base = {"records": [_rec(f"c{i}", 0.1, scorer="my_distance", max=0.5) for i in range(20)]}
-    cur = {"records": [_rec(f"c{i}", 0.4, scorer="my_distance", max=0.5) for i in range(20)]}
+    base = {
+        "records": [_rec(f"c{i}", 0.1, scorer="unregistered_distance", max=0.5) for i in range(20)]
+    }
+    cur = {
+        "records": [_rec(f"c{i}", 0.4, scorer="unregistered_distance", max=0.5) for i in range(20)]
+    }
     (s,) = compare_reports(base, cur).scorers
     assert s.higher_is_better is False
     assert s.verdict == "regressed"

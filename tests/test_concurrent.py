@@ -777,7 +777,10 @@ def test_case_options_must_be_positive(pytester: pytest.Pytester) -> None:
     for option in ("--llm-eval-case-concurrency=0", "--llm-eval-case-timeout=-1"):
         result = pytester.runpytest(option)
         assert result.ret == pytest.ExitCode.USAGE_ERROR
-        result.stderr.fnmatch_lines([f"*{option.split('=')[0]} must be positive*"])
+        flag, value = option.split("=")
+        result.stderr.fnmatch_lines(
+            [f"ERROR: {flag} / ini *: must be positive, not {value}* (given by {flag})"]
+        )
 
 
 def test_the_budget_holds_across_cases_waiting_for_the_judge(

@@ -618,11 +618,21 @@ def test_skipped_cases_are_said_and_not_judged(pytester: pytest.Pytester) -> Non
 def test_bad_repeat_and_inconclusive_options_are_usage_errors(project: pytest.Pytester) -> None:
     result = project.runpytest("--llm-eval", "--llm-eval-repeat=0")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*--llm-eval-repeat / ini llm_eval_repeat must be >= 1, not 0"])
+    result.stderr.fnmatch_lines(
+        [
+            "ERROR: --llm-eval-repeat / ini llm_eval_repeat: must be >= 1, not 0 "
+            "(given by --llm-eval-repeat)"
+        ]
+    )
     project.makeini("[pytest]\nllm_eval_inconclusive = maybe\n")
     result = project.runpytest("--llm-eval")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*llm_eval_inconclusive: 'maybe'; use fail or pass"])
+    result.stderr.fnmatch_lines(
+        [
+            "ERROR: --llm-eval-inconclusive / ini llm_eval_inconclusive: 'maybe' is not one of "
+            "fail, pass (given by ini llm_eval_inconclusive)"
+        ]
+    )
 
 
 # -- the pure parts ----------------------------------------------------------------------------

@@ -622,7 +622,12 @@ def test_options_reach_the_settings(pytester: pytest.Pytester) -> None:
     pytester.runpytest("--llm-eval-scoring-timeout=45").assert_outcomes(passed=1)
     bad = pytester.runpytest("--llm-eval-scoring-timeout=0")
     assert bad.ret != 0
-    bad.stderr.fnmatch_lines(["*--llm-eval-scoring-timeout must be positive*"])
+    bad.stderr.fnmatch_lines(
+        [
+            "ERROR: --llm-eval-scoring-timeout / ini llm_eval_scoring_timeout: must be positive, "
+            "not 0.0 (given by --llm-eval-scoring-timeout)"
+        ]
+    )
 
 
 def test_defaults_bound_a_hung_scoring() -> None:

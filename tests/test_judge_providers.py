@@ -140,7 +140,10 @@ def test_settings_from_env_azure() -> None:
 
 
 def test_unknown_provider_in_settings_is_refused() -> None:
-    with pytest.raises(ValueError, match="judge provider 'azur' is not one of openai, azure"):
+    with pytest.raises(
+        ValueError,
+        match=r"env LLM_EVAL_JUDGE_PROVIDER: 'azur' is not one of openai, azure \(given by env",
+    ):
         Settings.from_env({"LLM_EVAL_JUDGE_PROVIDER": "azur"})
 
 

@@ -461,7 +461,12 @@ def test_options_have_ini_twins(project: pytest.Pytester) -> None:
 def test_bad_option_values_are_usage_errors(project: pytest.Pytester) -> None:
     project.makeini("[pytest]\nllm_eval_cache = sometimes\n")
     result = project.runpytest()
-    result.stderr.fnmatch_lines(["*'sometimes' is not a cache mode; use one of use, replay*"])
+    result.stderr.fnmatch_lines(
+        [
+            "ERROR: --llm-eval-cache / ini llm_eval_cache: 'sometimes' is not one of use, replay, "
+            "refresh, off (given by ini llm_eval_cache)"
+        ]
+    )
     assert result.ret == pytest.ExitCode.USAGE_ERROR
 
 

@@ -536,25 +536,36 @@ def test_redis_unreachable_at_start_limits_the_machine_and_says_so(
 # -- bad values ------------------------------------------------------------------------------
 
 
+RPM = "--llm-eval-rpm / ini llm_eval_rpm / env LLM_EVAL_RPM"
+TPM = "--llm-eval-tpm / ini llm_eval_tpm / env LLM_EVAL_TPM"
+
+
 @pytest.mark.parametrize(
-    ("args", "ini", "env", "message"),
+    ("args", "ini", "env", "message", "given"),
     [
-        (["--llm-eval-rpm", "0"], "", {}, "--llm-eval-rpm / ini llm_eval_rpm: '0' is not a"),
-        (["--llm-eval-rpm", "-5"], "", {}, "--llm-eval-rpm / ini llm_eval_rpm: '-5' is not a"),
-        (["--llm-eval-rpm", "1.5"], "", {}, "--llm-eval-rpm / ini llm_eval_rpm: '1.5' is not a"),
-        (["--llm-eval-tpm", "lots"], "", {}, "--llm-eval-tpm / ini llm_eval_tpm: 'lots' is not"),
-        ([], "llm_eval_tpm = 0\n", {}, "--llm-eval-tpm / ini llm_eval_tpm: '0' is not a"),
-        ([], "", {"LLM_EVAL_RPM": "-1"}, "env LLM_EVAL_RPM: '-1' is not a positive whole"),
+        (["--llm-eval-rpm", "0"], "", {}, f"{RPM}: '0' is not a", "--llm-eval-rpm"),
+        (["--llm-eval-rpm", "-5"], "", {}, f"{RPM}: '-5' is not a", "--llm-eval-rpm"),
+        (["--llm-eval-rpm", "1.5"], "", {}, f"{RPM}: '1.5' is not a", "--llm-eval-rpm"),
+        (["--llm-eval-tpm", "lots"], "", {}, f"{TPM}: 'lots' is not", "--llm-eval-tpm"),
+        ([], "llm_eval_tpm = 0\n", {}, f"{TPM}: '0' is not a", "ini llm_eval_tpm"),
+        ([], "", {"LLM_EVAL_RPM": "-1"}, f"{RPM}: '-1' is not a positive", "env LLM_EVAL_RPM"),
         (
             ["--llm-eval-rpm", "60", "--llm-eval-rate-burst", "0"],
             "",
             {},
-            "--llm-eval-rate-burst / ini llm_eval_rate_burst: '0' is not a positive number of",
+            "--llm-eval-rate-burst / ini llm_eval_rate_burst / env LLM_EVAL_RATE_BURST: '0' is "
+            "not a positive number of",
+            "--llm-eval-rate-burst",
         ),
     ],
 )
 def test_bad_values_are_clear_errors_naming_the_option(
-    pytester: pytest.Pytester, args: list[str], ini: str, env: dict[str, str], message: str
+    pytester: pytest.Pytester,
+    args: list[str],
+    ini: str,
+    env: dict[str, str],
+    message: str,
+    given: str,
 ) -> None:
     pytester.makeini("[pytest]\n" + ini)
     pytester.makepyfile("def test_nothing():\n    pass\n")
@@ -566,6 +577,7 @@ def test_bad_values_are_clear_errors_naming_the_option(
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert message in result.stderr.str()
     assert "per minute" in result.stderr.str() or "seconds" in result.stderr.str()
+    assert result.stderr.lines[0].endswith(f"(given by {given})")
 
 
 def test_settings_from_the_environment() -> None:

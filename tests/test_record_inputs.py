@@ -138,4 +138,9 @@ def test_one():
         "expected": {"text": "a long", "truncated": 12},
     }
     r = pytester.runpytest("--llm-eval", "--llm-eval-record-chars=-1")
-    r.stderr.fnmatch_lines(["*--llm-eval-record-chars must be >= 0*"])
+    r.stderr.fnmatch_lines(
+        [
+            "ERROR: --llm-eval-record-chars / ini llm_eval_record_chars: must be >= 0, not -1 "
+            "(0 keeps no inputs) (given by --llm-eval-record-chars)"
+        ]
+    )

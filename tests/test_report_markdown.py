@@ -787,8 +787,10 @@ def test_a_bad_step_summary_switch_is_a_usage_error(
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
         [
-            "*--llm-eval-markdown-step-summary / ini llm_eval_markdown_step_summary: 'maybe' is "
-            "not one of on, off*"
+            "ERROR: --llm-eval-markdown-step-summary / ini llm_eval_markdown_step_summary / env "
+            "LLM_EVAL_MARKDOWN_STEP_SUMMARY: 'maybe' is not one of on, off (on: also append the "
+            "Markdown summary to $GITHUB_STEP_SUMMARY when it is set; off: do not) "
+            "(given by --llm-eval-markdown-step-summary)"
         ]
     )
     monkeypatch.setenv("LLM_EVAL_MARKDOWN_STEP_SUMMARY", "yes please")

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
+from pytest_llmeval.core.options import env_value
 from pytest_llmeval.stores.cache_entries import Entry, EntryError
 
 __all__ = ["main"]
@@ -206,7 +207,7 @@ class _Redis:
                 url,
                 prefix=prefix,
                 ttl=ttl,
-                password=os.environ.get("LLM_EVAL_REDIS_PASSWORD") or None,
+                password=env_value("llm_eval_redis_password"),
             )
         except ImportError:
             raise _failed(
@@ -521,7 +522,7 @@ def cmd_import(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_push(args: argparse.Namespace, out: TextIO) -> int:
-    url = args.url or os.environ.get("LLM_EVAL_CACHE_URL")
+    url = args.url or env_value("llm_eval_cache_url")
     if not url:
         raise _bad("push needs the Redis store: --url redis://host:port/db (or LLM_EVAL_CACHE_URL)")
     local = _Sqlite(Path(args.dir))

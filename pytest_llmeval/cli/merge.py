@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,6 +30,7 @@ from pytest_llmeval.analysis.merge import (
 )
 from pytest_llmeval.analysis.verdict import Verdict, decide
 from pytest_llmeval.core.model import Run, RunFileError
+from pytest_llmeval.core.options import STEP_SUMMARY_CHOICES, OptionError, env_value
 from pytest_llmeval.core.records import ScoreRecord
 from pytest_llmeval.report.view import Baseline, MergedShard, RunView
 from pytest_llmeval.stores.run_files import load_run
@@ -276,7 +276,7 @@ def main(argv: Sequence[str]) -> int:
     )
     parser.add_argument(
         "--markdown-step-summary",
-        choices=("on", "off"),
+        choices=STEP_SUMMARY_CHOICES,
         default=None,
         help="with --markdown: also append it to $GITHUB_STEP_SUMMARY when that is set (on, the "
         "default; env LLM_EVAL_MARKDOWN_STEP_SUMMARY) or not (off)",
@@ -284,11 +284,10 @@ def main(argv: Sequence[str]) -> int:
     args = parser.parse_args(list(argv))
     step_switch = args.markdown_step_summary
     if step_switch is None:
-        step_switch = os.environ.get("LLM_EVAL_MARKDOWN_STEP_SUMMARY", "").strip().lower() or "on"
-        if step_switch not in ("on", "off"):
-            parser.error(
-                f"env LLM_EVAL_MARKDOWN_STEP_SUMMARY: {step_switch!r} is not one of on, off"
-            )
+        try:
+            step_switch = env_value("llm_eval_markdown_step_summary")
+        except OptionError as exc:
+            parser.error(str(exc))
     try:
         shards = load_shards(args.shards)
         merged = merge_shards(shards, baseline=args.baseline)
@@ -303,7 +302,7 @@ def main(argv: Sequence[str]) -> int:
     if args.markdown is not None:
         # the truncation note points at the whole (JSON) report
         writers.append((MarkdownWriter(args.markdown, full_report=args.output), False))
-        step = os.environ.get("GITHUB_STEP_SUMMARY", "").strip()
+        step = env_value("github_step_summary")
         if step and step_switch == "on":
             writers.append((StepSummaryWriter(Path(step), full_report=args.output), True))
     written: list[tuple[str, Path, bool]] = []

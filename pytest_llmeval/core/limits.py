@@ -13,18 +13,26 @@ from typing import final
 MAX_DEBT_S = 3600.0
 
 
-def parse_rate(text: str, option: str) -> int:
-    """A per-minute rate: a positive whole number; a clear error naming ``option`` otherwise."""
+def _named(option: str, problem: str) -> str:
+    return f"{option}: {problem}" if option else problem
+
+
+def parse_rate(text: str, option: str = "") -> int:
+    """A per-minute rate: a positive whole number; a clear error (naming ``option``, when
+    given) otherwise."""
     value = text.strip().removeprefix("+")
     if not (value.isascii() and value.isdigit()) or int(value) <= 0:
         raise ValueError(
-            f"{option}: {text!r} is not a positive whole number per minute "
-            "(e.g. 500; leave it unset for no limit)"
+            _named(
+                option,
+                f"{text!r} is not a positive whole number per minute "
+                "(e.g. 500; leave it unset for no limit)",
+            )
         )
     return int(value)
 
 
-def parse_burst(text: str, option: str) -> float:
+def parse_burst(text: str, option: str = "") -> float:
     """The burst in seconds: a finite number > 0."""
     try:
         value = float(text)
@@ -32,8 +40,11 @@ def parse_burst(text: str, option: str) -> float:
         value = math.nan
     if not math.isfinite(value) or value <= 0:
         raise ValueError(
-            f"{option}: {text!r} is not a positive number of seconds (the bucket holds this "
-            "many seconds of the rate; default 1)"
+            _named(
+                option,
+                f"{text!r} is not a positive number of seconds (the bucket holds this "
+                "many seconds of the rate; default 1)",
+            )
         )
     return value
 

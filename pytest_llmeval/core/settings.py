@@ -13,16 +13,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, final
 
-from pytest_llmeval.core.limits import RateLimits, parse_burst, parse_rate
+from pytest_llmeval.core.limits import RateLimits
+from pytest_llmeval.core.options import (
+    CACHE_MODES,
+    JUDGE_MODES,
+    JUDGE_PROVIDERS,
+    OPTION,
+    resolve,
+)
 from pytest_llmeval.core.redaction import redact_url, remember_secret
 
 __all__ = ["CACHE_MODES", "JUDGE_MODES", "JUDGE_PROVIDERS", "JudgeSettings", "Secret", "Settings"]
-
-CACHE_MODES = ("use", "replay", "refresh", "off")
-JUDGE_MODES = ("tool", "json", "text")
-#: How the judge endpoint is addressed: ``openai`` (any OpenAI-compatible base URL) or ``azure``
-#: (Azure OpenAI: the SDK's AzureOpenAI client, deployment = the judge model name).
-JUDGE_PROVIDERS = ("openai", "azure")
 
 
 @final
@@ -170,26 +171,28 @@ class Settings:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+        """Settings from the environment twins of the options (outside pytest); a bad value is
+        a ValueError naming the variable (:class:`pytest_llmeval.core.options.OptionError`)."""
         env = os.environ if environ is None else environ
-        provider = env.get("LLM_EVAL_JUDGE_PROVIDER") or JudgeSettings.provider
+
+        def get(name: str, azure: bool = False) -> Any:
+            return resolve(OPTION[name], environ=env, azure=azure).value
+
+        provider = get("llm_eval_judge_provider")
         azure = provider == "azure"
-        url_env, key_env = (
-            ("AZURE_OPENAI_ENDPOINT", "AZURE_OPENAI_API_KEY")
-            if azure
-            else ("OPENAI_BASE_URL", "OPENAI_API_KEY")
-        )
+        key = get("openai_api_key", azure)
         judge = JudgeSettings(
-            base_url=env.get(url_env) or None,
-            model=env.get("LLM_EVAL_JUDGE_MODEL", JudgeSettings.model),
-            api_key=Secret(env[key_env]) if env.get(key_env) else None,
+            base_url=get("llm_eval_judge_base_url", azure),
+            model=get("llm_eval_judge_model"),
+            api_key=Secret(key) if key else None,
             provider=provider,
-            api_version=(env.get("OPENAI_API_VERSION") or None) if azure else None,
+            api_version=get("openai_api_version") if azure else None,
         )
         base = cls(
             judge=judge,
-            cache_dir=Path(env.get("LLM_EVAL_CACHE_DIR", ".llmeval")),
-            sandbox_enabled=env.get("LLM_EVAL_SANDBOX", "") in {"1", "true", "yes"},
-            sandbox_allow_weak=env.get("LLM_EVAL_ALLOW_WEAK_SANDBOX", "") in {"1", "true", "yes"},
+            cache_dir=Path(get("llm_eval_cache_dir")),
+            sandbox_enabled=get("llm_eval_allow_code_execution"),
+            sandbox_allow_weak=get("llm_eval_allow_weak_sandbox"),
             rate_limits=rate_limits_from_env(env),
         )
         return dataclasses.replace(base, **overrides) if overrides else base
@@ -198,10 +201,8 @@ class Settings:
 def rate_limits_from_env(env: Mapping[str, str]) -> RateLimits:
     """``LLM_EVAL_RPM``, ``LLM_EVAL_TPM`` and ``LLM_EVAL_RATE_BURST``; a bad value is a
     ValueError naming the variable."""
-    names = ("LLM_EVAL_RPM", "LLM_EVAL_TPM", "LLM_EVAL_RATE_BURST")
-    rpm, tpm, burst = (env.get(n, "").strip() for n in names)
     return RateLimits(
-        rpm=parse_rate(rpm, "env LLM_EVAL_RPM") if rpm else None,
-        tpm=parse_rate(tpm, "env LLM_EVAL_TPM") if tpm else None,
-        burst_s=parse_burst(burst, "env LLM_EVAL_RATE_BURST") if burst else 1.0,
+        rpm=resolve(OPTION["llm_eval_rpm"], environ=env).value,
+        tpm=resolve(OPTION["llm_eval_tpm"], environ=env).value,
+        burst_s=resolve(OPTION["llm_eval_rate_burst"], environ=env).value,
     )

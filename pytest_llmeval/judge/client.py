@@ -29,7 +29,6 @@ import asyncio
 import base64
 import email.utils
 import json
-import os
 import random
 import re
 import struct
@@ -41,6 +40,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, final
 
 from pytest_llmeval.core.errors import BudgetExceededError, JudgeError, ScorerConfigError
+from pytest_llmeval.core.options import env_value
 from pytest_llmeval.core.redaction import MIN_REMEMBERED, redact_logs, redact_text, redact_url
 from pytest_llmeval.core.scores import Usage
 from pytest_llmeval.core.settings import JUDGE_MODES, JudgeSettings
@@ -912,16 +912,16 @@ def _shared_semaphore(loop: asyncio.AbstractEventLoop, limit: int) -> asyncio.Se
 
 
 def _azure_endpoint(settings: JudgeSettings) -> str | None:
-    return settings.base_url or os.environ.get("AZURE_OPENAI_ENDPOINT") or None
+    return settings.base_url or env_value("llm_eval_judge_base_url", azure=True)
 
 
 def _base_url(settings: JudgeSettings) -> str | None:
     """The OpenAI base URL as configured (the SDK would read ``OPENAI_BASE_URL`` itself)."""
-    return settings.base_url or os.environ.get("OPENAI_BASE_URL") or None
+    return settings.base_url or env_value("llm_eval_judge_base_url")
 
 
 def _azure_api_version(settings: JudgeSettings) -> str | None:
-    return settings.api_version or os.environ.get("OPENAI_API_VERSION") or None
+    return settings.api_version or env_value("openai_api_version")
 
 
 @dataclass(frozen=True)

@@ -21,10 +21,6 @@ from pytest_llmeval.core.errors import DatasetError, LLMEvalError
 from pytest_llmeval.core.errors import Skipped as ScoringSkipped
 from pytest_llmeval.core.model import KNOWN_INSTRUMENTS
 from pytest_llmeval.core.records import ScoreRecord, TestRecorder, current_recorder
-from pytest_llmeval.core.settings import (
-    CACHE_MODES,
-    JUDGE_MODES,
-)
 from pytest_llmeval.engine.context import ScoringContext, get_context, set_context
 from pytest_llmeval.engine.dataset import Case, load_dataset
 from pytest_llmeval.engine.registry import default_registry
@@ -54,12 +50,11 @@ from pytest_llmeval.plugin.keys import (
     spend_key,
 )
 from pytest_llmeval.plugin.options import (
-    _OPTIONS,
-    _add_gate_options,
     _enabled,
     _is_worker,
-    _number,
     build_settings,
+    register,
+    value,
 )
 from pytest_llmeval.plugin.progress import progress_key
 from pytest_llmeval.plugin.services import (
@@ -97,104 +92,8 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("llm-eval", "LLM evaluation (pytest-llmeval)")
-    group.addoption(
-        "--llm-eval",
-        action="store_true",
-        default=None,
-        dest="llm_eval",
-        help="run tests marked llm_eval (skipped otherwise)",
-    )
-    parser.addini(
-        "llm_eval", "run tests marked llm_eval (like --llm-eval)", type="bool", default=False
-    )
-    for suffix, ini, help_text, kind, _default in _OPTIONS:
-        kwargs: dict[str, Any] = {"dest": ini, "default": None, "help": help_text}
-        if kind == "choice":
-            kwargs["choices"] = CACHE_MODES
-        elif kind == "choice-mode":
-            kwargs["choices"] = JUDGE_MODES
-        elif kind == "int":
-            kwargs["type"] = int
-        elif kind == "float":
-            kwargs["type"] = float
-        group.addoption(f"--llm-eval-{suffix}", **kwargs)
-        parser.addini(ini, help_text, type="string", default=None)
-    group.addoption(
-        "--llm-eval-cache-required",
-        action="store_true",
-        default=None,
-        dest="llm_eval_cache_required",
-        help="fail the run when the shared (Redis) result store cannot be reached at start",
-    )
-    parser.addini(
-        "llm_eval_cache_required",
-        "fail the run when the shared (Redis) result store cannot be reached at start",
-        type="bool",
-        default=False,
-    )
-    group.addoption(
-        "--llm-eval-allow-code-execution",
-        action="store_true",
-        default=None,
-        dest="llm_eval_allow_code_execution",
-        help="allow python_unit_testing to run model-written code in its sandbox",
-    )
-    parser.addini(
-        "llm_eval_allow_code_execution",
-        "allow python_unit_testing to run model-written code in its sandbox",
-        type="bool",
-        default=False,
-    )
-    group.addoption(
-        "--llm-eval-allow-weak-sandbox",
-        action="store_true",
-        default=None,
-        dest="llm_eval_allow_weak_sandbox",
-        help="where namespaces are unavailable, let python_unit_testing run code in the WEAK "
-        "audit-hook fallback (same user; the code can defeat the hooks) instead of refusing",
-    )
-    parser.addini(
-        "llm_eval_allow_weak_sandbox",
-        "let python_unit_testing use the weak audit-hook fallback where namespaces are unavailable",
-        type="bool",
-        default=False,
-    )
-    parser.addini(
-        "llm_eval_api_key_env",
-        "name of the environment variable holding the judge's API key (default OPENAI_API_KEY; "
-        "AZURE_OPENAI_API_KEY with the azure judge provider)",
-        type="string",
-        default="",
-    )
-    parser.addini(
-        "llm_eval_prices",
-        "per-model prices, one 'MODEL INPUT_USD OUTPUT_USD [CACHED_INPUT_USD]' line each (USD per "
-        "million tokens; cached prompt tokens cost INPUT_USD when CACHED_INPUT_USD is not given)",
-        type="linelist",
-        default=[],
-    )
-    parser.addini(
-        "llm_eval_judges",
-        "globs of judge spec files (.json/.yaml) to load at session start, relative to the ini "
-        "file's directory; their judges are usable by name in every test",
-        type="linelist",
-        default=[],
-    )
-    _add_gate_options(group, parser)
-    group.addoption(
-        "--llm-eval-no-progress",
-        action="store_true",
-        default=None,
-        dest="llm_eval_no_progress",
-        help="no live status line (cases done, in flight, judge calls, spend, ETA) on a terminal",
-    )
-    parser.addini(
-        "llm_eval_no_progress",
-        "no live status line on a terminal (like --llm-eval-no-progress)",
-        type="bool",
-        default=False,
-    )
+    # Every option, history's and shards' included, is a row of core/options.py.
+    register(parser)
 
 
 # -- configuration -------------------------------------------------------------------------
@@ -534,7 +433,7 @@ def _parametrize_cases(metafunc: pytest.Metafunc, mark: pytest.Mark, cases: list
                 "number of samples per case, a whole number >= 1"
             )
     else:
-        repeat = _number(metafunc.config, "llm_eval_repeat", int) or 1
+        repeat = value(metafunc.config, "llm_eval_repeat")
     file, test = _definition_identity(metafunc)
     gates = _test_gates(metafunc.config, file, test)
     gates.total = len(cases)

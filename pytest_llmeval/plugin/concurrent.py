@@ -74,6 +74,7 @@ from pytest_llmeval.core.errors import Skipped as ScoringSkipped
 from pytest_llmeval.core.records import TestRecorder, current_recorder
 from pytest_llmeval.plugin import pytest_compat as compat
 from pytest_llmeval.plugin.keys import prepared_recorder_key
+from pytest_llmeval.plugin.options import host_option
 from pytest_llmeval.plugin.progress import RUNNING_ATTR
 
 if TYPE_CHECKING:
@@ -679,7 +680,7 @@ class ConcurrentCases:
         """(start, stop, concurrency) of each run of consecutive items of one test whose cases
         run concurrently (concurrency above 1), two items or more. Under ``--dist loadgroup`` a
         test marked ``xdist_group`` is left to its group."""
-        grouped = bool(self.config.getoption("loadgroup", False))
+        grouped = bool(host_option(self.config, "loadgroup", False))
         runs: list[tuple[int, int, int]] = []
         start = 0
         while start < len(items):
@@ -1007,7 +1008,7 @@ class ConcurrentCases:
                 case.future = concurrent.futures.Future()
                 case.future.set_result(None)
                 return case
-        if case.setup_report.passed and not self.config.getoption("setuponly", False):
+        if case.setup_report.passed and not host_option(self.config, "setuponly", False):
             function = cast(pytest.Function, item)  # owns() checked it
             fn: Any = function.obj
             funcargs = function.funcargs
@@ -1143,7 +1144,7 @@ class ConcurrentCases:
         session = item.session
         if session.shouldfail or session.shouldstop:
             return True
-        maxfail = int(self.config.getoption("maxfail", 0) or 0)
+        maxfail = int(host_option(self.config, "maxfail", 0) or 0)
         if not maxfail:
             return False
         pending = 0

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import sys
 import time
 from dataclasses import dataclass
@@ -46,10 +45,6 @@ RECORDS_ATTR = "llm_eval_records"
 INSTRUMENTS_ATTR = "llm_eval_instruments"
 
 
-#: values of --llm-eval-markdown-step-summary: append to $GITHUB_STEP_SUMMARY when it is set, or not
-STEP_SUMMARY_CHOICES = ("on", "off")
-
-
 @dataclass(frozen=True)
 class MarkdownTarget:
     """Where the Markdown summary goes: ``--llm-eval-markdown`` (ini ``llm_eval_markdown``, env
@@ -60,27 +55,14 @@ class MarkdownTarget:
     step_summary: bool
 
 
-def markdown_target(config: pytest.Config, environ: dict[str, str] | None = None) -> MarkdownTarget:
-    """The Markdown options, CLI > ini > env; a bad switch is a usage error naming where it was
-    set and what it may be."""
-    from pytest_llmeval.plugin.options import _opt
+def markdown_target(config: pytest.Config) -> MarkdownTarget:
+    """The Markdown options (rows of the option table); a bad switch is a usage error."""
+    from pytest_llmeval.plugin.options import value
 
-    env = os.environ if environ is None else environ
-    path = _opt(config, "llm_eval_markdown") or env.get("LLM_EVAL_MARKDOWN", "").strip() or None
-    switch = _opt(config, "llm_eval_markdown_step_summary")
-    where = "--llm-eval-markdown-step-summary / ini llm_eval_markdown_step_summary"
-    if switch is None and env.get("LLM_EVAL_MARKDOWN_STEP_SUMMARY", "").strip():
-        switch, where = (
-            env["LLM_EVAL_MARKDOWN_STEP_SUMMARY"].strip(),
-            "env LLM_EVAL_MARKDOWN_STEP_SUMMARY",
-        )
-    switch = (switch or "on").lower()
-    if switch not in STEP_SUMMARY_CHOICES:
-        raise pytest.UsageError(
-            f"{where}: {switch!r} is not one of {', '.join(STEP_SUMMARY_CHOICES)} (on: also "
-            "append the Markdown summary to $GITHUB_STEP_SUMMARY when it is set; off: do not)"
-        )
-    return MarkdownTarget(path, switch == "on")
+    return MarkdownTarget(
+        value(config, "llm_eval_markdown"),
+        value(config, "llm_eval_markdown_step_summary") == "on",
+    )
 
 
 @dataclass(frozen=True)
@@ -211,11 +193,11 @@ class RunController:
         )
 
     def _judge_nothing(self) -> bool:
-        option = self.config.option
-        return bool(
-            getattr(option, "collectonly", False)
-            or getattr(option, "setuponly", False)
-            or getattr(option, "setupplan", False)
+        from pytest_llmeval.plugin.options import host_option
+
+        return any(
+            host_option(self.config, name, False)
+            for name in ("collectonly", "setuponly", "setupplan")
         )
 
     def _compare(self, run: Run) -> None:
@@ -342,12 +324,12 @@ class RunController:
         path and the OS error, and the run exits non-zero (pytest's INTERNAL_ERROR status, 3,
         unless it already failed)."""
         from pytest_llmeval.plugin.history import history_key
-        from pytest_llmeval.plugin.options import _enabled, _opt
+        from pytest_llmeval.plugin.options import _enabled, value
 
         assert self.view is not None
         run = self.view.run
-        target = _opt(self.config, "llm_eval_report")
-        html_target = _opt(self.config, "llm_eval_html")
+        target = value(self.config, "llm_eval_report")
+        html_target = value(self.config, "llm_eval_html")
         md_target = self.markdown.path
         history = self.config.stash.get(history_key, None)
         save = (
@@ -388,7 +370,9 @@ class RunController:
         self._write_one(
             session, MarkdownWriter(path, full_report=full), path, self._with_failed_writes(view)
         )
-        step = os.environ.get("GITHUB_STEP_SUMMARY", "").strip()
+        from pytest_llmeval.plugin.options import value
+
+        step = value(self.config, "github_step_summary")
         if step and self.markdown.step_summary:
             summary = base / step
             self._write_one(

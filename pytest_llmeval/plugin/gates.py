@@ -31,21 +31,13 @@ from pytest_llmeval.plugin.keys import (
     recorder_key,
     verdict_policies_key,
 )
-from pytest_llmeval.plugin.options import (
-    _enabled,
-    _number,
-    _opt,
-)
+from pytest_llmeval.plugin.options import _enabled, resolved, value
 
 
 def _configure_gates(config: pytest.Config) -> None:
     """Both sides: markers, the run's gates (a malformed one is a usage error), the verdict
     policies, the gate hooks and the plan collector."""
-    from pytest_llmeval.analysis.gates import (
-        INCONCLUSIVE_POLICIES,
-        SKIPPED_POLICIES,
-        parse_gate_option,
-    )
+    from pytest_llmeval.analysis.gates import parse_gate_option
     from pytest_llmeval.core.errors import GateError
     from pytest_llmeval.plugin.plan import PlanCollector
 
@@ -59,11 +51,8 @@ def _configure_gates(config: pytest.Config) -> None:
         "markers", "llm_eval_sample(k): (set by llm_eval_dataset repeat=) the sample index"
     )
     rules: list[GateRule] = []
-    sources = [("--llm-eval-gate", t) for t in config.getoption("llm_eval_gate", None) or []]
-    sources += [("ini llm_eval_gates", t) for t in config.getini("llm_eval_gates") or []]
-    for origin, text in sources:
-        if not text.strip():
-            continue
+    # the --llm-eval-gate values and the ini's llm_eval_gates lines, each named by its source
+    for origin, text in resolved(config, "llm_eval_gate").items:
         try:
             rules.append(parse_gate_option(text, origin))
         except GateError as exc:
@@ -71,34 +60,16 @@ def _configure_gates(config: pytest.Config) -> None:
     config.stash[gate_rules_key] = rules
     table: dict[tuple[str, str], TestGates] = {}
     config.stash[gate_table_key] = table
-    repeat = _number(config, "llm_eval_repeat", int)
-    if repeat is not None and repeat < 1:
-        raise pytest.UsageError(
-            f"--llm-eval-repeat / ini llm_eval_repeat must be >= 1, not {repeat}"
-        )
-    policies = {}
-    for name, allowed in (
-        ("inconclusive", INCONCLUSIVE_POLICIES),
-        ("skipped", SKIPPED_POLICIES),
-    ):
-        value = _opt(config, f"llm_eval_{name}") or "fail"
-        if value not in allowed:
-            raise pytest.UsageError(
-                f"--llm-eval-{name} / ini llm_eval_{name}: {value!r}; use fail or pass"
-            )
-        policies[name] = value
-    accepted = config.getoption("llm_eval_accept_incomparable", default=None) or []
-    accepted = accepted or list(config.getini("llm_eval_accept_incomparable") or [])
+    value(config, "llm_eval_repeat")  # a bad one stops the run now, not at collection
+    accepted = value(config, "llm_eval_accept_incomparable")
     config.stash[verdict_policies_key] = VerdictPolicies(
-        inconclusive=policies["inconclusive"],
-        skipped=policies["skipped"],
+        inconclusive=value(config, "llm_eval_inconclusive"),
+        skipped=value(config, "llm_eval_skipped"),
         accept_incomparable=tuple(
             dict.fromkeys(a.strip() for item in accepted for a in item.split(",") if a.strip())
         ),
     )
-    strict = config.getoption("llm_eval_strict_cases", default=None)
-    if strict is None:
-        strict = bool(config.getini("llm_eval_strict_cases"))
+    strict = value(config, "llm_eval_strict_cases")
     config.pluginmanager.register(GateHooks(config, bool(strict)), "llm-eval-gate-hooks")
     config.pluginmanager.register(
         PlanCollector(config, table, record_identity, function_identity, _planned_kind),

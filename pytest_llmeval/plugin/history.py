@@ -1,7 +1,8 @@
-"""The run history as a pytest plugin: its options (``--llm-eval-history``,
-``--llm-eval-baseline``, ``--llm-eval-fail-on-regression``), the baseline resolved at configure
-time among the runs saved before this one, which tests a run selected, and the scores as JUnit
-properties. The saved runs themselves are :mod:`pytest_llmeval.stores.history`'s."""
+"""The run history as a pytest plugin: what its options say (``--llm-eval-history``,
+``--llm-eval-baseline``, ``--llm-eval-fail-on-regression``: rows of the option table), the
+baseline resolved at configure time among the runs saved before this one, which tests a run
+selected, and the scores as JUnit properties. The saved runs themselves are
+:mod:`pytest_llmeval.stores.history`'s."""
 
 from __future__ import annotations
 
@@ -15,8 +16,14 @@ import pytest
 
 from pytest_llmeval.core.errors import BaselineError
 from pytest_llmeval.plugin.keys import recorder_key
+from pytest_llmeval.plugin.options import (
+    _enabled,
+    _is_worker,
+    build_settings,
+    host_option,
+    value,
+)
 from pytest_llmeval.stores.history import (
-    DEFAULT_KEEP,
     BaselineChoice,
     resolve_baseline,
     runs_dir,
@@ -38,91 +45,22 @@ def selection_of(config: pytest.Config) -> dict[str, Any]:
         except ValueError:  # another drive
             rel = str(target)
         args.append(rel + sep + rest)
-    option = config.option
     return {
         "args": sorted(args),
-        "keyword": str(getattr(option, "keyword", "") or ""),
-        "markexpr": str(getattr(option, "markexpr", "") or ""),
-        "deselect": sorted(str(d) for d in (getattr(option, "deselect", None) or [])),
-        "last_failed": bool(getattr(option, "lf", False)),
+        "keyword": str(host_option(config, "keyword", "") or ""),
+        "markexpr": str(host_option(config, "markexpr", "") or ""),
+        "deselect": sorted(str(d) for d in (host_option(config, "deselect") or [])),
+        "last_failed": bool(host_option(config, "lf", False)),
         "stepwise": bool(
-            getattr(option, "stepwise", False) or getattr(option, "stepwise_skip", False)
+            host_option(config, "stepwise", False) or host_option(config, "stepwise_skip", False)
         ),
     }
 
 
-def _alpha(text: str) -> float:
-    import argparse
-
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number (e.g. 0.05)") from None
-    if not 0.0 < value < 1.0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be strictly between 0 and 1")
-    return value
-
-
-def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("llm-eval")
-    group.addoption(
-        "--llm-eval-no-history",
-        action="store_true",
-        default=None,
-        dest="llm_eval_no_history",
-        help="do not save this run under <cache dir>/runs/",
-    )
-    group.addoption(
-        "--llm-eval-history",
-        type=int,
-        default=None,
-        dest="llm_eval_history",
-        metavar="N",
-        help=f"saved runs to keep (the newest N; default {DEFAULT_KEEP}; 0 saves none)",
-    )
-    parser.addini(
-        "llm_eval_history",
-        f"saved runs to keep under <cache dir>/runs/ (default {DEFAULT_KEEP}; 0 saves none)",
-        type="string",
-        default=None,
-    )
-    group.addoption(
-        "--llm-eval-baseline",
-        default=None,
-        dest="llm_eval_baseline",
-        metavar="last|NUMBER|PATH",
-        help="compare this run with a saved run (the last one, or its number) or a JSON report",
-    )
-    group.addoption(
-        "--llm-eval-fail-on-regression",
-        nargs="?",
-        const=0.05,
-        default=None,
-        type=_alpha,
-        dest="llm_eval_fail_on_regression",
-        metavar="ALPHA",
-        help="with --llm-eval-baseline: exit non-zero when a scorer's mean gets worse with "
-        "p < ALPHA (default 0.05; write --llm-eval-fail-on-regression=0.01)",
-    )
-
-
 def _keep(config: pytest.Config) -> int:
-    if config.getoption("llm_eval_no_history", default=None):
+    if value(config, "llm_eval_no_history"):
         return 0
-    value = config.getoption("llm_eval_history", default=None)
-    if value is None:
-        raw = config.getini("llm_eval_history")
-        if raw in (None, ""):
-            return DEFAULT_KEEP
-        try:
-            value = int(str(raw).strip())
-        except ValueError:
-            raise pytest.UsageError(
-                f"ini llm_eval_history: {raw!r} is not a whole number of runs"
-            ) from None
-    if value < 0:
-        raise pytest.UsageError("--llm-eval-history must be >= 0 (0 saves no run)")
-    return int(value)
+    return int(value(config, "llm_eval_history"))
 
 
 @dataclass(frozen=True)
@@ -138,13 +76,11 @@ history_key = pytest.StashKey[HistorySettings]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    from pytest_llmeval.plugin.options import _enabled, _is_worker
-
     if _is_worker(config):
         return
     keep = _keep(config)
-    alpha = config.getoption("llm_eval_fail_on_regression", default=None)
-    spec = config.getoption("llm_eval_baseline", default=None)
+    alpha = value(config, "llm_eval_fail_on_regression")
+    spec = value(config, "llm_eval_baseline")
     if alpha is not None and spec is None:
         raise pytest.UsageError(
             "--llm-eval-fail-on-regression needs a baseline: add --llm-eval-baseline=last "
@@ -171,8 +107,6 @@ def cache_dir(config: pytest.Config) -> Path:
     ctx = config.stash.get(context_key, None)
     if ctx is not None:
         return Path(ctx.settings.cache_dir)
-    from pytest_llmeval.plugin.options import build_settings
-
     return Path(build_settings(config).cache_dir)
 
 
@@ -184,7 +118,7 @@ def pytest_runtest_makereport(
     (``llm_eval:<scorer>#<i>`` for the i-th further assertion of one scorer), each with its bound
     as ``llm_eval:<scorer>:bound``, on the teardown report that junitxml reads."""
     report = yield
-    if call.when != "teardown" or not item.config.getoption("xmlpath", default=None):
+    if call.when != "teardown" or not host_option(item.config, "xmlpath"):
         return report
     recorder = item.stash.get(recorder_key, None)
     if recorder is None or not recorder.records:

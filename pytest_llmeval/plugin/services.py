@@ -34,12 +34,7 @@ from pytest_llmeval.plugin.keys import (
     rate_file_key,
     spend_key,
 )
-from pytest_llmeval.plugin.options import (
-    _enabled,
-    _is_worker,
-    _number,
-    _opt,
-)
+from pytest_llmeval.plugin.options import _enabled, _is_worker, host_option, value
 from pytest_llmeval.plugin.progress import progress_key
 
 _OUTAGE_PLUGIN = "llm-eval-redis-outage"
@@ -49,15 +44,13 @@ def _start_progress(config: pytest.Config, ctx: ScoringContext) -> Progress | No
     """Controller side: the live status line, when a person watches a terminal (issue 14)."""
     if not _enabled(config) or config.get_verbosity() < 0:
         return None
-    off = config.getoption("llm_eval_no_progress", default=None)
-    if off is None:
-        off = bool(config.getini("llm_eval_no_progress"))
-    if off:
+    if value(config, "llm_eval_no_progress"):
         return None
-    xdist = bool(getattr(config.option, "numprocesses", None)) or getattr(
-        config.option, "dist", "no"
-    ) not in ("no", None)
-    if config.getoption("capture", default="fd") == "no" and not xdist:
+    xdist = bool(host_option(config, "numprocesses")) or host_option(config, "dist", "no") not in (
+        "no",
+        None,
+    )
+    if host_option(config, "capture", "fd") == "no" and not xdist:
         return None  # tests print straight to the terminal: the line would get in their way
     writer = compat.terminal_writer(config)
     if writer is None:
@@ -85,23 +78,20 @@ def _shared_store(config: pytest.Config, settings: Settings) -> TieredStore | No
     """The local SQLite store in front of Redis when a cache URL is set, else None (the
     context opens the local store alone). Redis unreachable at start: one warning and the local
     store alone, or a usage error with ``--llm-eval-cache-required``."""
-    url = _opt(config, "llm_eval_cache_url") or os.environ.get("LLM_EVAL_CACHE_URL") or None
+    url = value(config, "llm_eval_cache_url")
     if url is None:
         return None
     from pytest_llmeval.stores.cache import ResultCache
     from pytest_llmeval.stores.cache_entries import CacheWarning
     from pytest_llmeval.stores.redis_store import RedisStore, RedisUnavailable, TieredStore
 
-    prefix = _opt(config, "llm_eval_cache_prefix")
-    required = config.getoption("llm_eval_cache_required", default=None)
-    if required is None:
-        required = bool(config.getini("llm_eval_cache_required"))
+    required = value(config, "llm_eval_cache_required")
     try:
         remote = RedisStore(
             url,
-            prefix="llmeval:" if prefix is None else prefix,
-            ttl=_number(config, "llm_eval_cache_ttl", int),
-            password=os.environ.get("LLM_EVAL_REDIS_PASSWORD") or None,
+            prefix=value(config, "llm_eval_cache_prefix"),
+            ttl=value(config, "llm_eval_cache_ttl"),
+            password=value(config, "llm_eval_redis_password"),
         )
     except ImportError:
         raise pytest.UsageError(
@@ -134,7 +124,7 @@ def _shared_store(config: pytest.Config, settings: Settings) -> TieredStore | No
 def _load_ini_judges(config: pytest.Config) -> None:
     """Register the judges of the ini ``llm_eval_judges`` globs (on every process, so xdist
     workers know them too); a bad spec stops the run with the file and field it names."""
-    patterns = [p for p in config.getini("llm_eval_judges") if p.strip()]
+    patterns = list(value(config, "llm_eval_judges"))
     if not patterns:
         return
     from pytest_llmeval.scorers.custom import load_classifiers
@@ -147,17 +137,11 @@ def _load_ini_judges(config: pytest.Config) -> None:
 
 
 def _concurrent_cases(config: pytest.Config) -> ConcurrentCases:
-    limits: dict[str, Any] = {}
-    for ini, kind in (("llm_eval_case_concurrency", int), ("llm_eval_case_timeout", float)):
-        value = _number(config, ini, kind)
-        if value is not None and value <= 0:
-            raise pytest.UsageError(f"--{ini.replace('_', '-')} must be positive, not {value}")
-        limits[ini] = value
     return ConcurrentCases(
         config,
         make_recorder=_case_recorder,
-        default_concurrency=limits["llm_eval_case_concurrency"] or 1,
-        timeout=limits["llm_eval_case_timeout"],
+        default_concurrency=value(config, "llm_eval_case_concurrency"),
+        timeout=value(config, "llm_eval_case_timeout"),
     )
 
 
@@ -239,18 +223,17 @@ def _rate_limiter(config: pytest.Config, settings: Settings) -> RateLimiter | No
 def _redis_bucket(config: pytest.Config, limits: RateLimits) -> Any | None:
     """The fleet's bucket in the Redis of ``--llm-eval-cache-url`` (key ``<prefix>ratelimit``),
     or None: no URL, or Redis unreachable (said once, by the controller)."""
-    url = _opt(config, "llm_eval_cache_url") or os.environ.get("LLM_EVAL_CACHE_URL") or None
+    url = value(config, "llm_eval_cache_url")
     if url is None:
         return None
     from pytest_llmeval.stores.ratelimit import RateLimitWarning, RedisBucket, fail_fast
     from pytest_llmeval.stores.redis_store import RedisStore, RedisUnavailable
 
-    prefix = _opt(config, "llm_eval_cache_prefix")
     try:
         store = RedisStore(
             url,
-            prefix="llmeval:" if prefix is None else prefix,
-            password=os.environ.get("LLM_EVAL_REDIS_PASSWORD") or None,
+            prefix=value(config, "llm_eval_cache_prefix"),
+            password=value(config, "llm_eval_redis_password"),
             timeout=2.0,
         )
     except ImportError:

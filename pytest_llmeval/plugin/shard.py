@@ -30,11 +30,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pytest
+
+from pytest_llmeval.core.options import OPTION, parse_shard
+from pytest_llmeval.plugin.options import _enabled, _is_worker, resolved, value
 
 if TYPE_CHECKING:
     from pytest_llmeval.core.model import Run
@@ -53,7 +55,6 @@ __all__ = [
 SPLIT = "round-robin over the sorted case keys"
 #: ``workeroutput`` key: an xdist worker's collection facts, for the controller
 SHARD_INFO_KEY = "llm_eval_shard_info"
-_OPTION = "--llm-eval-shard / ini llm_eval_shard / env LLM_EVAL_SHARD"
 
 
 @dataclass
@@ -67,20 +68,6 @@ class ShardState:
 
 
 _state_key = pytest.StashKey[ShardState]()
-
-
-def parse_shard(text: str) -> tuple[int, int]:
-    """``"i/n"`` -> (i, n), 1 <= i <= n. Raises ValueError saying what is wrong."""
-    i_text, sep, n_text = text.strip().partition("/")
-    try:
-        if not sep:
-            raise ValueError
-        index, count = int(i_text), int(n_text)
-    except ValueError:
-        raise ValueError(f"{text!r} is not I/N (e.g. 2/3: the second of three shards)") from None
-    if count < 1 or not 1 <= index <= count:
-        raise ValueError(f"{text!r}: I/N needs N >= 1 and I from 1 to N (e.g. 1/{max(count, 1)})")
-    return index, count
 
 
 def shard_of(config: pytest.Config) -> tuple[int, int] | None:
@@ -114,40 +101,22 @@ def digest_of(keys: list[tuple[bool, str]]) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
-# -- options -----------------------------------------------------------------------------------
-
-
-def pytest_addoption(parser: pytest.Parser) -> None:
-    help_text = (
-        "run shard I of N (1-based) of the suite, split by case: every sample and parametrization "
-        "of a dataset case lands in one shard; its gates are partial: merge the shards' JSON "
-        "reports with `python -m pytest_llmeval merge` (env LLM_EVAL_SHARD)"
-    )
-    parser.getgroup("llm-eval").addoption(
-        "--llm-eval-shard", dest="llm_eval_shard", default=None, metavar="I/N", help=help_text
-    )
-    parser.addini("llm_eval_shard", help_text, type="string", default=None)
+# -- configuration -----------------------------------------------------------------------------
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    from pytest_llmeval.plugin.options import _enabled, _opt
-
-    text = _opt(config, "llm_eval_shard") or os.environ.get("LLM_EVAL_SHARD") or None
-    if text is None:
+    shard = resolved(config, "llm_eval_shard")
+    if not shard.given:
         return
-    try:
-        index, count = parse_shard(text)
-    except ValueError as exc:
-        raise pytest.UsageError(f"{_OPTION}: {exc}") from None
-    if _enabled(config) and not _opt(config, "llm_eval_report"):
+    index, count = shard.value
+    if _enabled(config) and not value(config, "llm_eval_report"):
         raise pytest.UsageError(
-            f"{_OPTION} {text}: a shard's gates are judged by merging the shards' JSON reports; "
-            f"add --llm-eval-report (e.g. --llm-eval-report=shard-{index}.json), then run "
-            "python -m pytest_llmeval merge shard-*.json -o report.json"
+            f"{OPTION['llm_eval_shard'].label} {shard.raw}: a shard's gates are judged by "
+            "merging the shards' JSON reports; add --llm-eval-report (e.g. "
+            f"--llm-eval-report=shard-{index}.json), then run python -m pytest_llmeval merge "
+            "shard-*.json -o report.json"
         )
     state = config.stash[_state_key] = ShardState(index, count)
-    from pytest_llmeval.plugin.options import _is_worker
-
     if not _is_worker(config):
         config.pluginmanager.register(_Controller(config, state), "llm-eval-shard-controller")
 
@@ -233,14 +202,10 @@ def shard_section(config: pytest.Config, run: Run) -> dict[str, Any] | None:
     """The report's ``shard`` section of a shard run (None otherwise): what ``merge`` checks
     across the shards (the split, the collection digest, the settings that decide verdicts, the
     scorers' versions); the plan and instruments travel in the report itself."""
-    from pytest_llmeval.plugin.options import _opt
-
     state = config.stash.get(_state_key, None)
     if state is None:
         return None
-    strict = config.getoption("llm_eval_strict_cases", default=None)
-    if strict is None:
-        strict = bool(config.getini("llm_eval_strict_cases"))
+    repeat = resolved(config, "llm_eval_repeat")
     versions: dict[str, str | None] = {}
     for inst in run.instruments.values():
         versions.setdefault(inst.scorer, inst.version)
@@ -255,8 +220,9 @@ def shard_section(config: pytest.Config, run: Run) -> dict[str, Any] | None:
         # what must be the same in every shard of one run (merge checks it)
         "settings": {
             **run.settings.to_json(),
-            "repeat": _opt(config, "llm_eval_repeat"),
-            "strict_cases": bool(strict),
+            # the value as given (merge compares the shards' texts), None when not given
+            "repeat": str(repeat.raw) if repeat.given else None,
+            "strict_cases": bool(value(config, "llm_eval_strict_cases")),
         },
         "scorer_versions": dict(sorted(versions.items())),
     }

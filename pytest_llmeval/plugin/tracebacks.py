@@ -12,6 +12,7 @@ from types import TracebackType
 import pytest
 
 from pytest_llmeval.plugin import pytest_compat as compat
+from pytest_llmeval.plugin.options import host_option
 
 _PACKAGE_DIR = Path(__file__).resolve().parent.parent  # pytest_llmeval/, not plugin/
 
@@ -60,7 +61,7 @@ def _hide_package_frames(item: pytest.Item, excinfo: pytest.ExceptionInfo[BaseEx
     The frames are unlinked from the raw traceback chain: pytest rebuilds its traceback from
     the raw entries when it cuts it at the test function, so filtering its Traceback object
     would not last."""
-    if item.config.getoption("fulltrace", False):
+    if host_option(item.config, "fulltrace", False):
         return
     chain: list[TracebackType] = []
     tb: TracebackType | None = excinfo.tb

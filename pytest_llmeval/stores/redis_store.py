@@ -38,7 +38,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import os
 import socket
 import threading
 import time
@@ -50,6 +49,7 @@ from typing import TYPE_CHECKING, Any, final
 from urllib.parse import unquote, urlsplit
 
 from pytest_llmeval.core.errors import LLMEvalError
+from pytest_llmeval.core.options import OPTION, env_value
 from pytest_llmeval.core.redaction import redact_text, remember_secret
 from pytest_llmeval.core.redaction import redact_url as _redact_url
 from pytest_llmeval.stores.cache_entries import (
@@ -92,7 +92,7 @@ FILL_BATCH = 256
 # Keys a tiered store remembers having copied from Redis (to take back one its scorer refuses).
 _REMEMBERED = 100_000
 #: the environment variable holding the secret that signs and checks every Redis entry
-HMAC_ENV = "LLM_EVAL_CACHE_HMAC_KEY"
+HMAC_ENV: str = OPTION["llm_eval_cache_hmac_key"].env or ""
 # What a signature covers besides the entry: a version, so that a later format cannot be
 # confused with this one.
 _SIG_DOMAIN = b"pytest-llmeval result entry v1\n"
@@ -121,7 +121,7 @@ class RedisReadOnly(Exception):
 def signing_key() -> bytes | None:
     """The secret of :data:`HMAC_ENV`, or None when it is unset or empty (a CI secret that a
     pull request from a fork does not get is an empty string)."""
-    secret = os.environ.get(HMAC_ENV, "")
+    secret = env_value("llm_eval_cache_hmac_key")
     return secret.encode("utf-8", "surrogatepass") if secret else None
 
 
