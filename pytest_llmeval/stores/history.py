@@ -26,7 +26,6 @@ import json
 import os
 import re
 import subprocess
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -164,18 +163,10 @@ def save_run(
         **(extra or {}),
         "report": report,
     }
-    fd, tmp = tempfile.mkstemp(prefix=f".{number:04d}.", suffix=".tmp", dir=directory)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(run, fh, indent=1, allow_nan=False)
-            fh.write("\n")
-        os.replace(tmp, run_path(directory, number))
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+        write_text_atomic(
+            run_path(directory, number), json.dumps(run, indent=1, allow_nan=False) + "\n"
+        )
     finally:
         try:
             os.unlink(claim)
