@@ -354,3 +354,53 @@ def test_a_crash_is_not_blamed_on_a_case_whose_reports_had_arrived() -> None:
     shares.add_node_collection(three, collection)
     shares.schedule()
     assert three.sent == [3]
+
+
+@pytest.mark.parametrize("dist", ["load", "loadgroup"])
+def test_a_crash_after_a_cases_call_report_does_not_report_that_case_twice(
+    pytester: pytest.Pytester, tmpdir_env: Path, dist: str
+) -> None:
+    """The worker dies after a case's call report went out and before its teardown report
+    (here its own fixture's teardown kills it; under load, another case in flight can do the
+    same between the two reports). The case's outcome is known: it is not reported a second
+    time as the crash (that counted it twice, passed and failed); the crash goes to the next
+    case due, and every other case runs once elsewhere."""
+    ids = _ids(8)
+    _cases(pytester, ids)
+    pytester.makepyfile(
+        test_late=HEADER
+        + """
+@pytest.fixture
+def guard(case):
+    yield
+    if case.id == "c02" and not os.path.exists("crashed"):
+        open("crashed", "w").close()
+        os._exit(3)
+
+
+@pytest.mark.llm_eval
+@pytest.mark.llm_eval_dataset("cases.jsonl", concurrency=2)
+async def test_late(case, guard):
+    start = time.time()
+    log(case.id, start)
+    await asyncio.sleep(0.05)
+    log(case.id, start, time.time())
+"""
+    )
+    junit = pytester.path / "junit.xml"
+    result = _run(pytester, "--dist", dist, f"--junitxml={junit}")
+    result.stdout.fnmatch_lines(["*worker 'gw*' crashed while running*test_late*"])
+    outcomes = _junit(junit)
+    names = Counter(name for name, _ in outcomes.elements())
+    assert names == Counter(f"test_late[{i}]" for i in ids)  # every case once, none twice
+    assert outcomes[("test_late[c02]", "passed")] == 1
+    result.assert_outcomes(passed=7, failed=1)
+    # c02's scores travel with its teardown report, which never came, and c03 never ran: the
+    # run is incomplete
+    result.stdout.fnmatch_lines(
+        [
+            "*worker 'gw*' crashed while running 'test_late.py::test_late[[]c03[]]'",
+            "*2 selected llm_eval item(s) never reported (first: *test_late[[]c02[]])*",
+        ]
+    )
+    assert result.ret != 0

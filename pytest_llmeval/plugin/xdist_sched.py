@@ -140,7 +140,10 @@ class SharesPlugin:
         session, scheduler = self.session, self.scheduler
         if session is None or scheduler is None:
             return
-        if report.when == "teardown":
+        if report.when != "setup" or not report.passed:
+            # Its outcome is known once its call report (or a setup that did not pass) is in:
+            # a worker dying before the teardown report must not report that case again as
+            # the crash (counted twice, passed and failed)
             scheduler.reported(report.nodeid)
         if session.shouldfail or session.shouldstop:
             scheduler.stop()
@@ -348,7 +351,8 @@ class CaseShares:
         self._after()
 
     def reported(self, nodeid: str) -> None:
-        """A teardown report arrived: that case is done, whatever comes after it."""
+        """A case's outcome arrived (its call report, a setup that did not pass, or its teardown):
+        it is done, whatever comes after it."""
         if not self.split:
             return
         if self._index is None:
