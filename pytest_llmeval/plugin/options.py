@@ -4,7 +4,7 @@ one rule (command line, else ini, else environment, else default) from a ``pytes
 bad value a usage error in the core's one format, and the run's settings built from them.
 
 Nothing else in the package calls ``addoption``/``addini``/``getoption``/``getini`` or reads an
-``LLM_EVAL_*`` variable (tests/test_options.py walks the code to hold it so); pytest's own
+``LLM_EVAL_*`` variable (tests/unit/core/test_options.py walks the code to hold it so); pytest's own
 options (``--maxfail``, ``--capture``, ...) are read through :func:`host_option`.
 
 Adding an option: a row in the core's table, then ``value(config, "llm_eval_<name>")`` where it

@@ -5,8 +5,8 @@ dataset cases, :mod:`pytest_llmeval.concurrent`), to read an xdist worker's queu
 ids and tracebacks exactly as pytest writes them. What we use instead is pytest's own private
 code: ``_pytest.*`` functions, and private attributes of pytest objects (``item._request``,
 ``session._setupstate``, ``fixturedef._finalizers``, ...). It lives here and nowhere else
-(``tests/test_pytest_compat.py`` walks every other module's syntax tree to keep it so), each
-entry saying what it wraps, since when pytest has it in that form, and what breaks without it.
+(``tests/unit/plugin/test_pytest_compat.py`` walks every other module's syntax tree to keep it so),
+each entry saying what it wraps, since when pytest has it in that form, and what breaks without it.
 
 The supported ranges are declared in pyproject.toml (``pytest>=8.0,<10``,
 ``pytest-xdist>=3.7,<4``); ``scripts/smoke-oldest.sh`` runs the smoke subset on the oldest

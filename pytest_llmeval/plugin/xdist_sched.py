@@ -392,8 +392,8 @@ class CaseShares:
                 # again elsewhere. Load and worksteal put it back on request; loadscope-based
                 # modes (loadscope, loadfile, loadgroup) cannot put one item back and need not:
                 # their remove_node already returned the node's whole unfinished work, this
-                # item included, to the queue. Tested in tests/test_concurrent_xdist.py (a
-                # crash mid-share with sync tests behind it, under load/worksteal/loadgroup).
+                # item included, to the queue. Tested in tests/integration/test_concurrent_xdist.py
+                # (a crash mid-share with sync tests behind it, under load/worksteal/loadgroup).
                 self.inner.mark_test_pending(inner_crash)
         self._unassigned.extend(pending)
         self._unassigned.sort()

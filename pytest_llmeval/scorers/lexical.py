@@ -1,7 +1,8 @@
 """Lexical scorers: ``exact_match``, ``levenshtein`` and ``numeric_diff``.
 
 These are the Autoevals heuristics (``ExactMatch``, ``Levenshtein``, ``NumericDiff``) with the same
-numbers (see ``tests/test_parity.py``) and clear input errors instead of crashes. They run many
+numbers (see ``tests/unit/scorers/test_parity.py``) and clear input errors instead of crashes. They
+run many
 thousands of times in a dataset or a benchmark, so the hot paths avoid any per-call setup: the edit
 distance comes from rapidfuzz (C++), and scores are built by :func:`make_score`.
 

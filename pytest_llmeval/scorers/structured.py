@@ -1,8 +1,8 @@
 """Structured-output scorers: ``json_diff``, ``valid_json`` and ``list_contains``.
 
 The Autoevals ``JSONDiff``, ``ValidJSON`` and ``ListContains`` with the same numbers (see
-``tests/test_parity.py``), clear input errors, and the fixes listed in ``docs/quirks.md`` (a
-constructor schema is honoured; NaN/Infinity are not JSON).
+``tests/unit/scorers/test_parity.py``), clear input errors, and the fixes listed in
+``docs/quirks.md`` (a constructor schema is honoured; NaN/Infinity are not JSON).
 
 With their default sub-scorers these scorers call the edit-distance and numeric functions of
 :mod:`pytest_llmeval.scorers.lexical` directly instead of going through a ``Score`` per leaf; a

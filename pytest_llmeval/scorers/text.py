@@ -1,8 +1,8 @@
 """Text-statistics scorers from Arthur Bench: ``word_count_match``, ``readability`` and
 ``specificity``.
 
-They reproduce Bench 0.3.1 on its own fixtures (``tests/test_parity.py``) without its run-time
-downloads:
+They reproduce Bench 0.3.1 on its own fixtures (``tests/unit/scorers/test_parity.py``) without its
+run-time downloads:
 
 - Words are counted as textstat 0.7.3's ``lexicon_count`` does: delete every character matching
   ``[^\\w\\s]``, split on whitespace.
