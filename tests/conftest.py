@@ -19,6 +19,39 @@ pytest_plugins = [
 ]
 
 
+# -- process-wide state every test starts without ----------------------------------------------
+
+
+@pytest.fixture(autouse=True)
+def _fresh_process_state(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """What one test may leave in the process for the next, cleared before and after each: the
+    parameters judge models were learned to refuse, the judge-step memo of custom judges. And a
+    run of the suite inside GitHub Actions must not write the job's own step summary."""
+    for name in (
+        "GITHUB_STEP_SUMMARY",
+        "LLM_EVAL_MARKDOWN",
+        "LLM_EVAL_MARKDOWN_STEP_SUMMARY",
+        "MD_SIDE",
+        "LLM_EVAL_SHARD",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    _forget()
+    yield
+    _forget()
+
+
+def _forget() -> None:
+    import sys
+
+    # only modules a test imported (the suite does not import the judge to clear it)
+    params = sys.modules.get("pytest_llmeval.judge.params")
+    if params is not None:
+        params.forget_learned()
+    custom = sys.modules.get("pytest_llmeval.scorers.custom")
+    if custom is not None:
+        custom._steps_memo.clear()
+
+
 @pytest.fixture
 def ctx(tmp_path: Path):  # type: ignore[no-untyped-def]
     """A scoring context with the cache off, installed as the active one for the test."""

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from paths import ROOT
 
 
 def _redis(server: Any) -> Any:
@@ -36,3 +37,11 @@ def restartable_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]
 
 
 HMAC_SECRET = "hmac-Secret-7f3a-do-not-print"
+
+
+def readme_acl() -> list[list[str]]:
+    """The ``user ...`` lines of the README's users.acl block, each as ACL SETUSER arguments."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = text.index("<!-- redis-acl -->")
+    block = text[start:].split("```", 2)[1]
+    return [line.split()[1:] for line in block.splitlines() if line.startswith("user ")]

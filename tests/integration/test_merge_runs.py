@@ -18,6 +18,7 @@ exact_match over the 8 cases: mean 0.75, pass rate 4/8 = 0.5 (the gate wants 0.6
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import re
@@ -28,19 +29,104 @@ from typing import Any
 
 import pytest
 from case_files import read_report, write_dataset
-from merge_support import (  # noqa: F401
-    _TIMING,
-    CONFTEST,
-    OUTPUTS,
-    ROWS,
-    TEST_QA,
-    _comparable,
-    _load,
-    _merge,
-    _project,
-    _pytest,
-)
 from paths import ROOT
+
+from pytest_llmeval.cli.merge import main as merge_main
+
+CONFTEST = """
+import pytest
+
+@pytest.fixture
+def app(case, llm_eval_sample):
+    return lambda question: case.outputs[llm_eval_sample]
+"""
+
+
+OUTPUTS = {
+    "a": "xxx",
+    "b": "xyx",
+    "c": "yyy",
+    "d": "xxx",
+    "e": "xxy",
+    "f": "xxx",
+    "g": "yxx",
+    "h": "xxx",
+}
+
+
+ROWS = [
+    {"id": c, "input": f"q{c}", "outputs": list(o), "expected": "x"} for c, o in OUTPUTS.items()
+]
+
+
+TEST_QA = """
+import pytest
+from pytest_llmeval import assert_score
+
+@pytest.mark.llm_eval
+@pytest.mark.llm_eval_dataset("data/qa.jsonl", repeat=3)
+@pytest.mark.llm_eval_gate("exact_match", min_mean=0.6, min_pass_rate=0.6)
+@pytest.mark.llm_eval_gate("levenshtein", min_mean=0.5, confidence=0.9)
+def test_qa(case, app):
+    answer = app(case.input)
+    assert_score("exact_match", output=answer, expected=case.expected, min=1)
+    assert_score("levenshtein", output=answer, expected=case.expected, min=0)
+
+@pytest.mark.llm_eval
+@pytest.mark.llm_eval_dataset("data/qa.jsonl")
+@pytest.mark.parametrize("style", ["plain", "upper"])
+def test_styles(case, style):
+    out = case.outputs[0] if style == "plain" else case.outputs[0].upper()
+    assert_score("levenshtein", output=out, expected=case.expected, min=0)
+
+@pytest.mark.parametrize("n", range(4))
+def test_plain(n):
+    assert n >= 0
+"""
+
+
+def _project(root: Path) -> Path:
+    (root / "data").mkdir(parents=True, exist_ok=True)
+    (root / "data" / "qa.jsonl").write_text("\n".join(json.dumps(r) for r in ROWS) + "\n")
+    (root / "conftest.py").write_text(CONFTEST)
+    (root / "test_qa.py").write_text(TEST_QA)
+    (root / "pytest.ini").write_text("[pytest]\n")
+    return root
+
+
+def _pytest(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """A real pytest run of the project (in a subprocess: the shards stand for CI machines)."""
+    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--llm-eval"]
+    argv += ["--llm-eval-cache=off", "--llm-eval-no-history", "-p", "no:randomly", *args]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LLM_EVAL_")}
+    return subprocess.run(argv, cwd=root, capture_output=True, text=True, env=env, timeout=300)
+
+
+def _load(path: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(path.read_text())
+    return data
+
+
+#: run fields that legitimately differ between one run and the merge of its shards
+_TIMING = ("started", "finished", "duration_s")
+
+
+def _comparable(report: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(report)
+    out.pop("merged", None)
+    for key in _TIMING:
+        out["run"].pop(key)
+    for r in out["records"]:
+        r.pop("duration_s")
+    for agg in out["aggregates"].values():
+        agg.pop("time_s")
+    return out
+
+
+def _merge(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, str, str]:
+    status = merge_main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return status, out, err
 
 
 def _selected(root: Path, *args: str) -> list[str]:
@@ -294,3 +380,365 @@ def test_a_lower_is_better_scorer_regresses_in_pytest_merge_and_compare(
     assert [(v["verdict"], v["higher_is_better"], v["direction_source"]) for v in verdicts] == [
         ("regressed", False, "declared")
     ] * 2
+
+
+#: a run gate (wildcard) on top of the markers: merge must judge it too
+RUN_GATE = ("--llm-eval-gate", "test_qa.py::test_q*:levenshtein:min_pass_rate=0.4")
+
+
+def _shard(root: Path, i: int, n: int, *args: str) -> subprocess.CompletedProcess[str]:
+    return _pytest(root, f"--llm-eval-shard={i}/{n}", f"--llm-eval-report=shard-{i}.json", *args)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """One unsharded run and its three shards, run once for the module."""
+    root = _project(tmp_path_factory.mktemp("sharded"))
+    full = _pytest(root, "--llm-eval-report=full.json", *RUN_GATE)
+    shards = [_shard(root, i, 3, *RUN_GATE) for i in (1, 2, 3)]
+    return {"root": root, "full": full, "shards": shards}
+
+
+def _copy_shards(runs: dict[str, Any], tmp_path: Path) -> list[Path]:
+    out = []
+    for i in (1, 2, 3):
+        path = tmp_path / f"shard-{i}.json"
+        path.write_text((runs["root"] / f"shard-{i}.json").read_text())
+        out.append(path)
+    return out
+
+
+def _refused(capsys: pytest.CaptureFixture[str], tmp_path: Path, *paths: Path) -> str:
+    status, out, err = _merge(capsys, *paths, "-o", tmp_path / "out.json")
+    assert status == 2 and out == ""
+    assert not (tmp_path / "out.json").exists()
+    assert err.startswith("error: ")
+    return err
+
+
+def test_three_shards_merge_to_exactly_the_unsharded_report(
+    runs: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    root: Path = runs["root"]
+    assert runs["full"].returncode == 1, runs["full"].stdout  # the exact_match gate fails
+    for proc in runs["shards"]:
+        assert proc.returncode == 0, proc.stdout + proc.stderr  # partial gates do not fail
+    status, out, err = _merge(
+        capsys, *(root / f"shard-{i}.json" for i in (3, 1, 2)), "-o", root / "merged.json"
+    )
+    assert (status, err) == (1, "")
+    full, merged = _load(root / "full.json"), _load(root / "merged.json")
+    # field by field, everything but the timings
+    a, b = _comparable(full), _comparable(merged)
+    assert list(a) == list(b)
+    for key in a:
+        assert a[key] == b[key], key
+    # and the numbers are the expected ones, not merely equal
+    (em,) = [g for g in merged["gates"] if g["scorer"] == "exact_match"]
+    assert em["verdict"] == "fail"
+    checks = {c["metric"]: c for c in em["result"]["checks"]}
+    assert checks["mean"]["interval"]["estimate"] == pytest.approx(0.75)
+    assert checks["pass_rate"]["interval"]["estimate"] == pytest.approx(0.5)
+    assert em["result"]["flaky"] == [f"test_qa.py::test_qa[{c}]" for c in "beg"]
+    assert sorted(
+        (g["scorer"], g["source"].startswith("--"), g["verdict"]) for g in merged["gates"]
+    ) == [
+        ("exact_match", False, "fail"),
+        ("levenshtein", False, "pass"),
+        ("levenshtein", True, "pass"),
+    ]
+    assert merged["aggregates"]["exact_match"]["n"] == 24
+    assert merged["run"]["exitstatus"] == full["run"]["exitstatus"] == 1
+    assert [s["index"] for s in merged["merged"]["shards"]] == [1, 2, 3]
+    assert "shard" not in merged
+    # the terminal verdict
+    assert "FAIL test_qa.py::test_qa exact_match: mean 0.750 >= 0.6: pass; " in out
+    assert "pass rate 0.500 >= 0.6: fail" in out
+    assert out.rstrip().splitlines()[-1] == "verdict: FAIL: 1 of 3 gate(s) do not pass (1 fail)"
+
+
+def test_the_merged_report_is_read_by_report_and_compare(runs: dict[str, Any]) -> None:
+    root: Path = runs["root"]
+    cmd = [sys.executable, "-m", "pytest_llmeval"]
+    merged = subprocess.run(
+        [*cmd, "merge", *(f"shard-{i}.json" for i in (1, 2, 3)), "-o", "cli.json"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert merged.returncode == 1, merged.stderr
+    assert "verdict: FAIL" in merged.stdout
+    html = subprocess.run(
+        [*cmd, "report", "cli.json", "-o", "cli.html"], cwd=root, capture_output=True, text=True
+    )
+    assert html.returncode == 0, html.stderr
+    assert "exact_match" in (root / "cli.html").read_text()
+    cmp = subprocess.run(
+        [*cmd, "compare", "full.json", "cli.json", "--json"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+    )
+    assert cmp.returncode == 0, cmp.stderr
+    verdicts = {s["name"]: s["verdict"] for s in json.loads(cmp.stdout)["scorers"]}
+    assert verdicts == {"exact_match": "unchanged", "levenshtein": "unchanged"}
+
+
+def test_a_passing_whole_run_exits_0(runs: dict[str, Any], tmp_path: Path, capsys: Any) -> None:
+    """With the shards' gates loosened in their reports the same merge passes (the verdict is
+    recomputed from the gate specs the shards recorded, not copied from them)."""
+    paths = []
+    for i in (1, 2, 3):
+        data = _load(runs["root"] / f"shard-{i}.json")
+        for entry in data["plan"]:
+            for spec in entry["gates"]:
+                if spec["scorer"] == "exact_match":
+                    spec["min_pass_rate"] = 0.5
+                if spec["confidence"] is not None:
+                    spec["confidence"] = None
+        paths.append(tmp_path / f"s{i}.json")
+        paths[-1].write_text(json.dumps(data))
+    status, out, _ = _merge(
+        capsys, *paths, "-o", tmp_path / "m.json", "--html", tmp_path / "m.html"
+    )
+    assert status == 0
+    assert "test_qa.py::test_qa" in (tmp_path / "m.html").read_text()
+    assert out.rstrip().splitlines()[-1] == "verdict: PASS (3 gate(s) over the whole run)"
+    assert {g["verdict"] for g in _load(tmp_path / "m.json")["gates"]} == {"pass"}
+    assert _load(tmp_path / "m.json")["run"]["exitstatus"] == 0
+
+
+def test_a_shard_reports_its_gates_as_partial(runs: dict[str, Any]) -> None:
+    proc = runs["shards"][0]
+    lines = proc.stdout.splitlines()
+    head = next(i for i, line in enumerate(lines) if "llm-eval gates (PARTIAL: shard 1/3)" in line)
+    gate_lines = [line for line in lines[head:] if line.startswith("PARTIAL (")]
+    assert len(gate_lines) == 3
+    # shard 1 holds cases a, d, g: its exact_match gate passes where the whole run's fails
+    assert (
+        "PARTIAL (pass over this shard's cases) test_qa.py::test_qa exact_match: "
+        "mean 0.889 >= 0.6: pass; pass rate 0.667 >= 0.6: pass"
+    ) in gate_lines
+    assert not any(line.startswith(("FAIL ", "PASS ", "INCONCLUSIVE ")) for line in lines)
+    summary = next(line for line in lines if line.startswith("gates: PARTIAL, shard 1 of 3"))
+    assert "not the verdict: merge the shard reports" in summary
+    assert "the run fails" not in proc.stdout
+    report = _load(runs["root"] / "shard-1.json")
+    assert {g["verdict"] for g in report["gates"]} == {"partial"}
+    assert {g["shard_verdict"] for g in report["gates"]} <= {"pass", "fail", "inconclusive"}
+    sec = report["shard"]
+    assert (sec["index"], sec["count"], sec["split"]) == (
+        1,
+        3,
+        "round-robin over the sorted case keys",
+    )
+    assert report["run"]["judge"]["model"]  # the judge settings travel with the shard
+    assert sec["settings"]["inconclusive"] == "fail"
+    assert [r["pattern"] for r in sec["settings"]["gate_rules"]] == ["test_qa.py::test_q*"]
+
+
+def test_a_test_failure_still_fails_its_shard(tmp_path: Path) -> None:
+    root = _project(tmp_path)
+    (root / "test_fails.py").write_text("def test_broken():\n    assert 1 == 2\n")
+    results = [_shard(root, i, 2) for i in (1, 2)]
+    statuses = sorted(r.returncode for r in results)
+    assert statuses == [0, 1]  # the shard that got test_broken fails, the other passes
+    assert "test_broken" in next(r.stdout for r in results if r.returncode == 1)
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("4/3", "'4/3': I/N needs N >= 1 and I from 1 to N"),
+        ("0/3", "'0/3': I/N needs N >= 1 and I from 1 to N"),
+        ("two/3", "'two/3' is not I/N (e.g. 2/3: the second of three shards)"),
+        ("3", "'3' is not I/N"),
+    ],
+)
+def test_a_bad_shard_option_is_a_usage_error(tmp_path: Path, value: str, message: str) -> None:
+    root = _project(tmp_path)
+    proc = _pytest(root, f"--llm-eval-shard={value}", "--llm-eval-report=r.json")
+    assert proc.returncode == 4
+    assert f"--llm-eval-shard / ini llm_eval_shard / env LLM_EVAL_SHARD: {message}" in proc.stderr
+
+
+def test_a_shard_without_a_report_is_a_usage_error(tmp_path: Path) -> None:
+    proc = _pytest(_project(tmp_path), "--llm-eval-shard=1/2")
+    assert proc.returncode == 4
+    assert "add --llm-eval-report (e.g. --llm-eval-report=shard-1.json)" in proc.stderr
+
+
+def test_more_shards_than_cases_leaves_an_empty_shard_that_passes(tmp_path: Path) -> None:
+    root = tmp_path
+    (root / "test_one.py").write_text("def test_one():\n    pass\n")
+    proc = _shard(root, 2, 2)
+    assert proc.returncode == 0, proc.stdout
+    assert "llm-eval shard 2/2: no case of the run fell in it" in proc.stdout
+    assert _load(root / "shard-2.json")["shard"]["cases_in_shard"] == 0
+    if pytest.importorskip("xdist"):  # the same with workers (the controller does not collect)
+        proc = _shard(root, 2, 2, "-n", "2")
+        assert proc.returncode == 0, proc.stdout
+        assert "llm-eval shard 2/2: no case of the run fell in it" in proc.stdout
+        assert _load(root / "shard-2.json")["shard"]["cases"] == 1
+
+
+def test_a_missing_shard_is_an_error(runs: dict[str, Any], tmp_path: Path, capsys: Any) -> None:
+    s1, _s2, s3 = _copy_shards(runs, tmp_path)
+    err = _refused(capsys, tmp_path, s1, s3)
+    assert f"shard(s) 2 of 3 missing (given: 1 ({s1}), 3 ({s3})); merge needs every shard's" in err
+
+
+def test_a_shard_given_twice_is_an_error(runs: dict[str, Any], tmp_path: Path, capsys: Any) -> None:
+    s1, s2, s3 = _copy_shards(runs, tmp_path)
+    again = tmp_path / "again.json"
+    again.write_text(s2.read_text())
+    err = _refused(capsys, tmp_path, s1, s2, s3, again)
+    assert f"shard 2/3 given twice: {s2} and {again}" in err
+
+
+def test_overlapping_shards_are_an_error_naming_the_case(
+    runs: dict[str, Any], tmp_path: Path, capsys: Any
+) -> None:
+    s1, s2, s3 = _copy_shards(runs, tmp_path)
+    one, two = _load(s1), _load(s2)
+    stolen = next(r for r in one["records"] if r["test"] == "test_qa")
+    two["records"].append(stolen)
+    s2.write_text(json.dumps(two))
+    err = _refused(capsys, tmp_path, s1, s2, s3)
+    case = f"test_qa.py::test_qa[{stolen['case_id']}]"
+    assert f"case {case} is in two shards: {s1} (shard 1) and {s2} (shard 2)" in err
+
+
+def test_shards_of_another_n_are_an_error(
+    runs: dict[str, Any], tmp_path: Path, capsys: Any
+) -> None:
+    s1, _s2, s3 = _copy_shards(runs, tmp_path)
+    root: Path = runs["root"]
+    proc = _pytest(root, "--llm-eval-shard=2/4", "--llm-eval-report=n4.json", *RUN_GATE)
+    assert proc.returncode == 0, proc.stdout
+    err = _refused(capsys, tmp_path, s1, root / "n4.json", s3)
+    assert "the shards were split different ways (N differs): " in err
+    assert f"{s1} is shard 1/3, {root / 'n4.json'} is shard 2/4, {s3} is shard 3/3" in err
+
+
+def test_mismatched_judge_settings_are_an_error(
+    runs: dict[str, Any], tmp_path: Path, capsys: Any
+) -> None:
+    s1, _s2, s3 = _copy_shards(runs, tmp_path)
+    root: Path = runs["root"]
+    proc = _pytest(
+        root,
+        "--llm-eval-shard=2/3",
+        "--llm-eval-report=other.json",
+        "--llm-eval-judge-model=other-judge",
+        *RUN_GATE,
+    )
+    assert proc.returncode == 0, proc.stdout
+    err = _refused(capsys, tmp_path, s1, root / "other.json", s3)
+    model = _load(s1)["run"]["judge"]["model"]
+    assert (
+        f"the shards are not of one run: judge setting 'model' differs ({s1}: {model!r}; "
+        f"{root / 'other.json'}: 'other-judge'; {s3}: {model!r})"
+    ) in err
+
+
+def test_mismatched_gate_settings_are_an_error(
+    runs: dict[str, Any], tmp_path: Path, capsys: Any
+) -> None:
+    s1, _s2, s3 = _copy_shards(runs, tmp_path)
+    root: Path = runs["root"]
+    # shard 2 without the run gate, and with inconclusive gates passing
+    proc = _pytest(
+        root,
+        "--llm-eval-shard=2/3",
+        "--llm-eval-report=nogate.json",
+        "--llm-eval-inconclusive=pass",
+    )
+    assert proc.returncode == 0, proc.stdout
+    err = _refused(capsys, tmp_path, s1, root / "nogate.json", s3)
+    assert "the shards are not of one run: setting 'gate_rules' differs" in err
+
+
+def test_a_report_that_is_not_a_shard_is_an_error(
+    runs: dict[str, Any], tmp_path: Path, capsys: Any
+) -> None:
+    s1, s2, _s3 = _copy_shards(runs, tmp_path)
+    full = runs["root"] / "full.json"
+    err = _refused(capsys, tmp_path, s1, s2, full)
+    assert f"{full}: not a shard report (no 'shard' section): run each shard with" in err
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    assert f"{bad}: not valid JSON" in _refused(capsys, tmp_path, s1, bad)
+
+
+def test_shards_of_different_collections_are_an_error(
+    runs: dict[str, Any], tmp_path: Path, capsys: Any
+) -> None:
+    s1, s2, s3 = _copy_shards(runs, tmp_path)
+    data = _load(s3)
+    data["shard"]["cases"] += 1
+    data["shard"]["collection_digest"] = "0" * 16
+    s3.write_text(json.dumps(data))
+    err = _refused(capsys, tmp_path, s1, s2, s3)
+    assert "differs" in err and "collection digest; run every shard with the same selection" in err
+
+
+def test_the_comparison_is_recomputed_over_the_whole_run(
+    runs: dict[str, Any], tmp_path: Path, capsys: Any
+) -> None:
+    """Shards compared with a baseline: the merged comparison is the unsharded run's."""
+    root = _project(tmp_path)
+    base = _pytest(root, "--llm-eval-report=base.json")
+    assert base.returncode == 1
+    rows = [dict(r, outputs=["x", "x", "x"]) if r["id"] in "ceg" else r for r in ROWS]
+    (root / "data" / "qa.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    baseline = ("--llm-eval-baseline=base.json",)
+    full = _pytest(root, "--llm-eval-report=full.json", *baseline)
+    assert full.returncode == 0, full.stdout
+    for i in (1, 2, 3):
+        assert _shard(root, i, 3, *baseline).returncode == 0
+    status, out, _ = _merge(
+        capsys, *(root / f"shard-{i}.json" for i in (1, 2, 3)), "-o", root / "m.json"
+    )
+    assert status == 0
+    a, b = _comparable(_load(root / "full.json")), _comparable(_load(root / "m.json"))
+    assert a["comparison"] == b["comparison"]
+    assert a == b
+    verdicts = {s["name"]: s["verdict"] for s in b["comparison"]["scorers"]}
+    assert verdicts["exact_match"] in ("improved", "better-not-significant")
+    assert "llm-eval comparison" in out
+    # the baseline is looked up where the shards found it; gone, it must be given
+    (root / "base.json").rename(root / "moved.json")
+    err = _refused(capsys, tmp_path, *(root / f"shard-{i}.json" for i in (1, 2, 3)))
+    assert "which is not readable here; give it with --baseline PATH" in err
+    status, _, _ = _merge(
+        capsys,
+        *(root / f"shard-{i}.json" for i in (1, 2, 3)),
+        "-o",
+        root / "m2.json",
+        "--baseline",
+        root / "moved.json",
+    )
+    assert status == 0
+    assert _load(root / "m2.json")["comparison"]["scorers"] == b["comparison"]["scorers"]
+
+
+def test_a_shard_under_xdist_reports_what_it_does_alone(runs: dict[str, Any]) -> None:
+    """The xdist controller does not collect: the shard's collection facts reach it on the
+    workers' reports, and its shard section and gates are those of the -n 0 shard."""
+    pytest.importorskip("xdist")
+    root: Path = runs["root"]
+    proc = _pytest(root, "-n", "2", "--llm-eval-shard=1/3", "--llm-eval-report=x1.json", *RUN_GATE)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    alone, xdist = _load(root / "shard-1.json"), _load(root / "x1.json")
+    assert xdist["run"]["workers"] == 2
+    assert xdist["shard"] == alone["shard"]
+    assert xdist["shard"]["collection_digest"] is not None
+    assert (xdist["shard"]["cases"], xdist["shard"]["cases_in_shard"]) == (28, 10)
+    assert xdist["gates"] == alone["gates"]
+    # each parametrization of a dataset case has its own record identity, so the records of
+    # an xdist run sort exactly as those of a run without it
+    assert _comparable(xdist)["records"] == _comparable(alone)["records"]
+    keys = [(r["test"], r["case_id"]) for r in xdist["records"] if r["test"] == "test_styles"]
+    assert len(keys) == len(set(keys)) > 0

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from option_surface import surface
-from options_support import ENV_NAMES, HOUSE  # noqa: F401
+from options_support import HOUSE
 
 from pytest_llmeval.core.options import (
     DEFAULT,

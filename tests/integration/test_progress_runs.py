@@ -14,7 +14,7 @@ import types
 from typing import Any
 
 import pytest
-from progress_support import _CSI, _OSC, COLUMNS, _Tty, screen  # noqa: F401
+from progress_support import COLUMNS, _Tty, screen
 
 from pytest_llmeval.plugin.progress import Progress
 from pytest_llmeval.testing import OpenAITestServer, text

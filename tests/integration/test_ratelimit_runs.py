@@ -5,7 +5,11 @@ redis-server, tokens reserved and settled, Redis failing mid-run, and bad values
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -229,7 +233,7 @@ def test_a_read_only_redis_user_limits_each_machine_with_its_file_and_says_why(
     run limits itself with the run's file (never unlimited), says so once, and passes."""
     import redis
     from redis_server import start
-    from test_redis_store import readme_acl
+    from redis_store_support import readme_acl
 
     for server in start():
         admin = redis.Redis(port=server.port)
@@ -251,3 +255,100 @@ def test_a_read_only_redis_user_limits_each_machine_with_its_file_and_says_why(
         assert "pr-Pw-2" not in out
         times = _arrivals(judge_server)
         assert max(times) - min(times) >= 2.0 - 0.8  # 6 requests at 2 a second, burst 2
+
+
+#: Both "machines" start judging together (so that they overlap, and two separate limits would
+#: show): each says it is ready, then waits for the other.
+BARRIER = """
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(autouse=True, scope="session")
+def both_machines_ready():
+    # The judge's heavy imports first: on a loaded machine they took seconds, long enough for
+    # the other machine to finish judging before this one began.
+    import openai  # noqa: F401
+    import pytest_llmeval.judge.client  # noqa: F401
+
+    ready = Path(os.environ["BARRIER_DIR"])
+    (ready / os.environ["MACHINE"]).touch()
+    deadline = time.monotonic() + 60
+    while len(list(ready.iterdir())) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+"""
+
+
+def _machine(root: Path, name: str, n: int) -> Path:
+    path = root / name
+    (path / "tmp").mkdir(parents=True)
+    (path / "test_fleet.py").write_text(TESTS.format(n=n))
+    (path / "conftest.py").write_text(BARRIER)
+    (path / "pytest.ini").write_text(INI)
+    return path
+
+
+def _start(path: Path, server: OpenAITestServer, *args: str) -> subprocess.Popen[str]:
+    env = dict(os.environ)
+    for name in ("LLM_EVAL_RPM", "LLM_EVAL_TPM", "LLM_EVAL_RATE_BURST", "LLM_EVAL_CACHE_URL"):
+        env.pop(name, None)
+    env.update(
+        OPENAI_BASE_URL=server.base_url,
+        OPENAI_API_KEY="sk-rate-SECRET",
+        TMPDIR=str(path / "tmp"),
+        MACHINE=path.name,
+        BARRIER_DIR=str(path.parent / "ready"),
+    )
+    argv = [sys.executable, "-m", "pytest", str(path), "--rootdir", str(path)]
+    argv += ["-p", "no:cacheprovider", "-p", "no:randomly", "--llm-eval", *args]
+    return subprocess.Popen(
+        argv, cwd=path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+
+
+def test_two_machines_share_one_rpm_through_redis(
+    tmp_path: Path, judge_server: OpenAITestServer, redis_server: Any
+) -> None:
+    """Two runs (standing for two machines, each with its own file limit) share the bucket in
+    Redis: 12 requests at 120 rpm in all, at most 2 + 2 in any second, at least 5 s. Each
+    limiting alone would let both go at 2 a second (done in about 2 s)."""
+    judge_server.set_default(YES)
+    prefix = "t-rate-fleet:"
+    opts = ("--llm-eval-rpm", "120", "--llm-eval-cache-url", redis_server.url)
+    opts += ("--llm-eval-cache-prefix", prefix)
+    machines = [_machine(tmp_path, name, 6) for name in ("a", "b")]
+    (tmp_path / "ready").mkdir()
+    procs = [_start(m, judge_server, *opts) for m in machines]
+    outs = [p.communicate(timeout=120)[0] for p in procs]
+    for p, out in zip(procs, outs, strict=True):
+        assert p.returncode == 0, out
+        assert "6 passed" in out
+    times = _arrivals(judge_server)
+    assert len(times) == 12
+    by_machine: dict[str, list[float]] = {"a": [], "b": []}
+    for r in judge_server.requests:
+        match = WHO.search(json.dumps(r.body))
+        assert match is not None
+        by_machine[match.group(2)].append(r.received_at)
+    assert [len(v) for v in by_machine.values()] == [6, 6]
+    # They judged at the same time: each machine's requests began before the other's ended (run
+    # one after the other, two separate limits would also have taken 5 s). How long the spans
+    # overlap depends on which machine the shared bucket served first (0.99 s was seen).
+    overlap = min(max(v) for v in by_machine.values()) - max(min(v) for v in by_machine.values())
+    assert overlap > 0, by_machine
+    most = max_in_window(times)
+    span = max(times) - min(times)
+    print(f"2 machines via Redis, --llm-eval-rpm 120: max {most} in a 1 s window, {span:.2f} s")
+    assert most <= 2 + 2, times
+    assert span >= 5.0 * 0.8, times  # each machine alone: about 2 s
+    shared = f"for every machine sharing Redis {redis_server.url} (key '{prefix}ratelimit')"
+    assert all(shared in out for out in outs)
+    import redis
+
+    client = redis.Redis(port=redis_server.port)
+    assert client.exists(prefix + "ratelimit") == 1
+    assert 0 < client.pttl(prefix + "ratelimit") <= 62_000  # expires once idle and full
+    client.close()

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from paths import ROOT
-from redis_store_support import HMAC_SECRET, _redis
+from redis_store_support import HMAC_SECRET, _redis, readme_acl
 
 CONFTEST = """
 import os
@@ -574,14 +574,6 @@ def test_with_signing_a_forged_passing_score_in_redis_fails_the_gate(
 
 # The ACL of the README's trust model, read from the README itself (the test keeps it true).
 README = ROOT / "README.md"
-
-
-def readme_acl() -> list[list[str]]:
-    """The ``user ...`` lines of the README's users.acl block, each as ACL SETUSER arguments."""
-    text = README.read_text(encoding="utf-8")
-    start = text.index("<!-- redis-acl -->")
-    block = text[start:].split("```", 2)[1]
-    return [line.split()[1:] for line in block.splitlines() if line.startswith("user ")]
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from report_html_support import SCORERS, XSS, _record, _report  # noqa: F401
 
 
 @pytest.mark.parametrize("how", ["option", "ini"])

@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 import pytest
-from report_markdown_support import MD, Doc, Table, _inline_text, _kinds, _markup_tokens, parse  # noqa: F401
+from report_markdown_support import MD, Doc, _markup_tokens, parse
 
 from pytest_llmeval.cli.merge import main as merge_main
 from pytest_llmeval.testing import OpenAITestServer, text

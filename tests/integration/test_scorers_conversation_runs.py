@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from scorers_conversation_support import CHAT, _block, _prompt, _verdicts  # noqa: F401
+from scorers_conversation_support import CHAT, _verdicts
 
 from pytest_llmeval.testing import OpenAITestServer
 

@@ -19,7 +19,7 @@ import re
 from typing import Any
 
 import pytest
-from options_support import ENV_NAMES, HOUSE  # noqa: F401
+from options_support import HOUSE
 from paths import PACKAGE
 
 from pytest_llmeval.core.options import (

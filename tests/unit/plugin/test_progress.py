@@ -3,7 +3,7 @@ own output, absent with -q, --llm-eval-no-progress, its ini twin and a non-termi
 
 from __future__ import annotations
 
-from progress_support import _CSI, _OSC, COLUMNS, _Tty, screen  # noqa: F401
+from progress_support import _Tty, screen
 
 from pytest_llmeval.plugin.progress import _StatusFile, format_status
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from report_markdown_support import MD, Doc, Table, _inline_text, _kinds, _markup_tokens, parse  # noqa: F401
+from report_markdown_support import MD, _markup_tokens, parse
 
 from pytest_llmeval.analysis.compare import compare_runs
 from pytest_llmeval.analysis.verdict import decide

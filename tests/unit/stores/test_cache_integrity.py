@@ -18,10 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cache_integrity_support import (  # noqa: F401
+from cache_integrity_support import (
     BAD_VALUES,
     REPO,
-    _can_mount_read_only,
     _set_values,
     _snapshot,
     _under_read_only_mount,
