@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from case_files import read_report, write_dataset
 from paths import ROOT
+from verdict_projects import OFF, gated_project, run_cli
 
 CONFTEST = """
 from pytest_llmeval import Score, Scorer
@@ -262,21 +263,6 @@ def test_the_json_and_html_reports_carry_the_comparison(project: pytest.Pytester
     assert "answer 3" in (project.path / "saved.html").read_text()
 
 
-OFF = ("--llm-eval", "--llm-eval-cache=off", "-p", "no:cacheprovider")
-
-
-def _cli(p: pytest.Pytester, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run(
-        [sys.executable, "-m", "pytest_llmeval", *args],
-        cwd=p.path,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
-
-
 UNBOUNDED = """
 import os
 import pytest
@@ -332,25 +318,6 @@ def test_q(i):
         out = 0.61  # every case passes
     assert_score("val", output=str(out), min=0.6)
 """
-
-
-GATED = """
-import os
-import pytest
-from pytest_llmeval import assert_score
-
-@pytest.mark.llm_eval
-@pytest.mark.llm_eval_dataset("data/cases.jsonl")
-@pytest.mark.llm_eval_gate("exact_match", min_mean=0.9)
-def test_q(case):
-    bad = os.environ.get("ATK_BAD") == "1" and case.n % 3 != 0
-    assert_score("exact_match", output="b" if bad else "a", expected="a", min=0)
-"""
-
-
-def _gated_project(p: pytest.Pytester) -> None:
-    write_dataset(p.path / "data" / "cases.jsonl", [{"id": f"c{i:02d}", "n": i} for i in range(9)])
-    p.makepyfile(test_q=GATED)
 
 
 def test_a_total_collapse_on_five_cases_fails_under_fail_on_regression(
@@ -451,7 +418,9 @@ def test_a_scorer_whose_direction_flipped_is_another_instrument(
     (s,) = read_report(pytester)["comparison"]["scorers"]
     assert s["verdict"] != "improved"
     assert result.ret == 1
-    assert _cli(pytester, "compare", "base.json", "report.json", "--fail-on-regression").returncode
+    assert run_cli(
+        pytester, "compare", "base.json", "report.json", "--fail-on-regression"
+    ).returncode
 
 
 def test_a_pass_rate_collapse_of_a_pass_rate_gate_is_a_regression(
@@ -486,9 +455,11 @@ def test_compare_alpha_is_not_overridden_by_fail_on_regression(
     pytester.runpytest(*OFF, "--llm-eval-report=a.json").assert_outcomes(passed=12)
     monkeypatch.setenv("ATK_BAD", "1")
     pytester.runpytest(*OFF, "--llm-eval-report=b.json").assert_outcomes(passed=12)
-    explicit = _cli(pytester, "compare", "a.json", "b.json", "--fail-on-regression=0.2")
+    explicit = run_cli(pytester, "compare", "a.json", "b.json", "--fail-on-regression=0.2")
     assert explicit.returncode == 1, explicit.stdout  # 5 of 12 cases 1 -> 0: p = 2/32
-    both = _cli(pytester, "compare", "a.json", "b.json", "--alpha", "0.2", "--fail-on-regression")
+    both = run_cli(
+        pytester, "compare", "a.json", "b.json", "--alpha", "0.2", "--fail-on-regression"
+    )
     assert both.returncode == 1, both.stdout
 
 
@@ -507,12 +478,12 @@ def test_a_report_with_a_malformed_gate_is_refused_not_a_traceback(
     refuses (no bound at all; score_range [1, 0]). ``compare BASE CUR`` died with a ValueError
     traceback from GateSpec.validate (exit 1, which also reads as 'regressed'); so did
     ``merge``. A bad file is exit 2 naming the file and the field."""
-    _gated_project(pytester)
+    gated_project(pytester)
     pytester.runpytest(*OFF, "--llm-eval-report=base.json").assert_outcomes(passed=9)
     data = read_report(pytester, "base.json")
     data["plan"][0]["gates"][0].update(spec)
     (pytester.path / "bad.json").write_text(json.dumps(data), "utf-8")
-    result = _cli(pytester, "compare", "base.json", "bad.json", "--fail-on-regression")
+    result = run_cli(pytester, "compare", "base.json", "bad.json", "--fail-on-regression")
     assert "Traceback" not in result.stderr, result.stderr
     assert result.returncode == 2
     assert "bad.json" in result.stderr and "plan[0].gates[0]" in result.stderr
@@ -526,13 +497,13 @@ def test_compare_does_not_take_one_shard_for_the_whole_run(
     --fail-on-regression`` said 'unchanged' with '6 case(s) only in the baseline', exit 0, and
     nothing about the file being one shard of a run (pytest itself calls a shard's comparison
     PARTIAL). A shard report is not a run to compare: refuse it, or fail."""
-    _gated_project(pytester)
+    gated_project(pytester)
     pytester.runpytest(*OFF, "--llm-eval-report=base.json").assert_outcomes(passed=9)
     monkeypatch.setenv("ATK_BAD", "1")
     pytester.runpytest(*OFF, "--llm-eval-shard", "1/3", "--llm-eval-report=shard-1.json")
     shard = read_report(pytester, "shard-1.json")
     assert {r["case_id"] for r in shard["records"]} == {"c00", "c03", "c06"}
-    result = _cli(pytester, "compare", "base.json", "shard-1.json", "--fail-on-regression")
+    result = run_cli(pytester, "compare", "base.json", "shard-1.json", "--fail-on-regression")
     assert result.returncode != 0, result.stdout
     assert "shard" in (result.stdout + result.stderr)
 
@@ -820,10 +791,10 @@ def test_a_malformed_baseline_is_a_clear_error_and_the_run_is_still_reported(
     assert len(report["records"]) == 12
     assert report["verdict"]["passed"] is False
     assert "bad.json" in report["comparison"]["error"]
-    compared = _cli(pytester, "compare", "bad.json", "report.json")
+    compared = run_cli(pytester, "compare", "bad.json", "report.json")
     assert compared.returncode == 2
     assert "Traceback" not in compared.stderr and field in compared.stderr
-    merged = _cli(pytester, "merge", "bad.json", "-o", "m.json")
+    merged = run_cli(pytester, "merge", "bad.json", "-o", "m.json")
     assert merged.returncode == 2 and "Traceback" not in merged.stderr
 
 
@@ -837,7 +808,7 @@ def test_a_tampered_score_outside_its_instruments_range_is_refused(
     data = read_report(pytester, "base.json")
     data["records"][3]["score"] = 10.0
     (pytester.path / "tampered.json").write_text(json.dumps(data))
-    compared = _cli(pytester, "compare", "tampered.json", "base.json")
+    compared = run_cli(pytester, "compare", "tampered.json", "base.json")
     assert compared.returncode == 2
     assert "records[3].score" in compared.stderr and "outside its range [0.0, 1.0]" in (
         compared.stderr

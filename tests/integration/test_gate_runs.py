@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 from case_files import read_report, write_dataset
+from verdict_projects import OFF
 
 CONFTEST = """
 import pytest
@@ -657,9 +658,6 @@ def test_a_gate_of_a_run_stopped_early_says_so(pytester: pytest.Pytester) -> Non
     assert "max_errors=0" in gate["result"]["reason"]
 
 
-OFF = ("--llm-eval", "--llm-eval-cache=off", "-p", "no:cacheprovider")
-
-
 TWO_ASSERTIONS = """
 import pytest
 from pytest_llmeval import assert_score
@@ -955,19 +953,6 @@ def test_gated(case):
 """
 
 
-GATED = """
-import pytest
-from pytest_llmeval import assert_score
-
-@pytest.mark.llm_eval
-@pytest.mark.llm_eval_dataset("data/cases.jsonl", repeat=4)
-@pytest.mark.llm_eval_gate("exact_match", min_pass_rate=0.7, reducer="majority")
-def test_votes(case, llm_eval_sample):
-    answer = "x" if llm_eval_sample < case.right else "y"
-    assert_score("exact_match", output=answer, expected="x", min=1)
-"""
-
-
 TAMPER = """
 import pytest
 
@@ -1092,12 +1077,25 @@ def test_a_gate_whose_every_case_was_skipped_does_not_pass(pytester: pytest.Pyte
     result.stdout.no_fnmatch_line("*llm-eval gates*")
 
 
+MAJORITY_GATED = """
+import pytest
+from pytest_llmeval import assert_score
+
+@pytest.mark.llm_eval
+@pytest.mark.llm_eval_dataset("data/cases.jsonl", repeat=4)
+@pytest.mark.llm_eval_gate("exact_match", min_pass_rate=0.7, reducer="majority")
+def test_votes(case, llm_eval_sample):
+    answer = "x" if llm_eval_sample < case.right else "y"
+    assert_score("exact_match", output=answer, expected="x", min=1)
+"""
+
+
 def test_statistics_and_gates_print_one_number_under_one_name(pytester: pytest.Pytester) -> None:
     """Finding 17: 'exact_match ... pass rate 0.000' in the statistics and, lines below, the
     gate's 'pass rate 0.750 >= 0.7: pass' for the same test and scorer."""
     rows = [{"id": f"q{i}", "right": r} for i, r in enumerate([4, 3, 3, 3, 1, 4, 3, 0])]
     write_dataset(pytester.path / "data" / "cases.jsonl", rows)
-    pytester.makepyfile(test_v=GATED)
+    pytester.makepyfile(test_v=MAJORITY_GATED)
     result = pytester.runpytest(
         "--llm-eval", "--llm-eval-cache=off", "--llm-eval-report=report.json"
     )

@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from case_files import read_report, write_dataset
-from paths import ROOT
+from case_files import read_report
+from verdict_projects import OFF, gated_project, run_cli
 
 from pytest_llmeval.cli.merge import main as merge_main
 
@@ -243,40 +243,6 @@ def test_judged_shards_merge_to_the_unsharded_report(
     assert "SECRET" not in (root / "m.json").read_text() + out
 
 
-OFF = ("--llm-eval", "--llm-eval-cache=off", "-p", "no:cacheprovider")
-
-
-def _cli(p: pytest.Pytester, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run(
-        [sys.executable, "-m", "pytest_llmeval", *args],
-        cwd=p.path,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
-
-
-GATED = """
-import os
-import pytest
-from pytest_llmeval import assert_score
-
-@pytest.mark.llm_eval
-@pytest.mark.llm_eval_dataset("data/cases.jsonl")
-@pytest.mark.llm_eval_gate("exact_match", min_mean=0.9)
-def test_q(case):
-    bad = os.environ.get("ATK_BAD") == "1" and case.n % 3 != 0
-    assert_score("exact_match", output="b" if bad else "a", expected="a", min=0)
-"""
-
-
-def _gated_project(p: pytest.Pytester) -> None:
-    write_dataset(p.path / "data" / "cases.jsonl", [{"id": f"c{i:02d}", "n": i} for i in range(9)])
-    p.makepyfile(test_q=GATED)
-
-
 def test_a_shard_report_without_its_plan_is_refused_by_merge(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -285,17 +251,17 @@ def test_a_shard_report_without_its_plan_is_refused_by_merge(
     three such shards judged no gate at all, 'verdict: PASS (0 gate(s) over the whole run)',
     exit 0, while the same shards with their plans fail the gate (mean 0.333 < 0.9). A report
     that says it is version 2 must carry what version 2 decides with."""
-    _gated_project(pytester)
+    gated_project(pytester)
     monkeypatch.setenv("ATK_BAD", "1")
     for i in (1, 2, 3):
         pytester.runpytest(*OFF, "--llm-eval-shard", f"{i}/3", f"--llm-eval-report=s{i}.json")
-    whole = _cli(pytester, "merge", "s1.json", "s2.json", "s3.json", "-o", "m.json")
+    whole = run_cli(pytester, "merge", "s1.json", "s2.json", "s3.json", "-o", "m.json")
     assert whole.returncode == 1, whole.stdout  # the gate fails over the whole run
     for i in (1, 2, 3):
         data = read_report(pytester, f"s{i}.json")
         del data["plan"]
         (pytester.path / f"t{i}.json").write_text(json.dumps(data), "utf-8")
-    cut = _cli(pytester, "merge", "t1.json", "t2.json", "t3.json", "-o", "mt.json")
+    cut = run_cli(pytester, "merge", "t1.json", "t2.json", "t3.json", "-o", "mt.json")
     assert cut.returncode == 2, cut.stdout
     assert "plan" in cut.stderr
 
@@ -308,7 +274,7 @@ def test_merge_with_another_baseline_than_the_shards_compared_with_is_refused(
     regressed code, compared with other.json ('unchanged'), printed the comparison under the
     shards' label 'base.json -> this run' and said 'verdict: PASS', exit 0. The identity check
     that refuses a file that is not the shards' baseline ran only without --baseline."""
-    _gated_project(pytester)
+    gated_project(pytester)
     pytester.runpytest(*OFF, "--llm-eval-report=base.json").assert_outcomes(passed=9)
     monkeypatch.setenv("ATK_BAD", "1")
     pytester.runpytest(*OFF, "--llm-eval-report=other.json").assert_outcomes(passed=9)
@@ -318,8 +284,8 @@ def test_merge_with_another_baseline_than_the_shards_compared_with_is_refused(
             *OFF, *check, "--llm-eval-shard", f"{i}/3", f"--llm-eval-report=s{i}.json"
         )
     shards = ("s1.json", "s2.json", "s3.json")
-    assert _cli(pytester, "merge", *shards, "-o", "m.json").returncode == 1  # the regression
-    result = _cli(pytester, "merge", *shards, "-o", "m2.json", "--baseline", "other.json")
+    assert run_cli(pytester, "merge", *shards, "-o", "m.json").returncode == 1  # the regression
+    result = run_cli(pytester, "merge", *shards, "-o", "m2.json", "--baseline", "other.json")
     assert result.returncode == 2, result.stdout
     assert "other.json" in result.stderr
 
@@ -367,10 +333,10 @@ def test_a_lower_is_better_scorer_regresses_in_pytest_merge_and_compare(
             *args, *strict, f"--llm-eval-shard={i}/2", f"--llm-eval-report=s{i}.json"
         )
         assert shard.ret == 0  # partial
-    merged = _cli(pytester, "merge", "s1.json", "s2.json", "-o", "merged.json")
+    merged = run_cli(pytester, "merge", "s1.json", "s2.json", "-o", "merged.json")
     assert merged.returncode == 1, merged.stdout + merged.stderr
     assert "REGRESSED [lower is better]" in merged.stdout
-    compared = _cli(pytester, "compare", "base.json", "full.json", "--fail-on-regression")
+    compared = run_cli(pytester, "compare", "base.json", "full.json", "--fail-on-regression")
     assert compared.returncode == 1, compared.stdout + compared.stderr
     assert "REGRESSED [lower is better]" in compared.stdout
     verdicts = [
