@@ -10,6 +10,8 @@ from case_files import write_cases
 
 from pytest_llmeval.plugin import pytest_compat as compat
 
+pytestmark = pytest.mark.smoke
+
 
 def test_an_xdist_worker_without_a_lockable_queue_is_an_error_naming_the_version(
     pytester: pytest.Pytester,

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 from scorers_code_support import SECRET_KEY
 
 from pytest_llmeval.core.settings import Settings
 from pytest_llmeval.scorers import sandbox
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux sandbox")
 
 
 def test_weak_sandbox_option_twins(pytester: pytest.Pytester) -> None:

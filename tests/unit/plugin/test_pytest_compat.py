@@ -13,6 +13,8 @@ from paths import PACKAGE, ROOT
 
 from pytest_llmeval.plugin import pytest_compat as compat
 
+pytestmark = pytest.mark.smoke
+
 COMPAT = PACKAGE / "plugin" / "pytest_compat.py"
 
 

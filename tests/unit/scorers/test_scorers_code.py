@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +24,8 @@ from pytest_llmeval.scorers.code import (
     pass_at_k,
     redact,
 )
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux sandbox")
 
 GOOD = "def add(a, b):\n    return a + b\n"
 
