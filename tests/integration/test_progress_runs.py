@@ -152,19 +152,36 @@ def test_xdist_shows_the_status_too(pytester: pytest.Pytester) -> None:
 
 
 def test_concurrent_cases_count_as_in_flight(pytester: pytest.Pytester) -> None:
+    """The cases running beside the one in its protocol count as in flight. No timing decides
+    it: c0 ends after the first rendering is old enough to be redrawn (0.5 s > MIN_INTERVAL),
+    and c1 and c2 keep running until c0's teardown report, which comes after the status line
+    was redrawn for c0's call report; so that rendering sees at least c1 and c2 (and c3 when it
+    started in time: 2 or 3 in flight, never 1)."""
     pytester.makefile(".jsonl", cases="\n".join(f'{{"id": "c{i}"}}' for i in range(6)))
+    pytester.makeconftest(
+        """
+        def pytest_runtest_logreport(report):
+            if report.when == "teardown" and report.nodeid.endswith("[c0]"):
+                open("c0-reported", "w").close()
+        """
+    )
     pytester.makepyfile(
         test_conc="""
-        import asyncio
+        import asyncio, os, time
         import pytest
 
         @pytest.mark.llm_eval_dataset("cases.jsonl", concurrency=3)
         async def test_case(case):
-            await asyncio.sleep(0.4)
+            if case.id == "c0":
+                await asyncio.sleep(0.5)
+            elif case.id in ("c1", "c2"):
+                deadline = time.monotonic() + 60
+                while not os.path.exists("c0-reported") and time.monotonic() < deadline:
+                    await asyncio.sleep(0.01)
         """
     )
     raw = run_in_pty(pytester, "--llm-eval")
-    assert "| 3 in flight |" in raw
+    assert re.search(r"\| [23] in flight \|", raw), raw
     assert "6 passed" in screen(raw)[-1]
 
 
