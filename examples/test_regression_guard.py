@@ -95,7 +95,7 @@ def test_a_regression_fails_the_pull_request_and_keeps_failing(tmp_path: Path) -
 
     retry = _pytest(repo, *GUARD)  # the same commit again: the failed run is no baseline
     assert retry.returncode == 1, retry.stdout
-    assert "baseline: run 1 (the newest saved run that passed" in retry.stdout
+    assert "baseline: run 1 (the first saved run that passed" in retry.stdout
     assert "passed over: run 2: failed: regression: exact_match mean 1.000 -> 0.500" in (
         retry.stdout
     )
