@@ -452,11 +452,12 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "llm_eval_concurrency",
-        "judge calls in flight at once per process (default 8)",
+        "judge calls in flight at once per process (default: 8, or as many as the most "
+        "concurrent test or batch runs cases at once)",
         kind="int",
         flag="--llm-eval-concurrency",
         ini="llm_eval_concurrency",
-        default=8,
+        default=None,
         check=_positive,
     ),
     Option(

@@ -77,7 +77,9 @@ class JudgeSettings:
     """Seconds of judge time one scoring may take in all (every call, retry and wait between
     tries; not the wait for a free concurrency slot or for the rate limit), whatever the server does
     (``--llm-eval-scoring-timeout``). Outside a scoring it bounds one call with its retries."""
-    concurrency: int = 8
+    concurrency: int | None = None
+    """Judge requests in flight at once per process; None (the default) follows demand: 8, or
+    the most cases a concurrent test or a batch runs at once (:mod:`pytest_llmeval.core.slots`)."""
     retry_backoff: float = 0.5
     """First retry delay in seconds (doubled per try, with jitter) when no Retry-After is given."""
     mode: str = "tool"

@@ -13,6 +13,7 @@ from typing import Protocol, final
 
 from pytest_llmeval.core import aio as _aio
 from pytest_llmeval.core.scores import Usage
+from pytest_llmeval.core.slots import SlotDemand
 
 
 @final
@@ -108,6 +109,8 @@ class UsageLedger:
         #: endpoint -> judge requests in a row that ended in timeouts (reset by any reply); the
         #: judge client stops waiting on an endpoint that never answers (see its _call)
         self.stalls: dict[str, int] = {}
+        #: judge slots asked for in this process, and what waiting for them cost
+        self.slots = SlotDemand()
 
     def add(self, usage: Usage) -> None:
         with self._lock:

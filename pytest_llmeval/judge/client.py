@@ -44,6 +44,7 @@ from pytest_llmeval.core.options import env_value
 from pytest_llmeval.core.redaction import MIN_REMEMBERED, redact_logs, redact_text, redact_url
 from pytest_llmeval.core.scores import Usage
 from pytest_llmeval.core.settings import JUDGE_MODES, JudgeSettings
+from pytest_llmeval.core.slots import JudgeSlots, SlotDemand
 from pytest_llmeval.core.usage import JudgeClock, current_usage
 from pytest_llmeval.judge import params
 from pytest_llmeval.judge.prices import Price, cost_usd
@@ -134,7 +135,7 @@ class _LoopState:
     asyncio primitives must not cross loops)."""
 
     client: AsyncOpenAI
-    semaphore: asyncio.Semaphore
+    slots: JudgeSlots
 
 
 @dataclass(frozen=True)
@@ -404,7 +405,7 @@ class JudgeClient:
             if state is None:
                 state = _LoopState(
                     client=_make_sdk_client(self.settings),
-                    semaphore=_shared_semaphore(loop, int(self.settings.concurrency)),
+                    slots=_shared_slots(loop, self.settings.concurrency, self.ledger.slots),
                 )
                 self._states[loop] = state
             return state
@@ -619,7 +620,7 @@ class JudgeClient:
         attempt = 0
         while attempt < tries:
             attempt += 1
-            async with state.semaphore:
+            async with state.slots:
                 if clock.elapsed() >= limit:  # earlier calls of this scoring used up its time
                     attempt -= 1
                     break
@@ -893,22 +894,24 @@ class JudgeClient:
 
 
 # The concurrency limit is per process, not per client: scorers with different judge options
-# (another model, a per-call seed) get different clients but must share the run's limit. One
-# semaphore per event loop and limit value; asyncio primitives cannot cross loops.
-_SEMAPHORES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[int, asyncio.Semaphore]] = (
-    weakref.WeakKeyDictionary()
-)
-_SEMAPHORES_LOCK = threading.Lock()
+# (another model, a per-call seed) get different clients but must share the run's limit. One set
+# of slots per event loop and limit (None: the automatic one); asyncio futures cannot cross loops.
+_SLOTS: weakref.WeakKeyDictionary[
+    asyncio.AbstractEventLoop, dict[tuple[int | None, int], JudgeSlots]
+] = weakref.WeakKeyDictionary()
+_SLOTS_LOCK = threading.Lock()
 
 
-def _shared_semaphore(loop: asyncio.AbstractEventLoop, limit: int) -> asyncio.Semaphore:
-    limit = max(1, limit)
-    with _SEMAPHORES_LOCK:
-        per_loop = _SEMAPHORES.setdefault(loop, {})
-        sem = per_loop.get(limit)
-        if sem is None:
-            sem = per_loop[limit] = asyncio.Semaphore(limit)
-        return sem
+def _shared_slots(
+    loop: asyncio.AbstractEventLoop, limit: int | None, demand: SlotDemand
+) -> JudgeSlots:
+    key = (None if limit is None else max(1, int(limit)), id(demand))
+    with _SLOTS_LOCK:
+        per_loop = _SLOTS.setdefault(loop, {})
+        slots = per_loop.get(key)
+        if slots is None or slots.demand is not demand:
+            slots = per_loop[key] = JudgeSlots(key[0], demand)
+        return slots
 
 
 def _azure_endpoint(settings: JudgeSettings) -> str | None:

@@ -72,10 +72,11 @@ from pytest_llmeval.core.aio import ctrl_c
 from pytest_llmeval.core.errors import CaseFixtureError, CaseTimeoutError
 from pytest_llmeval.core.errors import Skipped as ScoringSkipped
 from pytest_llmeval.core.records import TestRecorder, current_recorder
+from pytest_llmeval.core.slots import SlotWaits
 from pytest_llmeval.plugin import pytest_compat as compat
 from pytest_llmeval.plugin.keys import prepared_recorder_key
 from pytest_llmeval.plugin.options import host_option
-from pytest_llmeval.plugin.progress import RUNNING_ATTR
+from pytest_llmeval.plugin.progress import RUNNING_ATTR, SLOT_WAIT_ATTR
 
 if TYPE_CHECKING:
     from pytest_llmeval.plugin.pytest_compat import FixtureDef, SubRequest
@@ -667,14 +668,49 @@ class ConcurrentCases:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        """xdist worker: tell the controller which runs of items are concurrent cases (before
-        the worker reports its collection), so that it queues each worker's share at once
-        (:mod:`pytest_llmeval.plugin.xdist_sched`)."""
+        """Ask for as many judge slots as the most concurrent test runs cases at once (a judge
+        limit nobody set must not hold its cases back; one the user set is kept, with a
+        warning). xdist worker: tell the controller which runs of items are concurrent cases
+        (before the worker reports its collection), so that it queues each worker's share at
+        once (:mod:`pytest_llmeval.plugin.xdist_sched`)."""
+        self._want_judge_slots(session.items)
         if not hasattr(self.config, "workerinput"):
             return
         from pytest_llmeval.plugin.xdist_sched import write_groups
 
         write_groups(self.config, self.concurrent_runs(session.items), len(session.items))
+
+    def _want_judge_slots(self, items: list[pytest.Item]) -> None:
+        from pytest_llmeval.plugin.keys import context_key
+
+        ctx = self.config.stash.get(context_key, None)
+        if ctx is None:
+            return
+        most: dict[str, tuple[int, pytest.Item]] = {}
+        for item in items:
+            if not self.owns(item):
+                continue
+            n = self.concurrency(item)
+            test = item.nodeid.split("[", 1)[0]
+            if n > 1 and n > most.get(test, (0, item))[0]:
+                most[test] = (n, item)
+        explicit = ctx.settings.judge.concurrency
+        for test, (n, item) in most.items():
+            ctx.ledger.slots.want(n, test)
+            if explicit is not None and n > explicit:
+                from pytest_llmeval.core.slots import JudgeSlotsWarning
+                from pytest_llmeval.plugin.options import resolved
+
+                given = resolved(self.config, "llm_eval_concurrency")
+                source = given.source if given.given else "JudgeSettings(concurrency=...)"
+                item.warn(
+                    JudgeSlotsWarning(
+                        f"{test} runs {n} cases at once, but judge calls are limited to "
+                        f"{explicit} in flight per process ({source}): its cases will queue "
+                        f"for the judge. Raise the limit to at least {n}, or leave it unset so "
+                        "that it follows the test's concurrency."
+                    )
+                )
 
     def concurrent_runs(self, items: list[pytest.Item]) -> list[tuple[int, int, int]]:
         """(start, stop, concurrency) of each run of consecutive items of one test whose cases
@@ -953,7 +989,16 @@ class ConcurrentCases:
         before xdist sends the report)."""
         if hasattr(self.config, "workerinput"):
             setattr(report, RUNNING_ATTR, self.in_flight())
+            waits = self._slot_waits()
+            if waits is not None:
+                setattr(report, SLOT_WAIT_ATTR, [round(waits.seconds, 3), waits.limit])
         yield
+
+    def _slot_waits(self) -> SlotWaits | None:
+        from pytest_llmeval.plugin.keys import context_key
+
+        ctx = self.config.stash.get(context_key, None)
+        return ctx.ledger.slots.waits() if ctx is not None else None
 
     def _protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
         case = self.cases.get(item)
@@ -1355,9 +1400,16 @@ class ConcurrentCases:
             _forget_request(c.item)
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        """Cases set up ahead whose protocol never came (e.g. taken by another worker)."""
+        """Cases set up ahead whose protocol never came (e.g. taken by another worker).
+        xdist worker: hand what it waited for judge slots to the controller's summary."""
         if self.cases:
             self.abandon(list(self.cases.values()))
+        output = getattr(self.config, "workeroutput", None)
+        waits = self._slot_waits()
+        if output is not None and waits is not None:
+            from pytest_llmeval.plugin.keys import SLOT_WAITS_KEY
+
+            output[SLOT_WAITS_KEY] = waits.to_json()
 
 
 def _raise(error: BaseException) -> None:

@@ -27,6 +27,8 @@ import pytest
 
 from pytest_llmeval.core.model import Instrument, Run, RunFileError, RunSettings, sort_key
 from pytest_llmeval.core.records import ScoreRecord
+from pytest_llmeval.core.slots import SlotWaits, slot_waits_line
+from pytest_llmeval.plugin.keys import SLOT_WAITS_KEY
 
 if TYPE_CHECKING:
     from pytest_llmeval.analysis.compare import Comparison
@@ -105,6 +107,8 @@ class RunController:
         self.judged = False
         #: the run and what was decided over it, as every writer reads it
         self.view: RunView | None = None
+        #: xdist workers' waits for judge slots (gateway id -> waits), from their output
+        self.worker_slot_waits: dict[str, SlotWaits] = {}
 
     # -- collecting -------------------------------------------------------------------------
 
@@ -148,6 +152,25 @@ class RunController:
         rate_file = self.config.stash.get(rate_file_key, None)
         if rate_file is not None:
             node.workerinput[RATE_FILE_KEY] = str(rate_file.path)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        """xdist controller: what a finished worker waited for judge slots."""
+        output = getattr(node, "workeroutput", None) or {}
+        waits = SlotWaits.from_json(output.get(SLOT_WAITS_KEY))
+        if waits is not None:
+            name = str(getattr(node.gateway, "id", len(self.worker_slot_waits)))
+            self.worker_slot_waits[name] = waits
+
+    def slot_waits(self) -> SlotWaits | None:
+        """The run's waits for judge slots (this process's and its workers'), or None."""
+        from pytest_llmeval.plugin.keys import context_key
+
+        ctx = self.config.stash.get(context_key, None)
+        total = ctx.ledger.slots.waits() if ctx is not None else None
+        for waits in self.worker_slot_waits.values():
+            total = waits if total is None else total + waits
+        return total
 
     def sorted_records(self) -> list[ScoreRecord]:
         # Reports arrive in completion order under xdist; sort for a stable output.
@@ -482,6 +505,9 @@ class RunController:
                         else ""
                     )
                 )
+            slots = self.slot_waits()
+            if slots is not None and verbosity >= 0:
+                tr.write_line(slot_waits_line(slots, _concurrency_source(config)))
             for w in self.written:
                 write_report_outcome(tr, w.path, w.error, w.kind, appended=w.appended)
             if self.saved is not None and verbosity > 0:
@@ -498,6 +524,13 @@ class RunController:
             report_written=report_written,
             after_summary=after_summary,
         ).write(view)
+
+
+def _concurrency_source(config: pytest.Config) -> str:
+    from pytest_llmeval.plugin.options import resolved
+
+    given = resolved(config, "llm_eval_concurrency")
+    return given.source if given.given else "JudgeSettings(concurrency=...)"
 
 
 session_key = pytest.StashKey["RunController"]()

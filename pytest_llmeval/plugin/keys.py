@@ -76,3 +76,6 @@ verdict_policies_key = pytest.StashKey[VerdictPolicies]()
 
 #: The recorder of a case set up ahead of its protocol (the plugin's protocol wrapper reuses it).
 prepared_recorder_key = pytest.StashKey[TestRecorder]()
+
+#: ``workeroutput`` key: what an xdist worker waited for judge slots (:class:`SlotWaits` JSON)
+SLOT_WAITS_KEY = "llm_eval_slot_waits"

@@ -41,10 +41,14 @@ import pytest
 from pytest_llmeval.core.records import ScoreRecord
 from pytest_llmeval.plugin import pytest_compat as compat
 
-__all__ = ["MIN_INTERVAL", "RUNNING_ATTR", "Progress", "format_status"]
+__all__ = ["MIN_INTERVAL", "RUNNING_ATTR", "SLOT_WAIT_ATTR", "Progress", "format_status"]
 
 #: Report attribute (xdist workers): the async dataset cases running in the worker.
 RUNNING_ATTR = "llm_eval_running"
+#: seconds of waiting for judge slots before the status line mentions it
+SLOT_WAIT_SHOWN = 0.5
+#: attribute of an xdist worker's reports: [seconds it waited for judge slots, its limit]
+SLOT_WAIT_ATTR = "llm_eval_slot_wait"
 #: Shortest time between two renderings of the line's content, in seconds.
 MIN_INTERVAL = 0.2
 #: Completions the ETA's rate is measured over.
@@ -79,6 +83,7 @@ def format_status(
     budget: float | None,
     eta: float | None,
     rate_wait: float | None = None,
+    slot_wait: tuple[float, int] | None = None,
 ) -> str:
     """The status line's text (pure, for tests and the README). What a person needs first
     comes first, as a narrow terminal cuts the end."""
@@ -92,6 +97,9 @@ def format_status(
     fields = [head, f"{in_flight} in flight", calls, spend]
     if rate_wait is not None:  # --llm-eval-rpm/--llm-eval-tpm: the run's wait for the limit
         fields.append(f"rate-limited {_duration(rate_wait)}")
+    if slot_wait is not None and slot_wait[0] >= SLOT_WAIT_SHOWN:
+        # (seconds any judge request queued for a slot, the limit): what the run waits on
+        fields.append(f"waited for judge slots ({slot_wait[1]}) {_duration(slot_wait[0])}")
     return " | ".join(fields)
 
 
@@ -196,6 +204,10 @@ class Progress:
         self.live_spend: Callable[[], float] | None = None
         #: the run's seconds waited for --llm-eval-rpm/--llm-eval-tpm (None: no rate limit)
         self.live_rate_wait: Callable[[], float] | None = None
+        #: this process's wait for judge slots (seconds, limit), or None when none waited
+        self.live_slot_wait: Callable[[], tuple[float, int] | None] | None = None
+        #: xdist workers' waits for judge slots (gateway id -> seconds, limit)
+        self.slot_waits: dict[str, tuple[float, int]] = {}
 
     # -- state -------------------------------------------------------------------------------
 
@@ -237,7 +249,18 @@ class Progress:
             budget=self.budget,
             eta=self.eta(now),
             rate_wait=None if self.live_rate_wait is None else self.live_rate_wait(),
+            slot_wait=self.slot_wait(),
         )
+
+    def slot_wait(self) -> tuple[float, int] | None:
+        """(seconds, largest limit) the run's processes waited for judge slots, or None."""
+        waits = list(self.slot_waits.values())
+        own = self.live_slot_wait() if self.live_slot_wait is not None else None
+        if own is not None:
+            waits.append(own)
+        if not waits:
+            return None
+        return sum(w[0] for w in waits), max(w[1] for w in waits)
 
     def draw(self) -> None:
         """Restore the line if pytest's output erased it; re-render it at most every
@@ -289,6 +312,15 @@ class Progress:
         running = getattr(report, RUNNING_ATTR, None)
         if isinstance(running, int) and source:
             self.running[source] = running
+        slot_wait = getattr(report, SLOT_WAIT_ATTR, None)
+        if (
+            source
+            and isinstance(slot_wait, list)
+            and len(slot_wait) == 2
+            and isinstance(slot_wait[0], (int, float))
+            and type(slot_wait[1]) is int
+        ):
+            self.slot_waits[source] = (float(slot_wait[0]), slot_wait[1])
         from pytest_llmeval.plugin.controller import RECORDS_ATTR
 
         payload = getattr(report, RECORDS_ATTR, None)

@@ -66,6 +66,14 @@ def _start_progress(config: pytest.Config, ctx: ScoringContext) -> Progress | No
         progress.local_running = cases.in_flight
     if ctx.ledger.shared is not None or not xdist:
         progress.live_spend = lambda: ctx.ledger.spent_usd
+    if not xdist:
+        slots = ctx.ledger.slots
+
+        def own_slot_wait() -> tuple[float, int] | None:
+            waits = slots.waits()
+            return None if waits is None else (waits.seconds, waits.limit)
+
+        progress.live_slot_wait = own_slot_wait
     limiter = ctx.limiter
     if limiter is not None:
         progress.live_rate_wait = lambda: limiter.run_waited()[0]

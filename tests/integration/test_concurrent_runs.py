@@ -693,6 +693,95 @@ async def test_j(case):
     result.stdout.fnmatch_lines(["l3score *8 *", "8 scores, 0 from cache, 8 judge calls*"])
 
 
+def _judged_cases(pytester: pytest.Pytester, judge_server: OpenAITestServer, n: int) -> None:
+    _cases(pytester, [f"c{i}" for i in range(n)])
+    pytester.makepyfile(
+        test_j=HEADER
+        + f"""
+@pytest.mark.llm_eval
+@pytest.mark.llm_eval_dataset("cases.jsonl", concurrency={n})
+async def test_j(case):
+    await assert_score_async(
+        "l3score", input="q " + case.id, expected=case.id, output=case.id, min=0.5
+    )
+"""
+    )
+    pytester.makeini("[pytest]\nllm_eval_judge_model = test-judge\nllm_eval_max_tries = 1\n")
+    pytester._monkeypatch.setenv("OPENAI_BASE_URL", judge_server.base_url)
+    pytester._monkeypatch.setenv("OPENAI_API_KEY", "sk-slots-SECRET")
+    judge_server.set_default(
+        delay(0.5, text("Yes", top_logprobs=[("Yes", -0.1), ("No", -2.5)], usage=(10, 1)))
+    )
+
+
+def test_judge_slots_follow_the_tests_concurrency_when_no_limit_is_set(
+    pytester: pytest.Pytester, judge_server: OpenAITestServer
+) -> None:
+    """With no --llm-eval-concurrency a concurrency=12 test is not held to the default 8
+    judge calls in flight: the limit grows to the test's concurrency, nothing waits, nothing
+    is said about slots."""
+    _judged_cases(pytester, judge_server, 12)
+    result = pytester.runpytest("--llm-eval", "-p", "no:cacheprovider", "--llm-eval-cache=off")
+    result.assert_outcomes(passed=12)
+    assert len(judge_server.requests) == 12
+    # every case's call is in flight at once (0.5 s each: a gather, not a queue)
+    assert judge_server.max_in_flight == 12
+    assert "judge slots" not in result.stdout.str()
+    assert "JudgeSlotsWarning" not in result.stdout.str()
+
+
+def test_a_judge_limit_the_user_set_is_kept_with_a_warning_and_its_waits_reported(
+    pytester: pytest.Pytester, judge_server: OpenAITestServer
+) -> None:
+    """An explicit smaller limit is kept (the user may have a reason: a provider quota), but
+    the run says so: a warning naming the test, its concurrency, the limit and where it was
+    set, and a summary line with the requests that waited and for how long."""
+    _judged_cases(pytester, judge_server, 12)
+    pytester.makeini(
+        "[pytest]\nllm_eval_judge_model = test-judge\nllm_eval_max_tries = 1\n"
+        "llm_eval_concurrency = 4\n"
+    )
+    result = pytester.runpytest(
+        "--llm-eval", "-p", "no:cacheprovider", "--llm-eval-cache=off", "-W", "default"
+    )
+    result.assert_outcomes(passed=12, warnings=1)
+    assert judge_server.max_in_flight == 4
+    result.stdout.fnmatch_lines(
+        [
+            "*JudgeSlotsWarning: test_j.py::test_j runs 12 cases at once, but judge calls are "
+            "limited to 4 in flight per process (ini llm_eval_concurrency)*",
+            # 8 of the 12 requests queued; the queue lasted about 2 rounds of 0.5 s
+            "judge slots 4 per process (ini llm_eval_concurrency): 8 judge requests waited "
+            "*s in all for a free slot",
+        ]
+    )
+    line = next(x for x in result.outlines if x.startswith("judge slots 4"))
+    waited = float(line.split("waited ")[1].split(" s")[0])
+    assert 0.9 <= waited < 30, line
+
+
+def test_xdist_workers_waits_for_judge_slots_reach_the_controllers_summary(
+    pytester: pytest.Pytester, judge_server: OpenAITestServer
+) -> None:
+    """Each worker has its own slots (the limit is per process); the summary adds up what
+    every worker waited (sent in its workeroutput)."""
+    pytest.importorskip("xdist")
+    _judged_cases(pytester, judge_server, 12)
+    pytester.makeini(
+        "[pytest]\nllm_eval_judge_model = test-judge\nllm_eval_max_tries = 1\n"
+        "llm_eval_concurrency = 2\n"
+    )
+    result = pytester.runpytest_subprocess(
+        "--llm-eval", "-p", "no:cacheprovider", "--llm-eval-cache=off", "-n", "2"
+    )
+    result.assert_outcomes(passed=12)
+    assert judge_server.max_in_flight <= 4
+    line = next(x for x in result.outlines if x.startswith("judge slots 2 per process"))
+    waited = int(line.split(": ")[1].split(" judge")[0])
+    # 12 requests, at most 2 in flight in each of 2 workers: at least 8 queued
+    assert 8 <= waited <= 10, line
+
+
 def test_the_example_passes(pytester: pytest.Pytester) -> None:
     root = EXAMPLES
     pytester.makepyfile(test_example_concurrent=(root / "test_concurrent_cases.py").read_text())

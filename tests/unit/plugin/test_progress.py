@@ -34,6 +34,18 @@ def test_format_status() -> None:
     )
 
 
+def test_format_status_says_what_the_run_waits_on() -> None:
+    """Past half a second of queueing for judge slots the line says so, with the limit; the
+    rate limit comes first, as before."""
+    common = dict(
+        done=1, total=9, in_flight=9, judge_calls=4, cached=0, spent=0.0, budget=None, eta=None
+    )
+    assert "judge slots" not in format_status(**common, slot_wait=(0.4, 8))  # type: ignore[arg-type]
+    assert format_status(**common, rate_wait=3.0, slot_wait=(75.0, 8)).endswith(  # type: ignore[arg-type]
+        " | rate-limited 3s | waited for judge slots (8) 1m15s"
+    )
+
+
 def test_status_file_keeps_the_line_below_pytest_output() -> None:
     real = _Tty()
     f = _StatusFile(real, lambda: 40)
