@@ -6,9 +6,10 @@ tests/data/options_house.json is this surface as it was on branch ``house`` befo
 table (issue 22, part 2), written by ``python tests/helpers/option_surface.py`` on that tree;
 tests/unit/core/test_options.py compares today's surface with it. Deliberate changes since are
 edited into the file by hand, each named here: issue 24 made ``--llm-eval-concurrency`` default
-to none (the judge limit follows the most concurrent test) and said so in its help. The environment twins are not in
-pytest's parser: they were read off the code of ``house`` by hand and are listed in the file
-too (``env``), with every ``LLM_EVAL_*`` name the package's code spelled out (``env_names``)."""
+to none (the judge limit follows the most concurrent test) and said so in its help. The
+environment twins are not in pytest's parser: they were read off the code of ``house`` by hand
+and are listed in the file too (``env``), with every ``LLM_EVAL_*`` name the package's code
+spelled out (``env_names``)."""
 
 from __future__ import annotations
 
