@@ -986,6 +986,7 @@ async def _score_rows(
     rows: Sequence[Mapping[str, Any]],
     options: Mapping[str, Any],
     ctx: ScoringContext,
+    max_concurrency: int | None = None,
 ) -> list[tuple[Scorer, Score]]:
     async def one(i: int, row: Mapping[str, Any]) -> tuple[Scorer, Score]:
         fields = {k: row.get(k) for k in _STANDARD_FIELDS}
@@ -995,21 +996,69 @@ async def _score_rows(
         except ScorerInputError as exc:
             raise exc.at(f"row {i}") if not exc.where else exc from None
 
-    # The judge client's own semaphore bounds concurrency; gather keeps row order.
-    return list(await asyncio.gather(*(one(i, r) for i, r in enumerate(rows))))
+    if max_concurrency is None:
+        # The judge slots bound the judge calls in flight; gather keeps row order.
+        return list(await asyncio.gather(*(one(i, r) for i, r in enumerate(rows))))
+    bound = asyncio.Semaphore(max_concurrency)
+
+    async def bounded(i: int, row: Mapping[str, Any]) -> tuple[Scorer, Score]:
+        async with bound:
+            return await one(i, row)
+
+    return list(await asyncio.gather(*(bounded(i, r) for i, r in enumerate(rows))))
+
+
+def _want_rows_in_flight(
+    scorer: str | Scorer | type[Scorer], max_concurrency: int | None, ctx: ScoringContext, who: str
+) -> None:
+    """Check ``max_concurrency`` and ask for as many judge slots (a smaller limit the user set
+    is kept, with a warning)."""
+    if max_concurrency is None:
+        return
+    if type(max_concurrency) is not int or max_concurrency < 1:
+        raise ScorerConfigError(
+            _scorer_name(scorer),
+            "max_concurrency",
+            f"is {max_concurrency!r}, not a whole number >= 1",
+            hint="max_concurrency=32 scores up to 32 rows at once; leave it out for no bound "
+            "(judge calls still share the process's judge slots)",
+        )
+    ctx.ledger.slots.want(max_concurrency, who)
+    explicit = ctx.settings.judge.concurrency
+    if explicit is not None and max_concurrency > explicit:
+        import warnings
+
+        from pytest_llmeval.core.slots import JudgeSlotsWarning
+
+        warnings.warn(
+            JudgeSlotsWarning(
+                f"{who}(max_concurrency={max_concurrency}): judge calls are limited to "
+                f"{explicit} in flight per process (JudgeSettings(concurrency={explicit}) / "
+                "--llm-eval-concurrency): rows will queue for the judge. Raise the limit to at "
+                f"least {max_concurrency}, or leave it unset so that it follows demand."
+            ),
+            stacklevel=3,
+        )
 
 
 def score_many(
     scorer: str | Scorer | type[Scorer],
     rows: Iterable[Mapping[str, Any] | Any],
+    *,
+    max_concurrency: int | None = None,
     **options: Any,
 ) -> BatchResult:
     """Score many rows (mappings with ``output``, ``expected``, ... or Cases) concurrently, judge
-    calls running up to the run's concurrency limit. Results come back in row order."""
+    calls running up to the process's judge slots. Results come back in row order.
+
+    ``max_concurrency`` bounds the rows scored at once and asks for as many judge slots (with
+    no judge limit set, the slots grow to it; under a smaller limit the user set, a
+    :class:`~pytest_llmeval.core.slots.JudgeSlotsWarning`)."""
     ctx = get_context()
     _protect(options)
+    _want_rows_in_flight(scorer, max_concurrency, ctx, "score_many")
     materialized = [_row_fields(r) for r in rows]
-    scored = ctx.run(_score_rows(scorer, materialized, options, ctx))
+    scored = ctx.run(_score_rows(scorer, materialized, options, ctx, max_concurrency))
     name = scored[0][1].scorer if scored else str(scorer)
     return BatchResult(
         name, tuple(s for _, s in scored), tuple(inst.instrument(ctx) for inst, _ in scored)
@@ -1025,6 +1074,7 @@ def assert_scores(
     min_mean: float | None = None,
     max_mean: float | None = None,
     min_pass_rate: float | None = None,
+    max_concurrency: int | None = None,
     **options: Any,
 ) -> BatchResult:
     """Score many rows concurrently and assert on the aggregate.
@@ -1032,14 +1082,14 @@ def assert_scores(
     ``min``/``max`` are per-row bounds; ``min_mean``/``max_mean`` bound the mean;
     ``min_pass_rate`` (0..1) is the fraction of rows that must be within the per-row bounds
     (without it, every row must be: a per-row bound is never only recorded). Every row is
-    recorded.
+    recorded. ``max_concurrency`` is :func:`score_many`'s.
     """
     __tracebackhide__ = True
     t0 = time.perf_counter()
     kind = _check_scores_call(scorer, options, min, max, min_mean, max_mean, min_pass_rate)
     materialized = [_row_fields(r) for r in rows]
     try:
-        result = score_many(scorer, materialized, **options)
+        result = score_many(scorer, materialized, max_concurrency=max_concurrency, **options)
     except BaseException as exc:
         _record(
             str(scorer) if isinstance(scorer, str) else getattr(scorer, "name", "?"),
@@ -1062,6 +1112,7 @@ async def assert_scores_async(
     min_mean: float | None = None,
     max_mean: float | None = None,
     min_pass_rate: float | None = None,
+    max_concurrency: int | None = None,
     **options: Any,
 ) -> BatchResult:
     """The async form of :func:`assert_scores`: rows are scored concurrently on the caller's
@@ -1072,8 +1123,9 @@ async def assert_scores_async(
     try:
         ctx = get_context()
         _protect(options)
+        _want_rows_in_flight(scorer, max_concurrency, ctx, "assert_scores_async")
         materialized = [_row_fields(r) for r in rows]
-        scored = await _score_rows(scorer, materialized, options, ctx)
+        scored = await _score_rows(scorer, materialized, options, ctx, max_concurrency)
         result = BatchResult(
             scored[0][1].scorer if scored else str(scorer),
             tuple(s for _, s in scored),
