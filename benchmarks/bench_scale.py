@@ -105,7 +105,7 @@ def _run(root: Path, args: list[str], env: dict[str, str] | None = None) -> tupl
         env=env or {**os.environ},
         check=False,
     )
-    m = re.search(r"^(\d+) passed[^\n]* in ([0-9.]+)s", out.stdout, re.MULTILINE)
+    m = re.search(r"(\d+) passed[^\n]* in ([0-9.]+)s", out.stdout)
     rss = re.search(r"^BENCH-RSS (\d+)$", out.stdout, re.MULTILINE)
     if out.returncode != 0 or m is None or rss is None:
         raise SystemExit(
