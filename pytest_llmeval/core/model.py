@@ -374,10 +374,11 @@ class Run:
         ranges = {i.score_range for i in self.instruments_of(scorer)} - {None}
         return ranges.pop() if len(ranges) == 1 else None
 
-    def input_json(self) -> dict[str, Any]:
-        """The sections of a report that a :class:`Run` is read back from."""
-        return {
-            "records": [r.to_json() for r in self.records],
+    def input_json(self, *, records: bool = True) -> dict[str, Any]:
+        """The sections of a report that a :class:`Run` is read back from (without ``records``
+        when the caller has them already)."""
+        out: dict[str, Any] = {"records": [r.to_json() for r in self.records]} if records else {}
+        return out | {
             "instruments": {d: i.to_json() for d, i in sorted(self.instruments.items())},
             "plan": [p.to_json() for p in self.plan],
             "collected": list(self.collected),

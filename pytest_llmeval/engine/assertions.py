@@ -162,6 +162,7 @@ class _Plan:
         "take_expected",
         "take_input",
         "take_output",
+        "unstored",
     )
 
     def __init__(self, inst: Scorer) -> None:
@@ -192,6 +193,7 @@ class _Plan:
         self.lo = lo - 1e-9
         self.hi = hi + 1e-9
         self.name = inst.name
+        self.unstored = not inst.stores_results()
 
     @staticmethod
     def of(scorer: str | Scorer | type[Scorer]) -> _Plan | None:
@@ -301,7 +303,7 @@ def _prepare(
     except ScorerInputError as exc:
         raise _located(exc) from None
     key: str | None = None
-    if ctx.result_cache() is not None:
+    if ctx.result_cache() is not None and inst.stores_results():
         key = input_key(inst.identity_json(ctx), inst.key_inputs(inputs))
     return inst, inputs, key
 
@@ -566,15 +568,16 @@ def score(
     """
     __tracebackhide__ = True
     ctx = _context_module._current or get_context()
-    if not kwargs and ctx.settings.cache_mode == "off":
-        # The short path: what _score_sync does with no cache to consult, the scorer's
-        # resolution and the split of its inputs worked out once (see _Plan). A missing
-        # required input takes the general path, which raises the error.
+    if not kwargs:
+        # The short path: what _score_sync does with no cache to consult (the cache is off,
+        # or the scorer stores nothing), the scorer's resolution and the split of its inputs
+        # worked out once (see _Plan). A missing required input takes the general path, which
+        # raises the error.
         try:
             plan = _PLANS[scorer]
         except (KeyError, TypeError):  # not planned yet, or an unhashable scorer instance
             plan = _plan(scorer)
-        if plan is not None:
+        if plan is not None and (plan.unstored or ctx.settings.cache_mode == "off"):
             pair = plan.pair
             if pair is None:
                 done = _score_planned(plan, output, expected, input, context, ctx)

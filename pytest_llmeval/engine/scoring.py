@@ -123,6 +123,15 @@ class Scorer:
         scorers say True for their own class only: a subclass may override ``compute``."""
         return False
 
+    def stores_results(self) -> bool:
+        """Whether results go to the result store (and are looked up there). Default True. A
+        built-in scorer whose computation costs less than a lookup (building the key alone
+        encodes every input) says False for its own class only: its result is computed every
+        time, identical to what the store would hold, and a record says ``cached`` False. Not
+        part of the scorer's identity: changing it never makes stored results or a baseline
+        look like another instrument's."""
+        return True
+
     def value_function(self) -> Callable[[Any, Any], float] | None:
         """For a self-contained scorer whose score is its value alone (no rationale, metadata or
         usage), computed from ``output`` and ``expected`` only: the function of the two (None

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import errno
-import json
 import os
 import platform
 import subprocess
@@ -14,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, final
 
-from pytest_llmeval.core.files import write_text_atomic
+from pytest_llmeval.core.files import dumps_report, write_text_atomic
 from pytest_llmeval.core.model import REPORT_VERSION
 from pytest_llmeval.core.records import ScoreRecord
 from pytest_llmeval.core.settings import Settings
@@ -167,4 +166,4 @@ def write_report(path: Path, report: dict[str, Any]) -> None:
         raise NotADirectoryError(
             errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(path.parent)
         ) from None
-    write_text_atomic(path, json.dumps(report, indent=2, sort_keys=False, allow_nan=False) + "\n")
+    write_text_atomic(path, dumps_report(report))

@@ -202,9 +202,7 @@ def _document(
     }
     if run is None:
         return report
-    inputs = run.input_json()
-    del inputs["records"]  # the same records, already in
-    report.update(inputs)
+    report.update(run.input_json(records=False))  # the same records are in already
     gates = [o.to_json() for o in outcomes]
     if shard is not None:
         for gate in gates:

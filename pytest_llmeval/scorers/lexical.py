@@ -202,6 +202,9 @@ class ExactMatch(Scorer):
     def value_function(self) -> Callable[[Any, Any], float] | None:
         return self._match if type(self) is ExactMatch else None
 
+    def stores_results(self) -> bool:
+        return type(self) is not ExactMatch  # a comparison costs less than a lookup
+
     def compute(self, inputs: Mapping[str, Any], ctx: ScoringContext) -> Score:
         return make_score(self._match(inputs.get("output"), inputs.get("expected")), "exact_match")
 
@@ -280,6 +283,9 @@ class NumericDiff(Scorer):
 
     def value_function(self) -> Callable[[Any, Any], float] | None:
         return numeric_diff_value if type(self) is NumericDiff else None
+
+    def stores_results(self) -> bool:
+        return type(self) is not NumericDiff  # a subtraction costs less than a lookup
 
     def compute(self, inputs: Mapping[str, Any], ctx: ScoringContext) -> Score:
         return make_score(

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_llmeval.core.errors import BaselineError
-from pytest_llmeval.core.files import write_text_atomic
+from pytest_llmeval.core.files import dumps_report, write_text_atomic
 from pytest_llmeval.core.model import RUN_FORMAT
 
 __all__ = [
@@ -165,7 +165,8 @@ def save_run(
     }
     try:
         write_text_atomic(
-            run_path(directory, number), json.dumps(run, indent=1, allow_nan=False) + "\n"
+            run_path(directory, number),
+            dumps_report(run),
         )
     finally:
         try:
