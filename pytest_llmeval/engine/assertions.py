@@ -807,6 +807,15 @@ def _check_bound_values(name: str, bounds: Mapping[str, Any]) -> None:
         )
 
 
+def _plain_bounds(lo: Any, hi: Any, threshold: Any) -> bool:
+    """Bounds that :func:`_check_bound_values` would accept, told quickly: each None or a
+    finite int or float (not a bool), min not above max."""
+    for v in (lo, hi, threshold):
+        if v is not None and (type(v) not in (float, int) or not math.isfinite(v)):
+            return False
+    return lo is None or hi is None or lo <= hi
+
+
 def _resolve_bounds(
     inst: Scorer, min: float | None, max: float | None, threshold: float | None
 ) -> tuple[float | None, float | None]:
@@ -848,7 +857,10 @@ def assert_score(
     ctx = get_context()
     t0 = time.perf_counter()
     try:
-        _check_bound_values(_scorer_name(scorer), {"min": min, "max": max, "threshold": threshold})
+        if not _plain_bounds(min, max, threshold):  # (the scorer's name only for the error)
+            _check_bound_values(
+                _scorer_name(scorer), {"min": min, "max": max, "threshold": threshold}
+            )
     except ScorerConfigError as exc:
         # Bounds that are not numbers stay out of the record (it is JSON).
         _record(_scorer_name(scorer), None, None, None, error=exc)
@@ -929,7 +941,10 @@ async def assert_score_async(
     ctx = get_context()
     t0 = time.perf_counter()
     try:
-        _check_bound_values(_scorer_name(scorer), {"min": min, "max": max, "threshold": threshold})
+        if not _plain_bounds(min, max, threshold):  # (the scorer's name only for the error)
+            _check_bound_values(
+                _scorer_name(scorer), {"min": min, "max": max, "threshold": threshold}
+            )
     except ScorerConfigError as exc:
         _record(_scorer_name(scorer), None, None, None, error=exc)
         raise
