@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -88,18 +89,43 @@ class ScoreRecord:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ScoreRecord:
-        known = set(cls.__dataclass_fields__)
-        fields = {k: v for k, v in data.items() if k in known}
+        fields = {k: v for k, v in data.items() if k in _FIELDS}
         if "judge_models" in fields:
             fields["judge_models"] = tuple(str(m) for m in fields["judge_models"] or ())
         for name in ("index", "sample"):
             if fields.get(name) is None:
                 fields.pop(name, None)  # a missing or null index/sample is 0
-        # what older or hand-made reports may leave out: no bound, not cached, not timed
-        for name, default in (("min", None), ("max", None), ("cached", False), ("duration_s", 0.0)):
-            fields.setdefault(name, default)
-        fields.setdefault("index", 0)
-        return cls(**fields)
+        if not fields.keys() >= _REQUIRED:
+            # what older or hand-made reports may leave out: no bound, not cached, not timed
+            for name, default in _LENIENT:
+                fields.setdefault(name, default)
+            return cls(**fields)  # (a field still missing: the dataclass's own TypeError)
+        # Every field given or defaulted: filled in directly, as the frozen __init__ would
+        # (it sets each field through object.__setattr__; a controller reads one record per
+        # case, thousands per run).
+        out: ScoreRecord = object.__new__(cls)
+        values = out.__dict__
+        values.update(_DEFAULTS)
+        values["metadata"] = {}
+        values["inputs"] = {}
+        values.update(fields)
+        return out
+
+
+#: the fields of a record; those a reader may leave out (filled in as older reports imply), and
+#: the defaults of the others
+_FIELDS = frozenset(ScoreRecord.__dataclass_fields__)
+_LENIENT = (("min", None), ("max", None), ("cached", False), ("duration_s", 0.0), ("index", 0))
+_REQUIRED = frozenset(
+    n
+    for n, f in ScoreRecord.__dataclass_fields__.items()
+    if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+)
+_DEFAULTS = {
+    n: f.default
+    for n, f in ScoreRecord.__dataclass_fields__.items()
+    if f.default is not dataclasses.MISSING
+}
 
 
 @final
