@@ -310,6 +310,10 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         return (yield)
     finally:
         current_recorder.reset(token)
+        # The records left with the teardown report: the item (kept by the session to its
+        # end) does not keep them too.
+        if recorder_key in item.stash:
+            del item.stash[recorder_key]
 
 
 def _count_unrecorded_error(item: pytest.Item, error: LLMEvalError) -> None:

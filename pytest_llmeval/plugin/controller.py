@@ -19,6 +19,7 @@ import dataclasses
 import json
 import sys
 import time
+from collections.abc import Generator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -112,9 +113,20 @@ class RunController:
 
     # -- collecting -------------------------------------------------------------------------
 
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        """Controller side: the records and new instruments a teardown report carries."""
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> Generator[None, None, None]:
+        """Controller side: the records and new instruments a teardown report carries, taken
+        before the other plugins see the report; once they all have, the report (which the
+        terminal keeps to the end of the session) lets go of them."""
+        self._take(report)
+        try:
+            return (yield)
+        finally:
+            for attr in (RECORDS_ATTR, INSTRUMENTS_ATTR):
+                if attr in report.__dict__:
+                    delattr(report, attr)
+
+    def _take(self, report: pytest.TestReport) -> None:
         payload = getattr(report, RECORDS_ATTR, None)
         shipped = getattr(report, INSTRUMENTS_ATTR, None)
         if not payload and not shipped:
