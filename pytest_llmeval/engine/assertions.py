@@ -1076,11 +1076,47 @@ def score_many(
     _protect(options)
     _want_rows_in_flight(scorer, max_concurrency, ctx, "score_many")
     materialized = [_row_fields(r) for r in rows]
-    scored = ctx.run(_score_rows(scorer, materialized, options, ctx, max_concurrency))
+    if _self_contained(scorer, options):
+        # No judge, no embedder: nothing to wait for, so no event loop and no task per row.
+        scored = _score_rows_sync(scorer, materialized, options, ctx)
+    else:
+        scored = ctx.run(_score_rows(scorer, materialized, options, ctx, max_concurrency))
     name = scored[0][1].scorer if scored else str(scorer)
+    instruments: dict[int, Instrument] = {}
+    for inst, _ in scored:
+        if id(inst) not in instruments:
+            instruments[id(inst)] = inst.instrument(ctx)
     return BatchResult(
-        name, tuple(s for _, s in scored), tuple(inst.instrument(ctx) for inst, _ in scored)
+        name, tuple(s for _, s in scored), tuple(instruments[id(inst)] for inst, _ in scored)
     )
+
+
+def _self_contained(scorer: str | Scorer | type[Scorer], options: Mapping[str, Any]) -> bool:
+    """Whether ``scorer`` with ``options`` makes no judge or embedder call (the built-in
+    deterministic scorers); False when it does not resolve (the general path raises)."""
+    try:
+        return resolve_scorer(scorer, options).is_self_contained()
+    except Exception:
+        return False
+
+
+def _score_rows_sync(
+    scorer: str | Scorer | type[Scorer],
+    rows: Sequence[Mapping[str, Any]],
+    options: Mapping[str, Any],
+    ctx: ScoringContext,
+) -> list[tuple[Scorer, Score]]:
+    """:func:`_score_rows` one row after the other, for self-contained scorers."""
+    __tracebackhide__ = True
+    out = []
+    for i, row in enumerate(rows):
+        fields = {k: row.get(k) for k in _STANDARD_FIELDS}
+        extra = {k: v for k, v in row.items() if k not in _STANDARD_FIELDS and k != "id"}
+        try:
+            out.append(_score_sync(scorer, fields, {**extra, **options}, ctx))
+        except ScorerInputError as exc:
+            raise exc.at(f"row {i}") if not exc.where else exc from None
+    return out
 
 
 def assert_scores(

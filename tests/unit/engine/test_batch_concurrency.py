@@ -81,3 +81,52 @@ def test_a_bad_max_concurrency_is_a_config_error_naming_it(
     with pytest.raises(ScorerConfigError, match=r"l3score.*max_concurrency.*whole number >= 1"):
         score_many("l3score", _rows(2), max_concurrency=bad)  # type: ignore[arg-type]
     assert judge_server.requests == []
+
+
+@pytest.mark.parametrize(
+    ("scorer", "rows"),
+    [
+        ("exact_match", [{"output": "a", "expected": "a"}, {"output": "a", "expected": "b"}]),
+        (
+            "levenshtein",
+            [{"output": "kitten", "expected": "sitting"}, {"output": "", "expected": "x"}],
+        ),
+        ("numeric_diff", [{"output": 1, "expected": 100}, {"output": 3, "expected": 3}]),
+        ("json_diff", [{"output": {"a": 1}, "expected": {"a": 1, "b": 2}}]),
+    ],
+)
+def test_deterministic_rows_scored_without_the_loop_equal_the_loops_scores(
+    tmp_path: Path, scorer: str, rows: list[dict[str, object]]
+) -> None:
+    """score_many scores self-contained scorers one row after the other (no task per row);
+    assert_scores_async still goes through the loop: the two agree, value for value, warm and
+    cold, and a bad row is named by its index either way."""
+    from pytest_llmeval.core.settings import Settings
+
+    ctx = ScoringContext(Settings(cache_dir=tmp_path / "c", cache_mode="use"))
+    prev = set_context(ctx)
+    try:
+        sync = score_many(scorer, rows)  # cold: computed (and stored by scorers that store)
+        looped = asyncio.run(assert_scores_async(scorer, rows))
+        assert [s.value for s in sync.scores] == [s.value for s in looped.scores]
+        assert not any(s.cached for s in sync.scores)
+        assert sync.instruments == looped.instruments
+        warm = score_many(scorer, rows)
+        stores = scorer in ("levenshtein", "json_diff")
+        assert [s.cached for s in warm.scores] == [s.cached for s in looped.scores]
+        assert [s.cached for s in warm.scores] == [stores] * len(rows)
+        assert [s.value for s in warm.scores] == [s.value for s in sync.scores]
+        with pytest.raises(Exception, match=r"row 1") as sync_error:
+            score_many(
+                "numeric_diff", [{"output": 1, "expected": 1}, {"output": "x", "expected": 1}]
+            )
+        with pytest.raises(Exception, match=r"row 1") as loop_error:
+            asyncio.run(
+                assert_scores_async(
+                    "numeric_diff", [{"output": 1, "expected": 1}, {"output": "x", "expected": 1}]
+                )
+            )
+        assert str(sync_error.value) == str(loop_error.value)
+    finally:
+        set_context(prev)
+        ctx.close()
