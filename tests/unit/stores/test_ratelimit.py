@@ -335,7 +335,8 @@ def test_a_broken_file_bucket_is_reset_with_one_warning(values: Any, shown: str)
         with pytest.warns(RateLimitWarning) as caught:
             asyncio.run(take(2))  # a fresh, full bucket: the burst of 2 at once
         assert time.monotonic() - started < 30
-        messages = [str(w.message) for w in caught]
+        # only ours: garbage collection may emit a stray ResourceWarning here under load
+        messages = [str(w.message) for w in caught if w.category is RateLimitWarning]
         assert len(messages) == 1 and shown in messages[0], messages
         assert f"the run's rate-limit file {file.path} held " in messages[0]
         assert "it is reset" in messages[0]

@@ -94,7 +94,8 @@ def test_store_read_errors_are_misses_and_reprs_hide_the_password(redis_server_a
     with pytest.warns(UserWarning, match="could not write") as caught:
         dead.put("a", "s", {"value": 1.0})
         dead.put("b", "s", {"value": 1.0})
-    assert len(caught) == 1
+    # (only ours: a stray ResourceWarning that garbage collection emits here under load is not)
+    assert len([w for w in caught if issubclass(w.category, UserWarning)]) == 1
 
 
 def test_url_checks_and_tls_scheme() -> None:
@@ -270,7 +271,7 @@ def test_signed_entries_only_with_the_hmac_key_and_the_key_never_shows(
         with pytest.warns(CacheWarning) as caught:
             assert reader.get(key) is None
         reader.close()
-        (message,) = [str(w.message) for w in caught]
+        (message,) = [str(w.message) for w in caught if w.category is CacheWarning]
         assert problem in message, message
         messages.append(message)
     signed.put(k1, "s", {"value": 0.25})
