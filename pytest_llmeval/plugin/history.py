@@ -76,6 +76,8 @@ history_key = pytest.StashKey[HistorySettings]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    if host_option(config, "xmlpath") and not config.pluginmanager.has_plugin(_JUNIT):
+        config.pluginmanager.register(JUnitScores(), _JUNIT)
     if _is_worker(config):
         return
     keep = _keep(config)
@@ -110,15 +112,33 @@ def cache_dir(config: pytest.Config) -> Path:
     return Path(build_settings(config).cache_dir)
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(
-    item: pytest.Item, call: pytest.CallInfo[None]
-) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-    """Any process: with ``--junitxml``, the test's scores as ``llm_eval:<scorer>`` properties
+_JUNIT = "llm-eval-junit-scores"
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    plugin = config.pluginmanager.get_plugin(_JUNIT)
+    if plugin is not None:
+        config.pluginmanager.unregister(plugin)
+
+
+class JUnitScores:
+    """Any process, registered only with ``--junitxml`` (no hook call per report otherwise)."""
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        report = yield
+        return _with_junit_scores(item, call, report)
+
+
+def _with_junit_scores(
+    item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport
+) -> pytest.TestReport:
+    """With ``--junitxml``, the test's scores as ``llm_eval:<scorer>`` properties
     (``llm_eval:<scorer>#<i>`` for the i-th further assertion of one scorer), each with its bound
     as ``llm_eval:<scorer>:bound``, on the teardown report that junitxml reads."""
-    report = yield
-    if call.when != "teardown" or not host_option(item.config, "xmlpath"):
+    if call.when != "teardown":
         return report
     recorder = item.stash.get(recorder_key, None)
     if recorder is None or not recorder.records:

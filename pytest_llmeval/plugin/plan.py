@@ -112,7 +112,6 @@ class PlanCollector:
         self._function = function  # item -> (file, test), cheaper
         self._relevant = relevant  # item -> whether it is an llm_eval item whose verdict counts
         self.planned = PlannedTests()
-        self._unsent = False
 
     def _gated(self, key: tuple[str, str]) -> bool:
         gates = self.gate_table.get(key)
@@ -148,17 +147,31 @@ class PlanCollector:
                 planned.tests[key] = self.gate_table[key]
             elif relevant:
                 planned.others.append(item.nodeid)
-        self._unsent = hasattr(self.config, "workerinput")
+        if hasattr(self.config, "workerinput"):
+            manager = self.config.pluginmanager
+            if manager.get_plugin(_SEND_PLAN) is None:
+                manager.register(_PlanSender(self, manager), _SEND_PLAN)
+
+
+_SEND_PLAN = "llm-eval-send-plan"
+
+
+class _PlanSender:
+    """xdist worker: the plan rides on the first report this worker makes; then this hook is
+    gone (it is not called for every report of the run)."""
+
+    def __init__(self, collector: PlanCollector, manager: pytest.PytestPluginManager) -> None:
+        self.collector = collector
+        self.manager = manager
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(
         self, item: pytest.Item, call: pytest.CallInfo[None]
     ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-        """xdist worker: the plan rides on the first report this worker makes."""
         report = yield
-        if self._unsent:
-            self._unsent = False
-            setattr(report, PLAN_ATTR, json.dumps(self.planned.to_json()))
+        if self.manager.is_registered(self):
+            self.manager.unregister(self)
+            setattr(report, PLAN_ATTR, json.dumps(self.collector.planned.to_json()))
         return report
 
 
