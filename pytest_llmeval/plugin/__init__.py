@@ -32,7 +32,7 @@ from pytest_llmeval.plugin.controller import (
     RunController,
     session_key,
 )
-from pytest_llmeval.plugin.gates import _configure_gates, _test_gates
+from pytest_llmeval.plugin.gates import _configure_gates, _test_gates, gated_miss_status
 from pytest_llmeval.plugin.identity import (
     _definition_identity,
     _new_recorder,
@@ -305,6 +305,9 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     else:
         del item.stash[prepared_recorder_key]
     item.stash[recorder_key] = recorder
+    gates = item.config.pluginmanager.get_plugin("llm-eval-gate-hooks")
+    if gates is not None:
+        gates.prime(recorder)  # which scorers a gate decides
     token = current_recorder.set(recorder)
     try:
         return (yield)
@@ -369,6 +372,9 @@ def pytest_runtest_makereport(
         assert excinfo is not None
         _hide_package_frames(item, excinfo)  # before the report renders the traceback
     report = yield
+    gates = item.config.pluginmanager.get_plugin("llm-eval-gate-hooks")
+    if gates is not None:
+        gates.after_report(item, call, report)  # gated misses; unreached gated scorers
     if ours:
         assert excinfo is not None and isinstance(excinfo.value, LLMEvalError)
         # A judge that failed (or bad input, or a replay miss) is an ERROR of the test, not a
@@ -413,7 +419,7 @@ def pytest_report_teststatus(
 ) -> tuple[str, str, str | tuple[str, dict[str, bool]]] | None:
     if report.when == "call" and report.failed and getattr(report, ERROR_ATTR, None):
         return "error", "E", ("ERROR", {"red": True})
-    return None
+    return gated_miss_status(report)
 
 
 # -- suite gates and repeated samples (issue 9) ------------------------------------------------

@@ -13,7 +13,6 @@ if TYPE_CHECKING:
     from pytest_llmeval.analysis.gates import GateRule, TestGates
 
 import dataclasses
-from collections.abc import Generator, Iterator
 
 import pytest
 
@@ -145,17 +144,6 @@ class GateHooks:
             gates.specs = specs
             gates.marker_scorers = frozenset(marker_scorers)
 
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_protocol(
-        self, item: pytest.Item, nextitem: pytest.Item | None
-    ) -> Iterator[None]:
-        """Worker side: tell the test's recorder which scorers a gate decides (runs inside the
-        wrapper that creates the recorder)."""
-        recorder = item.stash.get(recorder_key, None)
-        if recorder is not None:
-            self.prime(recorder)
-        return (yield)
-
     def prime(self, recorder: TestRecorder) -> None:
         """Tell a test's recorder which scorers a gate decides. Also called for a concurrent
         case's recorder made before its protocol (its body may start ahead). Only the gates of
@@ -166,28 +154,27 @@ class GateHooks:
             recorder.gated = gates.scorers
             recorder.soft = frozenset() if self.strict else gates.marker_scorers
 
-    @pytest.hookimpl(wrapper=True, trylast=True)
-    def pytest_runtest_makereport(
-        self, item: pytest.Item, call: pytest.CallInfo[None]
-    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-        """Worker side, innermost wrapper (so the records it adds ship with the others): mark a
-        passed call with gated misses; at teardown, an error record for each gated scorer a
-        failed test never reached (an unscored sample, never a pass)."""
+    def after_report(
+        self, item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport
+    ) -> None:
+        """Worker side, called by the plugin's own makereport wrapper before it ships the
+        records (so the records added here ship with the others): mark a passed call with gated
+        misses; at teardown, an error record for each gated scorer a failed test never reached
+        (an unscored sample, never a pass)."""
         from pytest_llmeval.analysis.gates import UNREACHED
 
-        report = yield
         recorder = item_recorder(item)
         if recorder is None or not recorder.gated:
-            return report
+            return
         if call.when in ("setup", "call"):
             if report.failed and call.excinfo is not None:
                 text = " ".join(call.excinfo.exconly().split())
                 item.stash[gate_failure_key] = redact_text(text)[:300]  # redacted, then cut
             if call.when == "call" and report.passed and recorder.gated_misses:
                 setattr(report, GATED_MISS_ATTR, "; ".join(recorder.gated_misses))
-            return report
+            return
         if call.when != "teardown":
-            return report
+            return
         failure = item.stash.get(gate_failure_key, None)
         if failure is not None:
             seen = {r.scorer for r in recorder.records}
@@ -212,15 +199,15 @@ class GateHooks:
                         gated=True,
                     )
                 )
-        return report
 
-    def pytest_report_teststatus(
-        self, report: pytest.TestReport, config: pytest.Config
-    ) -> tuple[str, str, str | tuple[str, dict[str, bool]]] | None:
-        """Both sides: a passed test with gated misses reads ``PASSED (gated miss)`` with -v."""
-        if report.when == "call" and report.passed and getattr(report, GATED_MISS_ATTR, None):
-            return "passed", "g", ("PASSED (gated miss)", {"yellow": True})
-        return None
+
+def gated_miss_status(
+    report: pytest.TestReport,
+) -> tuple[str, str, str | tuple[str, dict[str, bool]]] | None:
+    """Both sides: a passed test with gated misses reads ``PASSED (gated miss)`` with -v."""
+    if report.when == "call" and report.passed and getattr(report, GATED_MISS_ATTR, None):
+        return "passed", "g", ("PASSED (gated miss)", {"yellow": True})
+    return None
 
 
 def _case_recorder(item: pytest.Item) -> TestRecorder:
