@@ -62,6 +62,7 @@ import sys
 import threading
 import time
 import warnings
+import weakref
 from collections.abc import Callable, Coroutine, Generator, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -594,6 +595,43 @@ class _Case:
         return self._gate_waited + now
 
 
+#: fixture function -> "gen" (async generator), "coro" (coroutine) or "" (neither)
+_ASYNC_KIND: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+
+
+_RUNTIME = "llm-eval-concurrent-case-hooks"
+
+
+class _CaseHooks:
+    """The run-time hooks of :class:`ConcurrentCases`, registered at the end of collection only
+    when the process has an async dataset test to run (see its methods of the same names)."""
+
+    def __init__(self, cases: ConcurrentCases) -> None:
+        self.cases = cases
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_fixture_setup(
+        self, fixturedef: FixtureDef[Any], request: SubRequest
+    ) -> Generator[None, Any, Any]:
+        return (yield from self.cases._fixture_setup(fixturedef, request))
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+        return self.cases._runtest_protocol(item, nextitem)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_runtest_teardown(self, item: pytest.Item) -> None:
+        self.cases._runtest_teardown(item)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> Generator[None, None, None]:
+        return (yield from self.cases._runtest_logreport(report))
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_pyfunc_call(self, pyfuncitem: pytest.Function) -> bool | None:
+        return self.cases._pyfunc_call(pyfuncitem)
+
+
 class ConcurrentCases:
     """The per-process runner of async dataset cases (a plugin object, see module docs)."""
 
@@ -674,6 +712,11 @@ class ConcurrentCases:
         (before the worker reports its collection), so that it queues each worker's share at
         once (:mod:`pytest_llmeval.plugin.xdist_sched`)."""
         self._want_judge_slots(session.items)
+        manager = self.config.pluginmanager
+        if any(self.owns(item) for item in session.items) and not manager.has_plugin(_RUNTIME):
+            # The run-time hooks, only in a process that has concurrent cases to run: every
+            # other test's protocol, fixtures and reports go without them.
+            manager.register(_CaseHooks(self), _RUNTIME)
         if not hasattr(self.config, "workerinput"):
             return
         from pytest_llmeval.plugin.xdist_sched import write_groups
@@ -858,6 +901,9 @@ class ConcurrentCases:
         return [h for h in logging.getLogger().handlers if h is not self._log_handler]
 
     def pytest_unconfigure(self) -> None:
+        runtime = self.config.pluginmanager.get_plugin(_RUNTIME)
+        if runtime is not None:
+            self.config.pluginmanager.unregister(runtime)
         loop, thread = self._loop, self._thread
         self._loop = self._thread = None
         if self._log_handler is not None:
@@ -874,8 +920,7 @@ class ConcurrentCases:
 
     # -- async fixtures ----------------------------------------------------------------------
 
-    @pytest.hookimpl(wrapper=True)
-    def pytest_fixture_setup(
+    def _fixture_setup(
         self, fixturedef: FixtureDef[Any], request: SubRequest
     ) -> Generator[None, Any, Any]:
         """Async fixtures (``async def`` with return or yield) of the cases this runner owns run
@@ -884,9 +929,24 @@ class ConcurrentCases:
         stand-in put in place for the call: a value of None is a value like any other."""
         self._refuse_from_a_case(fixturedef.argname)
         func = fixturedef.func
-        is_gen = inspect.isasyncgenfunction(func)
-        if not (is_gen or inspect.iscoroutinefunction(func)):
+        try:
+            kind = _ASYNC_KIND.get(func)
+        except TypeError:  # not weakly referenceable (a method-wrapper): not kept
+            kind = None
+        if kind is None:
+            # (asked at every setup of every fixture of the run: the answer is kept per function)
+            kind = (
+                "gen"
+                if inspect.isasyncgenfunction(func)
+                else "coro"
+                if inspect.iscoroutinefunction(func)
+                else ""
+            )
+            with contextlib.suppress(TypeError):
+                _ASYNC_KIND[func] = kind
+        if not kind:
             return (yield)
+        is_gen = kind == "gen"
         item = compat.request_item(request)
         if not self.owns(item):
             return (yield)
@@ -954,8 +1014,7 @@ class ConcurrentCases:
 
     # -- the protocol ------------------------------------------------------------------------
 
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+    def _runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Any:
         if not self.owns(item):
             return None
         if self.concurrency(item) <= 1:
@@ -974,8 +1033,7 @@ class ConcurrentCases:
         ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
         return True
 
-    @pytest.hookimpl(trylast=True)
-    def pytest_runtest_teardown(self, item: pytest.Item) -> None:
+    def _runtest_teardown(self, item: pytest.Item) -> None:
         self._vars.pop(item, None)  # (a setup that failed before the body took them)
 
     def in_flight(self) -> int:
@@ -983,8 +1041,7 @@ class ConcurrentCases:
         running = sum(1 for c in list(self.cases.values()) if c.running)
         return running + (1 if self._sequential is not None else 0)
 
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> Generator[None, None, None]:
+    def _runtest_logreport(self, report: pytest.TestReport) -> Generator[None, None, None]:
         """xdist worker: tell the controller's status line how many cases are running (set
         before xdist sends the report)."""
         if hasattr(self.config, "workerinput"):
@@ -1263,8 +1320,7 @@ class ConcurrentCases:
         if session.shouldfail or session.shouldstop:
             self.abandon([c for c in self.cases.values() if c.item is not item])
 
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_pyfunc_call(self, pyfuncitem: pytest.Function) -> bool | None:
+    def _pyfunc_call(self, pyfuncitem: pytest.Function) -> bool | None:
         """The call phase of a case: for a concurrent one, replay its output and logs into
         pytest's capture, then return or raise its body's outcome; for a sequential one (a test
         of concurrency 1), run its body now on the case loop."""

@@ -161,11 +161,11 @@ class GateHooks:
         records (so the records added here ship with the others): mark a passed call with gated
         misses; at teardown, an error record for each gated scorer a failed test never reached
         (an unscored sample, never a pass)."""
-        from pytest_llmeval.analysis.gates import UNREACHED
-
         recorder = item_recorder(item)
         if recorder is None or not recorder.gated:
             return
+        from pytest_llmeval.analysis.gates import UNREACHED
+
         if call.when in ("setup", "call"):
             if report.failed and call.excinfo is not None:
                 text = " ".join(call.excinfo.exconly().split())
