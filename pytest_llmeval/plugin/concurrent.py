@@ -613,22 +613,27 @@ class _CaseHooks:
     def pytest_fixture_setup(
         self, fixturedef: FixtureDef[Any], request: SubRequest
     ) -> Generator[None, Any, Any]:
+        __tracebackhide__ = True
         return (yield from self.cases._fixture_setup(fixturedef, request))
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+        __tracebackhide__ = True
         return self.cases._runtest_protocol(item, nextitem)
 
     @pytest.hookimpl(trylast=True)
     def pytest_runtest_teardown(self, item: pytest.Item) -> None:
+        __tracebackhide__ = True
         self.cases._runtest_teardown(item)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> Generator[None, None, None]:
+        __tracebackhide__ = True
         return (yield from self.cases._runtest_logreport(report))
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_pyfunc_call(self, pyfuncitem: pytest.Function) -> bool | None:
+        __tracebackhide__ = True
         return self.cases._pyfunc_call(pyfuncitem)
 
 

@@ -118,6 +118,7 @@ class RunController:
         """Controller side: the records and new instruments a teardown report carries, taken
         before the other plugins see the report; once they all have, the report (which the
         terminal keeps to the end of the session) lets go of them."""
+        self.tracker.note(report)
         self._take(report)
         try:
             return (yield)

@@ -189,8 +189,9 @@ class PlanTracker:
         self.skipped: set[str] = set()
         self.crashed: set[str] = set()
 
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        """Controller side: an item's fate. xdist reports a crashed item with ``when="???"``."""
+    def note(self, report: pytest.TestReport) -> None:
+        """Controller side: an item's fate (called by the run controller's logreport hook, for
+        every report). xdist reports a crashed item with ``when="???"``."""
         if self.remote is None:
             payload = getattr(report, PLAN_ATTR, None)
             if payload:
