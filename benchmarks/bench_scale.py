@@ -126,7 +126,9 @@ def bench_cases(n: int, repeats: int, xdist: bool) -> bool:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "p"
         make_project(root, n)
+        # byte code cached for both sides ("both warm"), whatever the environment says
         env = {**os.environ, "PYTHONPYCACHEPREFIX": str(Path(tmp) / "pyc")}
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
         base = [] if xdist else ["-p", "no:xdist"]
         plain = [*base, "-p", "no:llmeval", "test_plain.py"]
         plugin = [*base, "--llm-eval", "test_plugin.py"]
@@ -215,6 +217,7 @@ def bench_judged(cases: int, conc: int, app: float, latency: float, repeats: int
             "OPENAI_API_KEY": "sk-bench",
             "PYTHONPYCACHEPREFIX": str(tmp / "pyc"),
         }
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
         _direct(tmp, judge, body, 4, 2, 0.0)  # untimed: byte code, the server's first replies
         floors, ours = [], []
         for r in range(repeats):
