@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from _services import TestJudge, test_judge, write_cases
+from bench_concurrent import ASYNC_TEST
 from bench_core import make_project
 
 # pytest.main() in a subprocess: pytest's own session time is in its output; this adds the
@@ -51,19 +52,6 @@ import pytest
 rc = pytest.main(sys.argv[1:])
 print(f"\\nBENCH-RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}", flush=True)
 sys.exit(rc)
-"""
-
-ASYNC_TEST = """
-import asyncio
-import pytest
-from pytest_llmeval import assert_score_async
-
-@pytest.mark.llm_eval
-@pytest.mark.llm_eval_dataset("cases.jsonl", concurrency={concurrency})
-async def test_async(case):
-    await asyncio.sleep({app})  # the app under test
-    await assert_score_async("l3score", input=case.input, expected=case.expected,
-                             output=case.output, min=0.5)
 """
 
 # The judged floor: the same requests straight through openai's client, in its own process,

@@ -693,7 +693,11 @@ async def test_j(case):
     result.stdout.fnmatch_lines(["l3score *8 *", "8 scores, 0 from cache, 8 judge calls*"])
 
 
-def _judged_cases(pytester: pytest.Pytester, judge_server: OpenAITestServer, n: int) -> None:
+def _judged_cases(
+    pytester: pytest.Pytester, judge_server: OpenAITestServer, n: int, limit: int | None = None
+) -> None:
+    """``n`` async dataset cases judged by l3score at concurrency ``n``, 0.5 s per reply;
+    ``limit``: the ini's llm_eval_concurrency."""
     _cases(pytester, [f"c{i}" for i in range(n)])
     pytester.makepyfile(
         test_j=HEADER
@@ -706,7 +710,10 @@ async def test_j(case):
     )
 """
     )
-    pytester.makeini("[pytest]\nllm_eval_judge_model = test-judge\nllm_eval_max_tries = 1\n")
+    pytester.makeini(
+        "[pytest]\nllm_eval_judge_model = test-judge\nllm_eval_max_tries = 1\n"
+        + (f"llm_eval_concurrency = {limit}\n" if limit is not None else "")
+    )
     pytester._monkeypatch.setenv("OPENAI_BASE_URL", judge_server.base_url)
     pytester._monkeypatch.setenv("OPENAI_API_KEY", "sk-slots-SECRET")
     judge_server.set_default(
@@ -736,11 +743,7 @@ def test_a_judge_limit_the_user_set_is_kept_with_a_warning_and_its_waits_reporte
     """An explicit smaller limit is kept (the user may have a reason: a provider quota), but
     the run says so: a warning naming the test, its concurrency, the limit and where it was
     set, and a summary line with the requests that waited and for how long."""
-    _judged_cases(pytester, judge_server, 12)
-    pytester.makeini(
-        "[pytest]\nllm_eval_judge_model = test-judge\nllm_eval_max_tries = 1\n"
-        "llm_eval_concurrency = 4\n"
-    )
+    _judged_cases(pytester, judge_server, 12, limit=4)
     result = pytester.runpytest(
         "--llm-eval", "-p", "no:cacheprovider", "--llm-eval-cache=off", "-W", "default"
     )
@@ -766,11 +769,7 @@ def test_xdist_workers_waits_for_judge_slots_reach_the_controllers_summary(
     """Each worker has its own slots (the limit is per process); the summary adds up what
     every worker waited (sent in its workeroutput)."""
     pytest.importorskip("xdist")
-    _judged_cases(pytester, judge_server, 12)
-    pytester.makeini(
-        "[pytest]\nllm_eval_judge_model = test-judge\nllm_eval_max_tries = 1\n"
-        "llm_eval_concurrency = 2\n"
-    )
+    _judged_cases(pytester, judge_server, 12, limit=2)
     result = pytester.runpytest_subprocess(
         "--llm-eval", "-p", "no:cacheprovider", "--llm-eval-cache=off", "-n", "2"
     )
