@@ -256,8 +256,11 @@ def bench_judged(cases: int, conc: int, app: float, latency: float, repeats: int
 def bench_batch(rows: int, judged: int, conc: int, latency: float, repeats: int) -> bool:
     from dataclasses import dataclass
 
-    from pydantic_evals import Case, Dataset
-    from pydantic_evals.evaluators import EqualsExpected, Evaluator, EvaluatorContext
+    try:
+        from pydantic_evals import Case, Dataset
+        from pydantic_evals.evaluators import EqualsExpected, Evaluator, EvaluatorContext
+    except ImportError:
+        sys.exit('bench_scale batch: pydantic-evals is missing; pip install -e ".[bench]"')
 
     import pytest_llmeval
     from pytest_llmeval.core.settings import JudgeSettings, Secret, Settings
