@@ -747,10 +747,9 @@ class ConcurrentCases:
             ctx.ledger.slots.want(n, test)
             if explicit is not None and n > explicit:
                 from pytest_llmeval.core.slots import JudgeSlotsWarning
-                from pytest_llmeval.plugin.options import resolved
+                from pytest_llmeval.plugin.options import concurrency_source
 
-                given = resolved(self.config, "llm_eval_concurrency")
-                source = given.source if given.given else "JudgeSettings(concurrency=...)"
+                source = concurrency_source(self.config)
                 item.warn(
                     JudgeSlotsWarning(
                         f"{test} runs {n} cases at once, but judge calls are limited to "

@@ -518,9 +518,11 @@ class RunController:
                         else ""
                     )
                 )
+            from pytest_llmeval.plugin.options import concurrency_source
+
             slots = self.slot_waits()
             if slots is not None and verbosity >= 0:
-                tr.write_line(slot_waits_line(slots, _concurrency_source(config)))
+                tr.write_line(slot_waits_line(slots, concurrency_source(config)))
             for w in self.written:
                 write_report_outcome(tr, w.path, w.error, w.kind, appended=w.appended)
             if self.saved is not None and verbosity > 0:
@@ -537,13 +539,6 @@ class RunController:
             report_written=report_written,
             after_summary=after_summary,
         ).write(view)
-
-
-def _concurrency_source(config: pytest.Config) -> str:
-    from pytest_llmeval.plugin.options import resolved
-
-    given = resolved(config, "llm_eval_concurrency")
-    return given.source if given.given else "JudgeSettings(concurrency=...)"
 
 
 session_key = pytest.StashKey["RunController"]()

@@ -116,6 +116,13 @@ def host_option(config: pytest.Config, name: str, default: Any = None) -> Any:
     return config.getoption(name, default)
 
 
+def concurrency_source(config: pytest.Config) -> str:
+    """Where the run's judge limit was set (``--llm-eval-concurrency``, ``ini ...``, ``env ...``),
+    for the messages about judge slots."""
+    given = resolved(config, "llm_eval_concurrency")
+    return given.source if given.given else "JudgeSettings(concurrency=...)"
+
+
 def _enabled(config: pytest.Config) -> bool:
     return bool(value(config, "llm_eval"))
 
