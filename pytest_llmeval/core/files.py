@@ -5,11 +5,17 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
-__all__ = ["dumps_report", "write_text_atomic"]
+__all__ = [
+    "JsonLines",
+    "dumps_report",
+    "report_chunks",
+    "write_chunks_atomic",
+    "write_text_atomic",
+]
 
 
 def write_text_atomic(path: Path, text: str) -> None:
@@ -28,26 +34,85 @@ def write_text_atomic(path: Path, text: str) -> None:
         raise
 
 
-def dumps_report(document: Mapping[str, Any]) -> str:
-    """``document`` as JSON a person can read and a program can write fast: one top-level key
-    per line, and each element of a top-level list on its own line, every value in compact form
-    (json's C encoder; an ``indent`` would make json use its pure-Python encoder, several times
-    slower on a report of thousands of records). NaN or infinity is a ValueError."""
+class JsonLines(Sequence[Any]):
+    """A list of JSON values made one at a time from ``items`` by ``make``, as the report writer
+    reaches each (a run's records as dicts: thousands of them never all alive at once)."""
+
+    def __init__(self, items: Sequence[Any], make: Callable[[Any], Any]) -> None:
+        self.items = items
+        self.make = make
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    @overload
+    def __getitem__(self, index: int) -> Any: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Any]: ...
+    def __getitem__(self, index: int | slice) -> Any:
+        if isinstance(index, slice):
+            return [self.make(v) for v in self.items[index]]
+        return self.make(self.items[index])
+
+    def __iter__(self) -> Iterator[Any]:
+        return map(self.make, self.items)
+
+
+def report_chunks(document: Mapping[str, Any], nested: Collection[str] = ()) -> Iterator[str]:
+    """The text of ``document`` in pieces, as :func:`dumps_report` joins them: one top-level key
+    per line, each element of a top-level list (or :class:`JsonLines`) on its own line, every
+    value in compact form by json's C encoder; a key in ``nested`` whose value is a mapping is
+    laid out the same way, one level in (a saved run's report). NaN or infinity is a ValueError,
+    raised when the piece holding it is made."""
     import json
 
     encode = json.JSONEncoder(allow_nan=False, separators=(", ", ": ")).encode
-    lines = ["{"]
-    items = list(document.items())
-    for i, (key, value) in enumerate(items):
-        end = "," if i < len(items) - 1 else ""
-        head = f" {encode(str(key))}: "
-        if isinstance(value, list) and value:
-            lines.append(head + "[")
-            lines.extend(
-                "  " + encode(v) + ("," if j < len(value) - 1 else "") for j, v in enumerate(value)
-            )
-            lines.append(" ]" + end)
+    yield from _chunks(document, nested, encode, " ")
+    yield "\n"
+
+
+def _chunks(
+    document: Mapping[str, Any], nested: Collection[str], encode: Callable[[Any], str], pad: str
+) -> Iterator[str]:
+    yield "{\n"
+    last = len(document) - 1
+    for i, (key, value) in enumerate(document.items()):
+        end = ",\n" if i < last else "\n"
+        yield f"{pad}{encode(str(key))}: "
+        if key in nested and isinstance(value, Mapping) and value:
+            yield from _chunks(value, (), encode, pad + " ")
+            yield end
+        elif isinstance(value, (list, JsonLines)) and len(value):
+            yield "[\n"
+            n = len(value) - 1
+            for j, element in enumerate(value):
+                yield f"{pad} {encode(element)}{',' if j < n else ''}\n"
+            yield f"{pad}]{end}"
         else:
-            lines.append(head + encode(value) + end)
-    lines.append("}")
-    return "\n".join(lines) + "\n"
+            yield encode(value) + end
+    yield pad[:-1] + "}"
+
+
+def dumps_report(document: Mapping[str, Any]) -> str:
+    """``document`` as JSON a person can read and a program can write fast (see
+    :func:`report_chunks`; an ``indent`` would make json use its pure-Python encoder, several
+    times slower on a report of thousands of records). NaN or infinity is a ValueError."""
+    return "".join(report_chunks(document))
+
+
+def write_chunks_atomic(path: Path, chunks: Iterable[str]) -> None:
+    """:func:`write_text_atomic` for text made in pieces (written as they come: the whole text
+    is never in memory); an exception while making a piece leaves ``path`` untouched."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            write = fh.write
+            for chunk in chunks:
+                write(chunk)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise

@@ -7,13 +7,21 @@ import dataclasses
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, final
 
-__all__ = ["ScoreRecord", "ScorerAggregate", "TestRecorder", "aggregate", "current_recorder"]
+__all__ = [
+    "EMPTY_MAPPING",
+    "ScoreRecord",
+    "ScorerAggregate",
+    "TestRecorder",
+    "aggregate",
+    "current_recorder",
+]
 
 
 @final
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ScoreRecord:
     """One scored assertion. Keyed on (file, test, case_id, scorer, sample); ``index`` orders
     several assertions of one scorer within one test. ``sample`` is the repeat index of the case
@@ -88,13 +96,29 @@ class ScoreRecord:
         }
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> ScoreRecord:
+    def from_json(
+        cls, data: Mapping[str, Any], strings: dict[str, str] | None = None
+    ) -> ScoreRecord:
+        """The record ``data`` (:meth:`to_json`) describes. With ``strings``, a memo a reader of
+        many records keeps, the strings most records share (file, test, scorer, instrument,
+        judge models) are stored once, not once per record."""
         fields = {k: v for k, v in data.items() if k in _FIELDS}
         if "judge_models" in fields:
             fields["judge_models"] = tuple(str(m) for m in fields["judge_models"] or ())
         for name in ("index", "sample"):
             if fields.get(name) is None:
                 fields.pop(name, None)  # a missing or null index/sample is 0
+        if strings is not None:
+            for name in _SHARED:
+                value = fields.get(name)
+                if type(value) is str:
+                    fields[name] = strings.setdefault(value, value)
+            models = fields.get("judge_models")
+            if models:
+                fields["judge_models"] = tuple(strings.setdefault(m, m) for m in models)
+        for name in ("metadata", "inputs"):
+            if type(fields.get(name)) is dict and not fields[name]:
+                fields[name] = EMPTY_MAPPING
         if not fields.keys() >= _REQUIRED:
             # what older or hand-made reports may leave out: no bound, not cached, not timed
             for name, default in _LENIENT:
@@ -104,12 +128,16 @@ class ScoreRecord:
         # (it sets each field through object.__setattr__; a controller reads one record per
         # case, thousands per run).
         out: ScoreRecord = object.__new__(cls)
-        values = out.__dict__
-        values.update(_DEFAULTS)
-        values["metadata"] = {}
-        values["inputs"] = {}
-        values.update(fields)
+        for name, default in _ALL_DEFAULTS:
+            _set_field(out, name, fields.get(name, default))
         return out
+
+
+#: the empty mapping records share as their metadata or inputs (read-only: one for all)
+EMPTY_MAPPING: Mapping[str, Any] = MappingProxyType({})
+#: the record fields whose values most records of a run share
+_SHARED = ("file", "test", "scorer", "instrument")
+_set_field = object.__setattr__
 
 
 #: the fields of a record; those a reader may leave out (filled in as older reports imply), and
@@ -126,6 +154,11 @@ _DEFAULTS = {
     for n, f in ScoreRecord.__dataclass_fields__.items()
     if f.default is not dataclasses.MISSING
 }
+#: every field with its default (None: required; the empty mapping for metadata and inputs)
+_ALL_DEFAULTS = tuple(
+    (n, _DEFAULTS.get(n, EMPTY_MAPPING if f.default_factory is not dataclasses.MISSING else None))
+    for n, f in ScoreRecord.__dataclass_fields__.items()
+)
 
 
 @final

@@ -27,7 +27,7 @@ from pytest_llmeval.core.errors import (
     describe_value,
 )
 from pytest_llmeval.core.model import Instrument
-from pytest_llmeval.core.records import ScoreRecord, current_recorder
+from pytest_llmeval.core.records import EMPTY_MAPPING, ScoreRecord, current_recorder
 from pytest_llmeval.core.redaction import redact_text
 from pytest_llmeval.core.scores import Score
 from pytest_llmeval.core.settings import Secret
@@ -677,7 +677,9 @@ def _record(
             rationale=result.rationale if result is not None else None,
             error=None if error is None else redact_text(f"{type(error).__name__}: {error}"),
             where=rec.where,
-            metadata=_json_safe(dict(result.metadata)) if result is not None else {},
+            metadata=(_json_safe(dict(result.metadata)) or EMPTY_MAPPING)
+            if result is not None
+            else EMPTY_MAPPING,
             prompt_tokens=usage.prompt_tokens if usage else 0,
             completion_tokens=usage.completion_tokens if usage else 0,
             judge_calls=usage.calls if usage else 0,
@@ -686,7 +688,7 @@ def _record(
             cached_prompt_tokens=usage.cached_prompt_tokens if usage else 0,
             sample=rec.sample,
             gated=gated,
-            inputs=inputs or {},
+            inputs=inputs or EMPTY_MAPPING,
             instrument=instrument.digest if instrument is not None else None,
         )
     )

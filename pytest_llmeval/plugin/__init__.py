@@ -1,10 +1,12 @@
 """pytest hooks only: options, ini, markers, dataset parametrization, fixtures, and shipping each
 test's score records on its teardown report. No scoring logic lives here.
 
-Records reach the controller the same way with and without xdist: a ``pytest_runtest_makereport``
-wrapper puts the test's records, as one JSON string, on the teardown report; the controller-only
-:class:`LLMEvalSession` collects them in ``pytest_runtest_logreport``. A str always survives
-execnet, and every test reported before a worker crash keeps its records.
+Records reach the controller with each test's teardown report. In an xdist worker a
+``pytest_runtest_makereport`` wrapper puts the test's records, as one JSON string, on the
+teardown report (a str always survives execnet, and every test reported before a worker crash
+keeps its records); without xdist the same wrapper hands them, as they are, to the
+:class:`~pytest_llmeval.plugin.controller.RunController` of this process. Either way the
+controller takes them in ``pytest_runtest_logreport`` of that report.
 """
 
 from __future__ import annotations
@@ -385,23 +387,32 @@ def pytest_runtest_makereport(
     if call.when == "teardown":
         recorder = item_recorder(item)
         if recorder is not None and recorder.records:
-            setattr(
-                report,
-                RECORDS_ATTR,
-                json.dumps([r.to_json() for r in recorder.records], allow_nan=False),
-            )
-            _ship_instruments(item.config, recorder, report)
+            controller = item.config.stash.get(session_key, None)
+            if controller is not None:
+                # This process is the controller (no xdist): the records go over as they are.
+                controller.hand_over(
+                    report.nodeid, recorder.records, _new_instruments(item.config, recorder)
+                )
+            else:
+                setattr(
+                    report,
+                    RECORDS_ATTR,
+                    json.dumps([r.to_json() for r in recorder.records], allow_nan=False),
+                )
+                new = _new_instruments(item.config, recorder)
+                if new:
+                    setattr(report, INSTRUMENTS_ATTR, json.dumps(new, allow_nan=False))
     return report
 
 
-def _ship_instruments(config: pytest.Config, recorder: TestRecorder, report: Any) -> None:
-    """Put on the teardown report each instrument of the test's records that this process has
-    not shipped before: the controller learns each instrument once per process, from the first
-    report that needs it (a report that arrives carries its records, so never a record without
-    its instrument; a crashed worker's lost reports lose both)."""
+def _new_instruments(config: pytest.Config, recorder: TestRecorder) -> dict[str, Any]:
+    """The instruments (as JSON) of the test's records that this process has not shipped
+    before: the controller learns each instrument once per process, from the first report that
+    needs it (a report that arrives carries its records, so never a record without its
+    instrument; a crashed worker's lost reports lose both)."""
     shipped = config.stash.get(shipped_key, None)
     if shipped is None:
-        return
+        return {}
     new = {}
     for r in recorder.records:
         digest = r.instrument
@@ -410,8 +421,7 @@ def _ship_instruments(config: pytest.Config, recorder: TestRecorder, report: Any
             if inst is not None:
                 new[digest] = inst.to_json()
                 shipped.add(digest)
-    if new:
-        setattr(report, INSTRUMENTS_ATTR, json.dumps(new, allow_nan=False))
+    return new
 
 
 def pytest_report_teststatus(

@@ -19,7 +19,7 @@ import dataclasses
 import json
 import sys
 import time
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -110,6 +110,12 @@ class RunController:
         self.view: RunView | None = None
         #: xdist workers' waits for judge slots (gateway id -> waits), from their output
         self.worker_slot_waits: dict[str, SlotWaits] = {}
+        #: records handed over in this process (no xdist), by test, until its report is logged
+        self._handed: dict[str, tuple[list[ScoreRecord], dict[str, Any]]] = {}
+        #: the report being logged and the records taken from it
+        self.taken: tuple[pytest.TestReport | None, Sequence[ScoreRecord]] = (None, ())
+        #: one copy of each string many records read from workers share (see ScoreRecord.from_json)
+        self._strings: dict[str, str] = {}
 
     # -- collecting -------------------------------------------------------------------------
 
@@ -127,27 +133,65 @@ class RunController:
                 if attr in report.__dict__:
                     delattr(report, attr)
 
+    def hand_over(
+        self, nodeid: str, records: list[ScoreRecord], instruments: dict[str, Any]
+    ) -> None:
+        """Without xdist: the records of the test ``nodeid`` (and, as JSON, the instruments this
+        process had not handed over before), from the plugin's makereport in this same process;
+        taken when that test's teardown report is logged (no JSON round trip: the records are
+        the objects the test made, already JSON-safe)."""
+        self._handed[nodeid] = (records, instruments)
+
     def _take(self, report: pytest.TestReport) -> None:
+        self.taken = (report, ())
+        if self._handed and report.when == "teardown":
+            handed = self._handed.pop(report.nodeid, None)
+            if handed is not None:
+                self._add(report, *handed)
+                return
         payload = getattr(report, RECORDS_ATTR, None)
         shipped = getattr(report, INSTRUMENTS_ATTR, None)
         if not payload and not shipped:
             return
         try:
-            records = [ScoreRecord.from_json(d) for d in json.loads(payload or "[]")]
+            strings = self._strings
+            records = [ScoreRecord.from_json(d, strings) for d in json.loads(payload or "[]")]
+            instruments = json.loads(shipped or "{}")
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            self._unreadable(report.nodeid, exc)
+            return
+        self._add(report, records, instruments)
+
+    def _add(
+        self,
+        report: pytest.TestReport | str,
+        records: list[ScoreRecord],
+        shipped: dict[str, Any],
+    ) -> None:
+        try:
             instruments = {
-                digest: Instrument.from_json(digest, inst)
-                for digest, inst in json.loads(shipped or "{}").items()
+                digest: Instrument.from_json(digest, inst) for digest, inst in shipped.items()
             }
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
-            # A record dropped in silence could be the failing one: the run cannot be judged.
-            self.problems.append(
-                f"the score records sent with {report.nodeid} could not be read "
-                f"({type(exc).__name__}: {exc}): the run cannot be judged without them"
-            )
+            self._unreadable(report if isinstance(report, str) else report.nodeid, exc)
             return
         self.records.extend(records)
+        if not isinstance(report, str):
+            self.taken = (report, records)
         for digest, inst in instruments.items():
             self.instruments.setdefault(digest, inst)
+
+    def _unreadable(self, nodeid: str, exc: Exception) -> None:
+        # A record dropped in silence could be the failing one: the run cannot be judged.
+        self.problems.append(
+            f"the score records sent with {nodeid} could not be read "
+            f"({type(exc).__name__}: {exc}): the run cannot be judged without them"
+        )
+
+    def records_of(self, report: pytest.TestReport) -> Sequence[ScoreRecord]:
+        """The records taken from ``report`` (empty for a report that brought none), while the
+        report is being logged."""
+        return self.taken[1] if self.taken[0] is report else ()
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
@@ -274,6 +318,10 @@ class RunController:
         from pytest_llmeval.analysis.gates import dataset_statistics, evaluate_gates
         from pytest_llmeval.analysis.verdict import decide
 
+        # Records handed over for a report that was never logged (another plugin made the
+        # teardown report and did not log it) are still the test's records: none is dropped.
+        for nodeid in sorted(self._handed):
+            self._add(nodeid, *self._handed.pop(nodeid))
         run = self.build_run(session)
         self.run = run
         if not self._judge_nothing():
@@ -393,7 +441,20 @@ class RunController:
         if md_target:
             self._write_markdown(session, base, md_target, view)
         if save and history is not None:
-            self._save(view.document, history.keep)
+            self._save(self._saved_document(view), history.keep)
+
+    def _saved_document(self, view: RunView) -> dict[str, Any]:
+        """The report the history keeps: the view's document when a writer made it already or a
+        ``pytest_llmeval_update_json_report`` hook may change it; else the same document with
+        each record made as it is written (a run's records never all held as dicts at once)."""
+        if (
+            "document" in view.__dict__
+            or self.config.hook.pytest_llmeval_update_json_report.get_hookimpls()
+        ):
+            return view.document
+        from pytest_llmeval.report.view import report_json
+
+        return report_json(view, lazy=True)
 
     def _write_markdown(
         self, session: pytest.Session, base: Path, target: str, view: RunView

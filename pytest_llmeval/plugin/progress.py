@@ -38,7 +38,6 @@ from typing import IO, Any
 
 import pytest
 
-from pytest_llmeval.core.records import ScoreRecord
 from pytest_llmeval.plugin import pytest_compat as compat
 
 __all__ = ["MIN_INTERVAL", "RUNNING_ATTR", "SLOT_WAIT_ATTR", "Progress", "format_status"]
@@ -321,18 +320,11 @@ class Progress:
             and type(slot_wait[1]) is int
         ):
             self.slot_waits[source] = (float(slot_wait[0]), slot_wait[1])
-        from pytest_llmeval.plugin.controller import RECORDS_ATTR
+        from pytest_llmeval.plugin.controller import session_key
 
-        payload = getattr(report, RECORDS_ATTR, None)
-        if payload:
-            import json
-
-            try:
-                data = json.loads(payload)
-            except ValueError:
-                data = []
-            for d in data:
-                record = ScoreRecord.from_json(d)
+        controller = self.config.stash.get(session_key, None)
+        if controller is not None:  # the records it took from this report
+            for record in controller.records_of(report):
                 self.judge_calls += record.judge_calls
                 self.cached += 1 if record.cached else 0
                 self.spent += record.cost_usd or 0.0

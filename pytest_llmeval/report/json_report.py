@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, final
 
-from pytest_llmeval.core.files import dumps_report, write_text_atomic
+from pytest_llmeval.core.files import report_chunks, write_chunks_atomic
 from pytest_llmeval.core.model import REPORT_VERSION
 from pytest_llmeval.core.records import ScoreRecord
 from pytest_llmeval.core.settings import Settings
@@ -166,4 +166,4 @@ def write_report(path: Path, report: dict[str, Any]) -> None:
         raise NotADirectoryError(
             errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(path.parent)
         ) from None
-    write_text_atomic(path, dumps_report(report))
+    write_chunks_atomic(path, report_chunks(report))

@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, final, runtime_checkable
 
+from pytest_llmeval.core.files import JsonLines
 from pytest_llmeval.core.model import REPORT_VERSION, Run
 from pytest_llmeval.core.records import ScoreRecord, aggregate
 
@@ -193,12 +194,15 @@ def _document(
     verdict: Verdict | None,
     comparison: Mapping[str, Any] | None,
     shard: Mapping[str, Any] | None,
+    lazy: bool = False,
 ) -> dict[str, Any]:
     report: dict[str, Any] = {
         "version": REPORT_VERSION,
         "run": dict(info),
         "aggregates": {name: agg.to_json() for name, agg in aggregate(records).items()},
-        "records": [r.to_json() for r in records],
+        "records": JsonLines(records, ScoreRecord.to_json)
+        if lazy
+        else [r.to_json() for r in records],
     }
     if run is None:
         return report
@@ -226,11 +230,13 @@ def _document(
     return report
 
 
-def report_json(view: RunView) -> dict[str, Any]:
+def report_json(view: RunView, *, lazy: bool = False) -> dict[str, Any]:
     """The JSON report of a run's view: its ``run`` section is ``view.run.info``; the
     comparison carries the baseline's side of every matched case
     (:func:`pytest_llmeval.analysis.compare.comparison_json`), or the error that kept the baseline
-    from being used; a merged run lists its shards under ``merged``."""
+    from being used; a merged run lists its shards under ``merged``. ``lazy``: its records are
+    a :class:`~pytest_llmeval.core.files.JsonLines`, each made as a writer reaches it (for a
+    writer of the file only: without the ``pytest_llmeval_update_json_report`` hook)."""
     comparison: dict[str, Any] | None = None
     base = view.baseline
     if view.comparison is not None and base is not None and base.run is not None:
@@ -251,6 +257,7 @@ def report_json(view: RunView) -> dict[str, Any]:
         view.verdict,
         comparison,
         view.shard_section,
+        lazy,
     )
     if view.merged is not None:
         count, shards = view.merged

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_llmeval.core.errors import BaselineError
-from pytest_llmeval.core.files import dumps_report, write_text_atomic
+from pytest_llmeval.core.files import report_chunks, write_chunks_atomic, write_text_atomic
 from pytest_llmeval.core.model import RUN_FORMAT
 
 __all__ = [
@@ -164,10 +164,8 @@ def save_run(
         "report": report,
     }
     try:
-        write_text_atomic(
-            run_path(directory, number),
-            dumps_report(run),
-        )
+        # the report laid out like a JSON report (a record per line), written as it is made
+        write_chunks_atomic(run_path(directory, number), report_chunks(run, nested=("report",)))
     finally:
         try:
             os.unlink(claim)

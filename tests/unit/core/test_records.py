@@ -59,3 +59,34 @@ def test_aggregate_counts_and_means() -> None:
     assert (a["judge_calls"], a["prompt_tokens"], a["completion_tokens"]) == (2, 10, 5)
     assert a["cost_usd"] == pytest.approx(0.01) and a["time_s"] == pytest.approx(1.5)
     assert aggs["b"].to_json()["cost_usd"] is None
+
+
+def test_records_read_with_a_memo_share_the_strings_most_records_repeat() -> None:
+    """A controller reads one record per case from its workers: file, test, scorer, instrument
+    and judge models are kept once for the run, not once per record; values are unchanged."""
+    strings: dict[str, str] = {}
+    texts = [
+        json.dumps(
+            rec(
+                "exact_match",
+                1.0,
+                True,
+                case_id=f"c{i}",
+                instrument="d" * 64,
+                judge_models=("gpt-x",),
+                inputs={"output": f"o{i}"},
+            ).to_json()
+        )
+        for i in range(2)
+    ]
+    a, b = (ScoreRecord.from_json(json.loads(t), strings) for t in texts)
+    for name in ("file", "test", "scorer", "instrument"):
+        assert getattr(a, name) is getattr(b, name), name
+    assert a.judge_models[0] is b.judge_models[0]
+    assert a.case_id == "c0" and b.case_id == "c1" and a.inputs == {"output": "o0"}
+    # the empty metadata of both is one read-only mapping, equal to {} and written as {}
+    assert a.metadata is b.metadata and a.metadata == {} and a.to_json()["metadata"] == {}
+    with pytest.raises(TypeError):
+        a.metadata["x"] = 1  # type: ignore[index]
+    assert a == ScoreRecord.from_json(json.loads(texts[0]))  # without the memo: equal
+    assert not hasattr(a, "__dict__")  # slots: no per-record dict (issue 24's memory target)
