@@ -17,7 +17,8 @@ from pytest_llmeval import Score, assert_score, scorer
 
 @scorer("tagged")
 def tagged(output, expected):
-    return Score(1.0 if output == expected else 0.0, metadata={"pair": (1, 2), "nested": {"k": [1.5]}})
+    meta = {"pair": (1, 2), "nested": {"k": [1.5]}}
+    return Score(1.0 if output == expected else 0.0, metadata=meta)
 
 @pytest.mark.llm_eval
 @pytest.mark.llm_eval_dataset("data/cases.jsonl")
