@@ -497,8 +497,11 @@ async def _score_async(
 ) -> tuple[Scorer, Score]:
     t0 = time.perf_counter()
     inst, inputs, key = _prepare(scorer, fields, kwargs, ctx)
+    # A judged scoring reads and writes the store on the store thread: the case loop runs many
+    # such cases at once, and a store call made on it would stop all of them while it runs.
+    off_loop = key is not None and inst.uses_judge
     seen = ctx.inflight_done  # (read before the lookup: see below)
-    hit = _lookup(inst, inputs, key, ctx, t0)
+    hit = await _lookup_async(inst, inputs, key, ctx, t0, off_loop)
     if hit is not None:
         return inst, hit
     leader: concurrent.futures.Future[None] | None = None
@@ -515,7 +518,7 @@ async def _score_async(
                     break
             await asyncio.wait([asyncio.wrap_future(waiting)])
             seen = ctx.inflight_done
-            hit = _lookup(inst, inputs, key, ctx, t0)
+            hit = await _lookup_async(inst, inputs, key, ctx, t0, off_loop)
             if hit is not None:
                 return inst, hit
     collector = UsageCollector()
@@ -524,7 +527,7 @@ async def _score_async(
         if finished != seen:
             # An identical scoring (on another thread's loop) stored its result and left the
             # table between this one's miss and now: read it rather than pay the judge again.
-            hit = _lookup(inst, inputs, key, ctx, t0)
+            hit = await _lookup_async(inst, inputs, key, ctx, t0, off_loop)
             if hit is not None:
                 return inst, hit
         if inst.uses_judge:
@@ -535,6 +538,10 @@ async def _score_async(
             # Other scorers run on the caller's loop: a user's async scorer may use the
             # caller's own async resources.
             result = await inst.acompute(inputs, ctx)
+        if off_loop:
+            # (stored before this scoring leaves the in-flight table, as on the loop)
+            done = ctx.store_call(_finish, inst, inputs, result, key, ctx, t0)
+            return inst, await asyncio.wrap_future(done)
         return inst, _finish(inst, inputs, result, key, ctx, t0)
     except Exception as exc:
         _attach_usage(exc, collector)
@@ -547,6 +554,20 @@ async def _score_async(
                 ctx.inflight_done += 1
             if not leader.done():
                 leader.set_result(None)
+
+
+async def _lookup_async(
+    inst: Scorer,
+    inputs: Mapping[str, Any],
+    key: str | None,
+    ctx: ScoringContext,
+    t0: float,
+    off_loop: bool,
+) -> Score | None:
+    """:func:`_lookup`, on the store thread when ``off_loop``."""
+    if not off_loop:
+        return _lookup(inst, inputs, key, ctx, t0)
+    return await asyncio.wrap_future(ctx.store_call(_lookup, inst, inputs, key, ctx, t0))
 
 
 def score(

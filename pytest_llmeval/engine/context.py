@@ -8,8 +8,9 @@ first call to :func:`get_context` builds one from the environment (or :func:`con
 from __future__ import annotations
 
 import concurrent.futures
+import contextvars
 import threading
-from collections.abc import Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, final
 
 from pytest_llmeval.core import aio as _aio
@@ -71,6 +72,8 @@ class ScoringContext:
         self.inflight_done = 0
         self._judges: dict[Any, JudgeClient] = {}
         self._embedders: dict[Any, Embedder] = {}
+        #: the thread async judged scorings read and write the store on (see store_call)
+        self._store_pool: concurrent.futures.ThreadPoolExecutor | None = None
         # A store given here (from pytest_llmeval_make_cache) is the bare store: the mode
         # wrapper goes on now, once.
         self._cache: ResultStore | None = (
@@ -98,12 +101,32 @@ class ScoringContext:
 
         return ResultCache(self.settings.cache_dir, read_only=self.settings.cache_mode == "replay")
 
+    def store_call(self, fn: Callable[..., T], /, *args: Any) -> concurrent.futures.Future[T]:
+        """``fn(*args)`` on the process's store thread, in the caller's context variables: an
+        async judged scoring reads and writes the store there, so that a slow write (SQLite
+        checkpointing its log, a Redis round trip) does not stop every case on its loop. One
+        thread: the store sees the calls in the order they were made."""
+        pool = self._store_pool
+        if pool is None:
+            with self._lock:
+                pool = self._store_pool
+                if pool is None:
+                    pool = self._store_pool = concurrent.futures.ThreadPoolExecutor(
+                        1, thread_name_prefix="llm-eval-store"
+                    )
+        return pool.submit(contextvars.copy_context().run, fn, *args)
+
     def close(self) -> None:
         """Release the cache connection and judge clients (end of session)."""
         with self._lock:
             cache, self._cache = self._cache, None
             judges = list(self._judges.values())
             self._judges.clear()
+            pool, self._store_pool = self._store_pool, None
+        if pool is not None:
+            if cache is not None:
+                pool.submit(cache.close)  # the store thread's own connection
+            pool.shutdown(wait=True)
         if cache is not None:
             cache.close()
         if self.limiter is not None:
