@@ -3,6 +3,7 @@ half a report or half a saved run, and concurrent writers never interleave."""
 
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
@@ -13,25 +14,31 @@ __all__ = [
     "JsonLines",
     "dumps_report",
     "report_chunks",
+    "report_target",
     "write_chunks_atomic",
     "write_text_atomic",
 ]
 
 
-def write_text_atomic(path: Path, text: str) -> None:
+def write_text_atomic(path: Path, text: str, *, newline: str | None = None) -> None:
     """Write ``text`` (UTF-8) to a temporary file beside ``path``, then rename it into place;
     on any failure (Ctrl-C included) the temporary file is removed and ``path`` is untouched."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    write_chunks_atomic(path, (text,), newline=newline)
+
+
+def report_target(path: Path) -> None:
+    """Make the folder of a report to be written at ``path``; an OSError naming the path in the
+    way when ``path`` is a directory or its folder is a file (``mkdir`` alone would say "File
+    exists", and the rename would name the temporary file)."""
+    if path.is_dir():
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        # the folder of the report exists but is not a directory
+        raise NotADirectoryError(
+            errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(path.parent)
+        ) from None
 
 
 class JsonLines(Sequence[Any]):
@@ -100,12 +107,12 @@ def dumps_report(document: Mapping[str, Any]) -> str:
     return "".join(report_chunks(document))
 
 
-def write_chunks_atomic(path: Path, chunks: Iterable[str]) -> None:
+def write_chunks_atomic(path: Path, chunks: Iterable[str], *, newline: str | None = None) -> None:
     """:func:`write_text_atomic` for text made in pieces (written as they come: the whole text
     is never in memory); an exception while making a piece leaves ``path`` untouched."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        with os.fdopen(fd, "w", encoding="utf-8", newline=newline) as fh:
             write = fh.write
             for chunk in chunks:
                 write(chunk)

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import errno
-import os
 import platform
 import subprocess
 import sys
@@ -13,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, final
 
-from pytest_llmeval.core.files import report_chunks, write_chunks_atomic
+from pytest_llmeval.core.files import report_chunks, report_target, write_chunks_atomic
 from pytest_llmeval.core.model import REPORT_VERSION
 from pytest_llmeval.core.records import ScoreRecord
 from pytest_llmeval.core.settings import Settings
@@ -155,15 +153,7 @@ def write_report(path: Path, report: dict[str, Any]) -> None:
     """Write ``report`` to ``path`` atomically (a temp file in the same folder, then rename).
 
     Raises OSError naming the path that is in the way when ``path`` is a directory or its folder
-    is a file (``mkdir`` alone would say "File exists", and ``rename`` would name the temp file).
+    is a file (see :func:`~pytest_llmeval.core.files.report_target`).
     """
-    if path.is_dir():
-        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except FileExistsError:
-        # the folder of the report exists but is not a directory
-        raise NotADirectoryError(
-            errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(path.parent)
-        ) from None
+    report_target(path)
     write_chunks_atomic(path, report_chunks(report))

@@ -29,11 +29,11 @@ from __future__ import annotations
 import errno
 import json
 import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, final
 
+from pytest_llmeval.core.files import report_target, write_text_atomic
 from pytest_llmeval.core.records import ScorerAggregate, aggregate
 from pytest_llmeval.report.markdown_text import (
     BUDGET,
@@ -511,25 +511,8 @@ def render_markdown(
 def _write_atomic(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` through a temp file in the same folder and a rename, naming
     the path in the way when it is a directory or its folder is a file."""
-    if path.is_dir():
-        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except FileExistsError:
-        raise NotADirectoryError(
-            errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(path.parent)
-        ) from None
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    report_target(path)
+    write_text_atomic(path, text, newline="\n")
 
 
 @final
