@@ -371,8 +371,14 @@ class RunController:
             comparison=self.comparison,
             baseline=baseline,
             problems=(*self.problems, *([self.tracker.error] if self.tracker.error else [])),
-            amend=lambda report: self.config.hook.pytest_llmeval_update_json_report(
-                config=self.config, report=report
+            amend=(
+                (
+                    lambda report: self.config.hook.pytest_llmeval_update_json_report(
+                        config=self.config, report=report
+                    )
+                )
+                if self.config.hook.pytest_llmeval_update_json_report.get_hookimpls()
+                else None
             ),
         )
 
@@ -441,20 +447,7 @@ class RunController:
         if md_target:
             self._write_markdown(session, base, md_target, view)
         if save and history is not None:
-            self._save(self._saved_document(view), history.keep)
-
-    def _saved_document(self, view: RunView) -> dict[str, Any]:
-        """The report the history keeps: the view's document when a writer made it already or a
-        ``pytest_llmeval_update_json_report`` hook may change it; else the same document with
-        each record made as it is written (a run's records never all held as dicts at once)."""
-        if (
-            "document" in view.__dict__
-            or self.config.hook.pytest_llmeval_update_json_report.get_hookimpls()
-        ):
-            return view.document
-        from pytest_llmeval.report.view import report_json
-
-        return report_json(view, lazy=True)
+            self._save(view.file_document(), history.keep)
 
     def _write_markdown(
         self, session: pytest.Session, base: Path, target: str, view: RunView

@@ -146,7 +146,7 @@ class JsonWriter:
         self.path = path
 
     def write(self, view: RunView) -> None:
-        write_report(self.path, view.document)
+        write_report(self.path, view.file_document())
 
 
 def write_report(path: Path, report: dict[str, Any]) -> None:

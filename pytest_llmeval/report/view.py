@@ -172,6 +172,14 @@ class RunView:
             self.amend(report)
         return report
 
+    def file_document(self) -> dict[str, Any]:
+        """:attr:`document`, for a writer that writes it to a file and lets go: the document if
+        it was built, else (nothing may amend it) the same document with each record made as
+        it is written, so that a run's records are never all held as dicts at once."""
+        if "document" in self.__dict__ or self.amend is not None:
+            return self.document
+        return report_json(self, lazy=True)
+
 
 @runtime_checkable
 class ReportWriter(Protocol):

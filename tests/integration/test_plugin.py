@@ -429,6 +429,23 @@ def test_update_json_report_hook(project: pytest.Pytester) -> None:
     assert _report(project)["run"]["build"] == "b-42"
 
 
+def test_the_update_hook_changes_reach_the_records_of_the_report_and_the_saved_run(
+    project: pytest.Pytester,
+) -> None:
+    """Records are written one at a time as they are made unless something may change them:
+    with the hook, its changes to the records are in the JSON report and in the history."""
+    project.makeconftest(
+        CONFTEST + "\ndef pytest_llmeval_update_json_report(config, report):\n"
+        "    for r in report['records']:\n"
+        "        r['reviewed_by'] = 'qa'\n"
+    )
+    records = _report(project)["records"]
+    assert records and all(r["reviewed_by"] == "qa" for r in records)
+    (saved,) = sorted((project.path / ".llmeval" / "runs").glob("0*[0-9].json"))
+    kept = json.loads(saved.read_text(encoding="utf-8"))["report"]["records"]
+    assert len(kept) == len(records) and all(r["reviewed_by"] == "qa" for r in kept)
+
+
 def test_make_cache_hook_replaces_the_store(project: pytest.Pytester) -> None:
     project.makeconftest(
         CONFTEST + "\nclass Mem:\n"
