@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -207,6 +208,8 @@ def bench_judged(cases: int, conc: int, app: float, latency: float, repeats: int
         }
         env.pop("PYTHONDONTWRITEBYTECODE", None)
         _direct(tmp, judge, body, 4, 2, 0.0)  # untimed: byte code, the server's first replies
+        # untimed: the plugin's byte code (the first pytest process compiles what it imports)
+        _run(root, ["-p", "no:xdist", "--llm-eval", f"--llm-eval-cache-dir={tmp / 'warm'}"], env)
         floors, ours = [], []
         for r in range(repeats):
             judge.stats(clear=True)
@@ -227,12 +230,15 @@ def bench_judged(cases: int, conc: int, app: float, latency: float, repeats: int
                 "no wait for judge slots", "judge slots" not in stdout, "summary has no slot line"
             )
         f, o = min(floors), min(ours)
+        fm, om = statistics.median(floors), statistics.median(ours)
         print(
-            f"{cases} judged cases at {conc} in flight, best of {repeats}: "
-            f"floor {f:.2f} s, ours {o:.2f} s"
+            f"{cases} judged cases at {conc} in flight: best of {repeats} floor {f:.2f} s, "
+            f"ours {o:.2f} s ({o / f:.2f}x); medians floor {fm:.2f} s, ours {om:.2f} s"
         )
         ok &= _verdict(
-            "judged hot path", o <= 1.3 * f, f"{o / f:.2f}x the direct client (target 1.3x)"
+            "judged hot path",
+            om <= 1.3 * fm,
+            f"{om / fm:.2f}x the direct client, medians of {repeats} (target 1.3x)",
         )
         # the negative check: a smaller limit the user set is kept and said
         cache = f"--llm-eval-cache-dir={tmp / 'cache-limited'}"
