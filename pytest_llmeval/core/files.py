@@ -89,7 +89,10 @@ def _chunks(
         if key in nested and isinstance(value, Mapping) and value:
             yield from _chunks(value, (), encode, pad + " ")
             yield end
-        elif isinstance(value, (list, JsonLines)) and len(value):
+        elif isinstance(value, (list, JsonLines)):
+            if not len(value):
+                yield "[]" + end
+                continue
             yield "[\n"
             n = len(value) - 1
             for j, element in enumerate(value):

@@ -38,6 +38,9 @@ __all__ = [
 
 T = TypeVar("T")
 
+#: threads of a context's store pool (see ScoringContext.store_call)
+_STORE_THREADS = 4
+
 
 @final
 class ScoringContext:
@@ -102,17 +105,17 @@ class ScoringContext:
         return ResultCache(self.settings.cache_dir, read_only=self.settings.cache_mode == "replay")
 
     def store_call(self, fn: Callable[..., T], /, *args: Any) -> concurrent.futures.Future[T]:
-        """``fn(*args)`` on the process's store thread, in the caller's context variables: an
-        async judged scoring reads and writes the store there, so that a slow write (SQLite
-        checkpointing its log, a Redis round trip) does not stop every case on its loop. One
-        thread: the store sees the calls in the order they were made."""
+        """``fn(*args)`` on one of the process's store threads, in the caller's context
+        variables: an async judged scoring reads and writes the store there, so that a slow
+        store call (SQLite checkpointing its log, a Redis round trip) does not stop every case
+        on its loop. A few threads: one slow call does not hold up the others' either."""
         pool = self._store_pool
         if pool is None:
             with self._lock:
                 pool = self._store_pool
                 if pool is None:
                     pool = self._store_pool = concurrent.futures.ThreadPoolExecutor(
-                        1, thread_name_prefix="llm-eval-store"
+                        _STORE_THREADS, thread_name_prefix="llm-eval-store"
                     )
         return pool.submit(contextvars.copy_context().run, fn, *args)
 
@@ -124,8 +127,7 @@ class ScoringContext:
             self._judges.clear()
             pool, self._store_pool = self._store_pool, None
         if pool is not None:
-            if cache is not None:
-                pool.submit(cache.close)  # the store thread's own connection
+            # (a store thread's own SQLite connection is thread-local: freed as its thread ends)
             pool.shutdown(wait=True)
         if cache is not None:
             cache.close()

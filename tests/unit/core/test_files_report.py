@@ -68,6 +68,10 @@ def test_lazy_records_are_made_one_at_a_time_and_read_back_the_same(tmp_path: Pa
         dumps_report(eager)
     )
     assert JsonLines([1, 2], str)[1] == "2" and JsonLines([1, 2], str)[:1] == ["1"]
+    # a run without records (none scored, or collect-only) writes an empty list, lazy or not
+    none = {"version": 2, "records": JsonLines([], make), "gates": []}
+    assert dumps_report(none) == dumps_report({**none, "records": []})
+    assert json.loads(dumps_report(none))["records"] == []
 
 
 def test_a_bad_record_met_midway_leaves_the_file_as_it_was(tmp_path: Path) -> None:

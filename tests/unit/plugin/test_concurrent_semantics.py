@@ -81,6 +81,7 @@ def test_an_identical_judged_scoring_that_just_finished_elsewhere_is_read_not_pa
     table, then B finds nobody in flight and called the judge a second time for the same key.
     B now looks again when a scoring finished meanwhile, and reads A's result."""
     import asyncio
+    import contextvars
     import dataclasses
     import threading
 
@@ -92,13 +93,15 @@ def test_an_identical_judged_scoring_that_just_finished_elsewhere_is_read_not_pa
 
     b_missed = threading.Event()
     a_done = threading.Event()
+    # which scoring asks (judged scorings read the store on a store thread, in their context)
+    who: contextvars.ContextVar[str] = contextvars.ContextVar("who", default="")
 
     class MissesWaitForA(ResultCache):
         """The real store; B's miss returns only once A is done (the interleaving)."""
 
         def get(self, key: str) -> dict[str, Any] | None:
             value = super().get(key)
-            if value is None and threading.current_thread().name == "B":
+            if value is None and who.get() == "B":
                 b_missed.set()
                 assert a_done.wait(30)
             return value
@@ -112,6 +115,7 @@ def test_an_identical_judged_scoring_that_just_finished_elsewhere_is_read_not_pa
     scores: dict[str, Any] = {}
 
     def scoring(name: str) -> None:
+        who.set(name)
         scores[name] = asyncio.run(score_async("l3score", input="q", output="a", expected="a"))
 
     try:
