@@ -38,9 +38,6 @@ __all__ = [
 
 T = TypeVar("T")
 
-#: threads of a context's store pool (see ScoringContext.store_call)
-_STORE_THREADS = 4
-
 
 @final
 class ScoringContext:
@@ -75,8 +72,8 @@ class ScoringContext:
         self.inflight_done = 0
         self._judges: dict[Any, JudgeClient] = {}
         self._embedders: dict[Any, Embedder] = {}
-        #: the thread async judged scorings read and write the store on (see store_call)
-        self._store_pool: concurrent.futures.ThreadPoolExecutor | None = None
+        #: per calling thread, the thread its async judged scorings use the store on
+        self._store_pools: dict[int, concurrent.futures.ThreadPoolExecutor] = {}
         # A store given here (from pytest_llmeval_make_cache) is the bare store: the mode
         # wrapper goes on now, once.
         self._cache: ResultStore | None = (
@@ -105,17 +102,21 @@ class ScoringContext:
         return ResultCache(self.settings.cache_dir, read_only=self.settings.cache_mode == "replay")
 
     def store_call(self, fn: Callable[..., T], /, *args: Any) -> concurrent.futures.Future[T]:
-        """``fn(*args)`` on one of the process's store threads, in the caller's context
+        """``fn(*args)`` on the store thread of the calling thread, in the caller's context
         variables: an async judged scoring reads and writes the store there, so that a slow
         store call (SQLite checkpointing its log, a Redis round trip) does not stop every case
-        on its loop. A few threads: one slow call does not hold up the others' either."""
-        pool = self._store_pool
+        on its loop. One store thread per calling thread (per case loop): a loop's store calls
+        run in the order it made them (which of identical scorings in flight pays the judge
+        follows case order, not thread timing), and one loop's slow call never holds up
+        another loop's."""
+        caller = threading.get_ident()
+        pool = self._store_pools.get(caller)
         if pool is None:
             with self._lock:
-                pool = self._store_pool
+                pool = self._store_pools.get(caller)
                 if pool is None:
-                    pool = self._store_pool = concurrent.futures.ThreadPoolExecutor(
-                        _STORE_THREADS, thread_name_prefix="llm-eval-store"
+                    pool = self._store_pools[caller] = concurrent.futures.ThreadPoolExecutor(
+                        1, thread_name_prefix="llm-eval-store"
                     )
         return pool.submit(contextvars.copy_context().run, fn, *args)
 
@@ -125,8 +126,8 @@ class ScoringContext:
             cache, self._cache = self._cache, None
             judges = list(self._judges.values())
             self._judges.clear()
-            pool, self._store_pool = self._store_pool, None
-        if pool is not None:
+            pools, self._store_pools = list(self._store_pools.values()), {}
+        for pool in pools:
             # (a store thread's own SQLite connection is thread-local: freed as its thread ends)
             pool.shutdown(wait=True)
         if cache is not None:
