@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Generator, Iterator
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -275,10 +276,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
+#: The item being run when it asks for ``case`` but was left unparametrized: the placeholder
+#: fixture's view of it. (The fixture does not take ``request``: pytest keeps a fixture's
+#: ``request`` in the closure of every dataset case that shadows it by direct
+#: parametrization, and resolves it for each case.)
+_unfilled_case: ContextVar[pytest.Item | None] = ContextVar("llm_eval_unfilled_case", default=None)
+
+
 @pytest.fixture
-def case(request: pytest.FixtureRequest) -> Case:
+def case() -> Case:
     """Placeholder that explains how `case` gets its value (a dataset marker)."""
-    if request.node.get_closest_marker("llm_eval_dataset") is not None:
+    item = _unfilled_case.get()
+    if item is not None and item.get_closest_marker("llm_eval_dataset") is not None:
         # An llm_eval test left unparametrized because evaluations are off: its skip mark
         # normally stops it before fixtures; this covers runs without the skipping plugin.
         pytest.skip(_SKIP_REASON)
@@ -311,10 +320,15 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     if gates is not None:
         gates.prime(recorder)  # which scorers a gate decides
     token = current_recorder.set(recorder)
+    unfilled = None
+    if "case" in getattr(item, "fixturenames", ()) and getattr(item, "callspec", None) is None:
+        unfilled = _unfilled_case.set(item)
     try:
         return (yield)
     finally:
         current_recorder.reset(token)
+        if unfilled is not None:
+            _unfilled_case.reset(unfilled)
         # The records left with the teardown report: the item (kept by the session to its
         # end) does not keep them too.
         if recorder_key in item.stash:

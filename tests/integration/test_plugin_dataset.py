@@ -96,6 +96,29 @@ def test_skip_holds_without_the_skipping_plugin(pytester: pytest.Pytester) -> No
     result.stdout.fnmatch_lines(["*run only with `pytest --llm-eval`*"])
 
 
+def test_dataset_cases_do_not_resolve_request_for_the_placeholder(
+    pytester: pytest.Pytester,
+) -> None:
+    # The placeholder `case` fixture takes no `request`: pytest keeps a shadowed fixture's
+    # `request` in the closure of every case parametrized over it, and resolves it per case
+    # (a fixture definition built and its signature read, each time).
+    (pytester.path / "cases.jsonl").write_text('{"id": "a"}\n{"id": "b"}\n')
+    pytester.makeconftest(
+        """
+def pytest_collection_finish(session):
+    for item in session.items:
+        print("NAMES", item.name, sorted(item.fixturenames))
+"""
+    )
+    pytester.makepyfile(test_eval=_eval_test('"cases.jsonl"'))
+    result = pytester.runpytest("--llm-eval", "-s", "-p", "no:xdist")
+    result.assert_outcomes(passed=2)
+    names = [line for line in result.outlines if line.startswith("NAMES")]
+    assert len(names) == 2
+    for line in names:
+        assert "'case'" in line and "'request'" not in line, line
+
+
 @pytest.mark.parametrize("flag", [(), ("--llm-eval",)], ids=["plain", "llm-eval"])
 def test_unknown_marker_keyword_is_a_collection_error(
     pytester: pytest.Pytester, flag: tuple[str, ...]
