@@ -147,7 +147,8 @@ class RunController:
         if self._handed and report.when == "teardown":
             handed = self._handed.pop(report.nodeid, None)
             if handed is not None:
-                self._add(report, *handed)
+                if self._add(report.nodeid, *handed):
+                    self.taken = (report, handed[0])
                 return
         payload = getattr(report, RECORDS_ATTR, None)
         shipped = getattr(report, INSTRUMENTS_ATTR, None)
@@ -160,26 +161,23 @@ class RunController:
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
             self._unreadable(report.nodeid, exc)
             return
-        self._add(report, records, instruments)
+        if self._add(report.nodeid, records, instruments):
+            self.taken = (report, records)
 
-    def _add(
-        self,
-        report: pytest.TestReport | str,
-        records: list[ScoreRecord],
-        shipped: dict[str, Any],
-    ) -> None:
+    def _add(self, nodeid: str, records: list[ScoreRecord], shipped: dict[str, Any]) -> bool:
+        """Keep the records of the test ``nodeid`` and the instruments (as JSON) that came with
+        them; False (the run then cannot be judged) when the instruments cannot be read."""
         try:
             instruments = {
                 digest: Instrument.from_json(digest, inst) for digest, inst in shipped.items()
             }
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
-            self._unreadable(report if isinstance(report, str) else report.nodeid, exc)
-            return
+            self._unreadable(nodeid, exc)
+            return False
         self.records.extend(records)
-        if not isinstance(report, str):
-            self.taken = (report, records)
         for digest, inst in instruments.items():
             self.instruments.setdefault(digest, inst)
+        return True
 
     def _unreadable(self, nodeid: str, exc: Exception) -> None:
         # A record dropped in silence could be the failing one: the run cannot be judged.
