@@ -107,6 +107,9 @@ class Instrument:
     higher_is_better: bool | None = None
     score_range: tuple[float, float] | None = None
     identity: Mapping[str, Any] = field(default_factory=dict)
+    #: whether the scorer asks an LLM judge (None: a report that does not say). Not part of the
+    #: digest: it follows from the scorer, which the identity names.
+    uses_judge: bool | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -115,6 +118,7 @@ class Instrument:
             "higher_is_better": self.higher_is_better,
             "score_range": _range_json(self.score_range),
             "identity": dict(self.identity),
+            "uses_judge": self.uses_judge,
         }
 
     @classmethod
@@ -126,6 +130,7 @@ class Instrument:
             higher_is_better=data.get("higher_is_better"),
             score_range=_range_of(data.get("score_range")),
             identity=dict(data.get("identity") or {}),
+            uses_judge=data["uses_judge"] if isinstance(data.get("uses_judge"), bool) else None,
         )
 
 

@@ -60,6 +60,12 @@ class ScoreRecord:
     #: (:class:`pytest_llmeval.core.model.Instrument`: scorer, version, options, code, judge);
     #: None when the scorer was never resolved
     instrument: str | None = None
+    #: a person's verdict on this case (issue 20): a score in the scorer's range, True (pass) or
+    #: False (fail), or one of a classifier's choices; None when unlabelled
+    label: bool | float | str | None = None
+    #: the score ``label`` stands for: the label itself when it is a score, the choice's score
+    #: when it names one of a classifier's choices; None for True/False or no label
+    label_score: float | None = None
 
     @property
     def key(self) -> tuple[str, str, str | None, str, int, int]:
@@ -93,6 +99,8 @@ class ScoreRecord:
             "gated": self.gated,
             "inputs": dict(self.inputs),
             "instrument": self.instrument,
+            "label": self.label,
+            "label_score": self.label_score,
         }
 
     @classmethod

@@ -654,6 +654,72 @@ async def score_async(
 ascore = score_async
 
 
+@final
+@dataclass(frozen=True, slots=True)
+class Label:
+    """A checked label and the score it stands for (see :func:`_checked_label`)."""
+
+    value: bool | float | str | None
+    score: float | None
+
+
+NO_LABEL = Label(None, None)
+
+
+def _checked_label(
+    scorer: str | Scorer | type[Scorer], label: Any, row: int | None = None
+) -> Label:
+    """A person's verdict on the case (issue 20) as the record keeps it: True or False (pass or
+    fail), a score within the scorer's range, or one of a classifier's choices. Anything else
+    is a :class:`ScorerInputError` naming the scorer, the case and its ``file:line``, raised
+    before the scorer runs (no judge call is paid for a case that cannot be recorded)."""
+    __tracebackhide__ = True
+    if label is None or isinstance(label, bool):
+        return Label(label, None)
+    try:
+        cls = _scorer_class(scorer)
+    except (LLMEvalError, TypeError):
+        return NO_LABEL  # the scoring itself raises the unknown-scorer error
+    rec = current_recorder.get()
+    case = f" (case {rec.case_id!r})" if rec is not None and rec.case_id is not None else ""
+    if row is not None:
+        case = f" (row {row}{', case ' + repr(rec.case_id) if case and rec else ''})"
+    choices = getattr(cls, "choice_scores", None) or {}
+    lo, hi = cls.score_range
+    kinds = f"True or False, a score in [{lo:g}, {hi:g}]"
+    if choices:
+        kinds += f", or one of its choices {sorted(choices)!r}"
+    if isinstance(label, (int, float)):
+        value = float(label)
+        if not math.isfinite(value) or not lo <= value <= hi:
+            raise _located(
+                ScorerInputError(
+                    cls.name,
+                    "label",
+                    f"is {label!r}, outside the scorer's range [{lo:g}, {hi:g}]{case}",
+                    hint=f"A label is {kinds}",
+                )
+            )
+        return Label(value, value)
+    if isinstance(label, str):
+        if label not in choices:
+            problem = (
+                f"is {label!r}, not one of the scorer's choices {sorted(choices)!r}{case}"
+                if choices
+                else f"is the text {label!r}, but {cls.name} has no choices to name{case}"
+            )
+            raise _located(ScorerInputError(cls.name, "label", problem, hint=f"A label is {kinds}"))
+        return Label(label, float(choices[label]))
+    raise _located(
+        ScorerInputError(
+            cls.name,
+            "label",
+            f"is a {type(label).__name__} ({label!r}){case}",
+            hint=f"A label is {kinds}",
+        )
+    )
+
+
 def _check(inst: Scorer, result: Score, min: float | None, max: float | None) -> Score:
     passed = True
     if min is not None and result.value < min:
@@ -673,6 +739,7 @@ def _record(
     gated: bool = False,
     inputs: Mapping[str, Any] | None = None,
     instrument: Instrument | None = None,
+    label: Label = NO_LABEL,
 ) -> None:
     rec = current_recorder.get()
     if rec is None:
@@ -711,6 +778,8 @@ def _record(
             gated=gated,
             inputs=inputs or EMPTY_MAPPING,
             instrument=instrument.digest if instrument is not None else None,
+            label=label.value,
+            label_score=label.score,
         )
     )
 
@@ -862,6 +931,7 @@ def assert_score(
     min: float | None = None,
     max: float | None = None,
     threshold: float | None = None,
+    label: Any = None,
     **kwargs: Any,
 ) -> Score:
     """Score one case and assert it lies within bounds; return the :class:`Score`.
@@ -873,6 +943,11 @@ def assert_score(
     :class:`LLMEvalAssertionError`) when out of bounds; errors as :func:`score`. In a test with a
     suite gate on this scorer (``@pytest.mark.llm_eval_gate``) a miss is recorded as a gated miss
     and the gate decides, unless ``--llm-eval-strict-cases``.
+
+    ``label`` is a person's verdict on this case: True (pass) or False (fail), a score in the
+    scorer's range, or one of a classifier's choices. It is recorded beside the score and
+    measures the judge (the run's "judge agreement"); a label of the wrong kind is an error
+    raised before the scorer runs.
     """
     __tracebackhide__ = True
     _protect(kwargs)
@@ -889,6 +964,7 @@ def assert_score(
         _record(_scorer_name(scorer), None, None, None, error=exc)
         raise
     try:
+        checked_label = _checked_label(scorer, label)
         inst, result = _score_sync(scorer, fields, kwargs, ctx)
         lo, hi = _resolve_bounds(inst, min, max, threshold)
     except Exception as exc:
@@ -904,7 +980,7 @@ def assert_score(
             inputs=recorded_inputs(fields, {}, frozenset(), ctx.settings.record_chars),
         )
         raise
-    return _check_and_record(inst, result, lo, hi, fields, kwargs, ctx)
+    return _check_and_record(inst, result, lo, hi, fields, kwargs, ctx, checked_label)
 
 
 def _check_and_record(
@@ -915,6 +991,7 @@ def _check_and_record(
     fields: Mapping[str, Any],
     kwargs: Mapping[str, Any],
     ctx: ScoringContext,
+    label: Label = NO_LABEL,
 ) -> Score:
     """The end of :func:`assert_score` and :func:`assert_score_async`: check the bounds, record,
     raise on a miss (or, under a suite gate, count it as a gated miss)."""
@@ -932,6 +1009,7 @@ def _check_and_record(
         gated=soft,
         inputs=recorded_inputs(fields, kwargs, inst.input_fields(), ctx.settings.record_chars),
         instrument=inst.instrument(ctx),
+        label=label,
     )
     if checked.passed is False:
         if soft and rec is not None:
@@ -953,6 +1031,7 @@ async def assert_score_async(
     min: float | None = None,
     max: float | None = None,
     threshold: float | None = None,
+    label: Any = None,
     **kwargs: Any,
 ) -> Score:
     """The async form of :func:`assert_score`, for async tests (e.g. dataset cases that run
@@ -972,6 +1051,7 @@ async def assert_score_async(
         _record(_scorer_name(scorer), None, None, None, error=exc)
         raise
     try:
+        checked_label = _checked_label(scorer, label)
         inst, result = await _score_async(scorer, fields, kwargs, ctx)
         lo, hi = _resolve_bounds(inst, min, max, threshold)
     except Exception as exc:
@@ -985,7 +1065,7 @@ async def assert_score_async(
             inputs=recorded_inputs(fields, {}, frozenset(), ctx.settings.record_chars),
         )
         raise
-    return _check_and_record(inst, result, lo, hi, fields, kwargs, ctx)
+    return _check_and_record(inst, result, lo, hi, fields, kwargs, ctx, checked_label)
 
 
 @final
@@ -1152,6 +1232,7 @@ def assert_scores(
     max_mean: float | None = None,
     min_pass_rate: float | None = None,
     max_concurrency: int | None = None,
+    labels: Sequence[Any] | None = None,
     **options: Any,
 ) -> BatchResult:
     """Score many rows concurrently and assert on the aggregate.
@@ -1166,6 +1247,7 @@ def assert_scores(
     kind = _check_scores_call(scorer, options, min, max, min_mean, max_mean, min_pass_rate)
     materialized = [_row_fields(r) for r in rows]
     try:
+        checked = _checked_labels(scorer, labels, len(materialized))
         result = score_many(scorer, materialized, max_concurrency=max_concurrency, **options)
     except BaseException as exc:
         _record(
@@ -1177,7 +1259,9 @@ def assert_scores(
             duration_s=time.perf_counter() - t0,
         )
         raise
-    return _finish_scores(result, materialized, kind, min, max, min_mean, max_mean, min_pass_rate)
+    return _finish_scores(
+        result, materialized, kind, min, max, min_mean, max_mean, min_pass_rate, checked
+    )
 
 
 async def assert_scores_async(
@@ -1190,6 +1274,7 @@ async def assert_scores_async(
     max_mean: float | None = None,
     min_pass_rate: float | None = None,
     max_concurrency: int | None = None,
+    labels: Sequence[Any] | None = None,
     **options: Any,
 ) -> BatchResult:
     """The async form of :func:`assert_scores`: rows are scored concurrently on the caller's
@@ -1202,6 +1287,7 @@ async def assert_scores_async(
         _protect(options)
         _want_rows_in_flight(scorer, max_concurrency, ctx, "assert_scores_async")
         materialized = [_row_fields(r) for r in rows]
+        checked = _checked_labels(scorer, labels, len(materialized))
         scored = await _score_rows(scorer, materialized, options, ctx, max_concurrency)
         result = BatchResult(
             scored[0][1].scorer if scored else str(scorer),
@@ -1218,7 +1304,34 @@ async def assert_scores_async(
             duration_s=time.perf_counter() - t0,
         )
         raise
-    return _finish_scores(result, materialized, kind, min, max, min_mean, max_mean, min_pass_rate)
+    return _finish_scores(
+        result, materialized, kind, min, max, min_mean, max_mean, min_pass_rate, checked
+    )
+
+
+def _checked_labels(
+    scorer: str | Scorer | type[Scorer], labels: Sequence[Any] | None, rows: int
+) -> list[Label]:
+    """The ``labels=`` of :func:`assert_scores`, one per row (None: that row is unlabelled),
+    each checked as :func:`assert_score`'s ``label``."""
+    __tracebackhide__ = True
+    if labels is None:
+        return []
+    if isinstance(labels, (str, bytes, Mapping)) or not isinstance(labels, Sequence):
+        raise ScorerConfigError(
+            _scorer_name(scorer),
+            "labels",
+            f"is a {type(labels).__name__}, not a sequence with one label per row",
+            hint="e.g. labels=[case.human for case in cases] (None where a row has no label)",
+        )
+    if len(labels) != rows:
+        raise ScorerConfigError(
+            _scorer_name(scorer),
+            "labels",
+            f"has {len(labels)} label(s) for {rows} row(s)",
+            hint="give one label per row, None where a row has no label",
+        )
+    return [_checked_label(scorer, label, row=i) for i, label in enumerate(labels)]
 
 
 def _check_scores_call(
@@ -1280,6 +1393,7 @@ def _finish_scores(
     min_mean: float | None,
     max_mean: float | None,
     min_pass_rate: float | None,
+    labels: Sequence[Label] = (),
 ) -> BatchResult:
     """Record every row of ``result`` and check the aggregate bounds of :func:`assert_scores`."""
     __tracebackhide__ = True
@@ -1287,7 +1401,8 @@ def _finish_scores(
     limit = get_context().settings.record_chars
     declared = kind.input_fields() if kind is not None else frozenset()
     instruments: Sequence[Instrument | None] = result.instruments or [None] * len(result.scores)
-    for s, row, made in zip(result.scores, rows, instruments, strict=True):
+    row_labels: Sequence[Label] = labels or [NO_LABEL] * len(result.scores)
+    for s, row, made, label in zip(result.scores, rows, instruments, row_labels, strict=True):
         passed = None
         if min is not None or max is not None:
             passed = (min is None or s.value >= min) and (max is None or s.value <= max)
@@ -1299,6 +1414,7 @@ def _finish_scores(
             max,
             inputs=recorded_inputs(row_fields, row, declared, limit),
             instrument=made,
+            label=label,
         )
     problems = []
     mean = result.mean

@@ -253,6 +253,7 @@ class Scorer:
             higher_is_better=higher,
             score_range=(lo, hi),
             identity=identity,
+            uses_judge=bool(self.uses_judge),
         )
         KNOWN_INSTRUMENTS.setdefault(digest, made)
         self.__dict__["_instrument_memo"] = (text, made)

@@ -32,6 +32,10 @@ Keys read (everything but ``records`` is optional; an absent section is simply n
   ``n_cases``, ``n_samples``, ``n_errors``, ``mean`` and ``pass_rate`` intervals, ``flaky``):
   a table. Records may carry ``sample`` (repeat index; a column when any is above 0),
   ``gated`` and ``judge_models`` (shown in the row's detail).
+* ``report["agreement"]``? {scorer: ``ScorerAgreement.to_json()``} (issue 20): a card per
+  scorer with its confusion matrix (rows the label, columns the judge), accuracy, kappa, the
+  true-pass and true-fail rates, the corrected pass rate, and every disagreement with its
+  output, label and the judge's reason.
 * ``report["comparison"]``? {``baseline`` {run meta}, ``scorers`` [{``scorer``,
   ``baseline_mean``, ``current_mean``, ``diff``, ``ci_low``, ``ci_high``, ``p_value``,
   ``regressed`` [...], ``improved`` [...]}], ``cases`` [{``key``, ``baseline`` record,
@@ -275,6 +279,9 @@ def render_html(report: Mapping[str, Any]) -> str:
         "comparison": (
             report.get("comparison") if isinstance(report.get("comparison"), Mapping) else None
         ),
+        "agreement": (
+            report.get("agreement") if isinstance(report.get("agreement"), Mapping) else None
+        ),
     }
     css, js = _assets()
     # The data goes in last: nothing in it can be mistaken for a placeholder.
@@ -364,6 +371,7 @@ style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:">
 <section id="cards-sec"><h2>Scorers</h2><div id="cards"></div></section>
 <section id="stats-sec" hidden><h2>Per-test statistics</h2><div id="stats"></div></section>
 <section id="gates-sec" hidden><h2>Gates</h2><div id="gates"></div></section>
+<section id="agree-sec" hidden><h2>Judge agreement</h2><div id="agree"></div></section>
 <section id="cmp-sec" hidden><h2>Against the baseline</h2><div id="cmp"></div></section>
 <section id="cases-sec"><h2>Cases</h2>
 <div id="controls">

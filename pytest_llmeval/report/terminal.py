@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, final
 from pytest_llmeval.core.records import ScorerAggregate, ScoreRecord, aggregate
 
 if TYPE_CHECKING:
+    from pytest_llmeval.analysis.agreement import ScorerAgreement
     from pytest_llmeval.analysis.compare import Comparison
     from pytest_llmeval.report.view import Baseline, RunView
 
@@ -297,6 +298,87 @@ def write_comparison(
             )
 
 
+def _iv(interval: Any) -> str:
+    if interval is None:
+        return "-"
+    return f"{interval.estimate:.3f} [{interval.low:.3f}, {interval.high:.3f}]"
+
+
+def write_agreement(tr: Any, items: Sequence[ScorerAgreement], verbosity: int) -> None:
+    """The "judge agreement" section (issue 20): per scorer with labelled records, how often
+    its verdicts agree with the labels, and the disagreements (all with ``-v``)."""
+    tr.write_sep("=", "judge agreement")
+    for a in items:
+        kind: dict[bool | None, str] = {
+            True: "judge",
+            False: "deterministic: this checks the scorer, not a judge",
+            None: "judge?",
+        }
+        tr.write_line(
+            f"{a.scorer} ({kind[a.uses_judge]}): {a.labelled} labelled, "
+            f"{a.n} with both verdicts"
+            + (f", {a.unplaced} without (no bound, or an error)" if a.unplaced else "")
+        )
+        if a.n:
+            (tp, fn), (fp, tn) = a.confusion.counts
+            kappa = (
+                "kappa undefined (one category only)"
+                if a.kappa is None or a.kappa.kappa is None
+                else f"kappa {_iv(a.kappa.interval)}"
+            )
+            tr.write_line(f"  accuracy {_iv(a.accuracy)}  {kappa}")
+            tr.write_line(
+                f"  true-pass rate {_iv(a.true_pass)} ({tp}/{tp + fn})  "
+                f"true-fail rate {_iv(a.true_fail)} ({tn}/{fp + tn})"
+            )
+            tr.write_line(
+                f"  label pass: judge pass {tp}, judge fail {fn}; "
+                f"label fail: judge pass {fp}, judge fail {tn}"
+            )
+        if a.choices is not None:
+            cats = a.choices.categories
+            cells = "; ".join(
+                f"label {c}: " + ", ".join(f"{d} {n}" for d, n in zip(cats, row, strict=True) if n)
+                for c, row in zip(cats, a.choices.counts, strict=True)
+                if any(row)
+            )
+            tr.write_line(f"  choices (label: judge's picks): {cells}")
+        if a.graded:
+            rho = "-" if a.spearman is None else f"{a.spearman:.3f}"
+            mae = "-" if a.mae is None else f"{a.mae:.4g}"
+            tr.write_line(
+                f"  scores: Spearman {rho}, mean absolute error {mae} ({a.graded} records)"
+            )
+        c = a.corrected
+        if c is not None:
+            if c.estimate is None or c.interval is None:
+                tr.write_line(f"  corrected pass rate: not defined ({c.reason})", yellow=True)
+            else:
+                tr.write_line(
+                    f"  corrected pass rate {_iv(c.interval)} (the judge's raw pass rate "
+                    f"{c.raw:.3f} over {c.n} unlabelled records)"
+                )
+        if a.disagreements:
+            shown = a.disagreements if verbosity > 0 else a.disagreements[:_MAX_FAILURES_SHOWN]
+            tr.write_line(f"  disagreements ({len(a.disagreements)}):")
+            for r in shown:
+                judged = "pass" if r.passed else "fail"
+                label = (
+                    r.label if not isinstance(r.label, bool) else ("pass" if r.label else "fail")
+                )
+                tr.write_line(
+                    f"    {_case(r, bool(r.sample))} label {label}, judge {judged} "
+                    f"(score {_num(r.score, '.4g')})"
+                )
+                reason = _reason(r.rationale, _limit(RATIONALE_LIMITS, verbosity), True)
+                if reason:
+                    tr.write_line(f"        judge's reason: {reason}")
+            if len(shown) < len(a.disagreements):
+                tr.write_line(
+                    f"    ... and {len(a.disagreements) - len(shown)} more (use -v to see all)"
+                )
+
+
 TerminalHook = Callable[[Any], None]
 
 
@@ -340,6 +422,8 @@ class TerminalWriter:
             self.after_summary(tr)
         if view.statistics and verbosity >= 0:
             write_statistics(tr, view.statistics)
+        if view.agreement:
+            write_agreement(tr, view.agreement, verbosity)
         for problem in view.problems:
             tr.write_line(f"llm-eval: {problem}", red=True, bold=True)
         if view.outcomes:

@@ -25,6 +25,7 @@ from pytest_llmeval.core.model import REPORT_VERSION, Run
 from pytest_llmeval.core.records import ScoreRecord, aggregate
 
 if TYPE_CHECKING:
+    from pytest_llmeval.analysis.agreement import ScorerAgreement
     from pytest_llmeval.analysis.compare import Comparison
     from pytest_llmeval.analysis.gates import GateOutcome, TestStatistics
     from pytest_llmeval.analysis.verdict import Verdict
@@ -163,6 +164,15 @@ class RunView:
         return RunMeta.of(self.run.info)
 
     @functools.cached_property
+    def agreement(self) -> tuple[ScorerAgreement, ...]:
+        """How each scorer with labelled records agrees with the labels (issue 20)."""
+        from pytest_llmeval.analysis.agreement import run_agreement
+
+        if not any(r.label is not None for r in self.run.records):
+            return ()
+        return run_agreement(self.run)
+
+    @functools.cached_property
     def document(self) -> dict[str, Any]:
         """The JSON report of the run (built once; see the module docstring)."""
         from pytest_llmeval.report.view import report_json
@@ -267,6 +277,8 @@ def report_json(view: RunView, *, lazy: bool = False) -> dict[str, Any]:
         view.shard_section,
         lazy,
     )
+    if view.agreement:
+        report["agreement"] = {a.scorer: a.to_json() for a in view.agreement}
     if view.merged is not None:
         count, shards = view.merged
         report["merged"] = {"count": count, "shards": [s.to_json() for s in shards]}

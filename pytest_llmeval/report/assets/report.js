@@ -136,6 +136,68 @@
     document.getElementById("gates").appendChild(gt);
   }
 
+  /* ---- judge agreement: {scorer: ScorerAgreement.to_json()} ---- */
+  if (D.agreement && typeof D.agreement === "object" && Object.keys(D.agreement).length) {
+    document.getElementById("agree-sec").hidden = false;
+    var abox = document.getElementById("agree");
+    Object.keys(D.agreement).sort().forEach(function (name) {
+      var a = D.agreement[name] || {}, card = el("div", "card agree");
+      card.setAttribute("data-scorer", name);
+      card.appendChild(el("h3", "", name + (a.uses_judge === false ? " (deterministic)" : "")));
+      card.appendChild(el("div", "mut", (a.labelled || 0) + " labelled, " + (a.n || 0) +
+        " with both verdicts" + (a.unplaced ? ", " + a.unplaced + " without" : "")));
+      var kd = a.kappa_detail || {};
+      card.appendChild(el("div", "big kappa", isNum(a.kappa) ? fmt(a.kappa) : "\u2013"));
+      card.appendChild(el("div", "mut ci", isNum(a.kappa) && kd.interval
+        ? "Cohen's kappa, " + ival(kd.interval, false) : "kappa undefined"));
+      card.appendChild(el("div", "rate", "accuracy " + ival(a.accuracy_interval, true)));
+      card.appendChild(el("div", "rate", "true-pass rate " + ival(a.true_pass_interval, true)));
+      card.appendChild(el("div", "rate", "true-fail rate " + ival(a.true_fail_interval, true)));
+      var conf = a.confusion || {}, counts = conf.counts || [[0, 0], [0, 0]];
+      var ct = el("table", "confusion");
+      header(ct, ["label \\ judge", "pass", "fail"]);
+      ["pass", "fail"].forEach(function (lab, i) {
+        var tr = el("tr");
+        tr.appendChild(el("th", "", lab));
+        [0, 1].forEach(function (j) {
+          tr.appendChild(el("td", "num " + (i === j ? "agree" : "disagree"), String((counts[i] || [])[j] || 0)));
+        });
+        ct.appendChild(tr);
+      });
+      card.appendChild(ct);
+      var cor = a.corrected;
+      if (cor) {
+        card.appendChild(el("div", "rate corrected", cor.interval
+          ? "corrected pass rate " + ival(cor.interval, true) + " (raw " + fmt(cor.raw) + ", " + cor.n + " unlabelled)"
+          : "corrected pass rate: not defined (" + (cor.reason || "") + ")"));
+      }
+      if (isNum(a.spearman) || isNum(a.mae)) {
+        card.appendChild(el("div", "mut", "scores: Spearman " + (isNum(a.spearman) ? fmt(a.spearman) : "\u2013") +
+          ", mean absolute error " + (isNum(a.mae) ? fmt(a.mae) : "\u2013") + " (" + a.graded + ")"));
+      }
+      abox.appendChild(card);
+      var dis = a.disagreements || [];
+      if (dis.length) {
+        var dt = el("table", "disagreements");
+        dt.setAttribute("data-scorer", name);
+        header(dt, ["case", "label", "judge", "output", "judge's reason"]);
+        dis.forEach(function (d) {
+          var tr = el("tr", "disagreement");
+          tr.appendChild(el("td", "", (d.test || "") + (d.case_id != null ? "[" + d.case_id + "]" : "") +
+            (d.where ? " " + d.where : "")));
+          tr.appendChild(el("td", "", d.label === true ? "pass" : d.label === false ? "fail" : String(d.label)));
+          tr.appendChild(el("td", "", (d.passed ? "pass" : "fail") + (isNum(d.score) ? " (" + fmt(d.score) + ")" : "") +
+            (d.choice ? " " + d.choice : "")));
+          tr.appendChild(el("td", "text", d.output == null ? "" : String(d.output)));
+          tr.appendChild(el("td", "text", d.rationale || ""));
+          dt.appendChild(tr);
+        });
+        abox.appendChild(el("h3", "", name + ": disagreements (" + dis.length + ")"));
+        abox.appendChild(dt);
+      }
+    });
+  }
+
   /* ---- per-test statistics: TestStatistics.to_json() ---- */
   if (D.statistics && D.statistics.length) {
     document.getElementById("stats-sec").hidden = false;

@@ -392,3 +392,50 @@ def test_browser_controls_scroll_and_click(tmp_path: Path) -> None:
     n_q = sum(1 for r in rep["records"] if "question 12" in r["inputs"]["input"])
     assert t["count-q"] == f"{n_q} of 600 shown"
     assert t["hash-sort"] == "#q=question%2012&sort=-score&open=305"
+
+
+def test_browser_judge_agreement_card_and_disagreements(tmp_path: Path) -> None:
+    # issue 20: the confusion matrix and every disagreement with its output, label and reason
+    from pytest_llmeval.analysis.agreement import scorer_agreement
+    from pytest_llmeval.core.records import ScoreRecord
+
+    def rec(case: str, score: float, label: bool) -> ScoreRecord:
+        return ScoreRecord(
+            "t.py",
+            "test_x",
+            case,
+            "factuality",
+            0,
+            score,
+            0.5,
+            None,
+            score >= 0.5,
+            False,
+            0.0,
+            rationale=f"because {case}",
+            label=label,
+            inputs={"output": f"<b>answer {case}</b>"},
+        )
+
+    records = [rec("p0", 1.0, True), rec("p1", 0.0, True), rec("f0", 1.0, False)]
+    records += [rec("f1", 0.0, False), rec("f2", 0.0, False)]
+    agreement = scorer_agreement("factuality", records, uses_judge=True).to_json()
+    path = tmp_path / "agree.html"
+    write_html(
+        path,
+        {"records": [r.to_json() for r in records], "agreement": {"factuality": agreement}},
+    )
+    dom = parse_dom(dump_dom(path))
+    sec = dom.by_id("agree-sec")
+    assert "hidden" not in sec.attrs
+    card = sec.find_all("div", "agree")[0]
+    assert card.find_all("h3")[0].text == "factuality"
+    assert "5 labelled, 5 with both verdicts" in card.text
+    cells = [td.text for td in card.find_all("td")]
+    assert cells == ["1", "1", "1", "2"]  # label pass: 1 / 1; label fail: 1 / 2
+    assert "accuracy 60.0%" in card.text
+    rows = sec.find_all("tr", "disagreement")
+    texts = [[td.text for td in row.find_all("td")] for row in rows]
+    assert [t[0] for t in texts] == ["test_x[f0]", "test_x[p1]"]
+    assert texts[0][1:] == ["fail", "pass (1)", "<b>answer f0</b>", "because f0"]
+    assert not sec.find_all("b")  # the output is text, never markup

@@ -1,0 +1,118 @@
+"""Judge agreement in a real run (issue 20): labels from a dataset reach the records, the JSON
+report's ``agreement`` section and the terminal's "judge agreement" section, the same with
+xdist as without."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from pytest_llmeval.testing import OpenAITestServer, text
+
+YES = text("Yes", top_logprobs=[("Yes", -0.05), ("No", -3.0)], usage=(100, 1))
+NO = text("No", top_logprobs=[("No", -0.05), ("Yes", -3.0)], usage=(100, 1))
+
+# The judge answers Yes exactly when the output says "good". People passed p0-p4 and failed
+# f0-f4; the judge is wrong on p4 (people pass a "bad" answer) and on f3, f4 (people fail a
+# "good" one). u0-u5 are unlabelled: the judge passes u0-u3.
+ROWS = (
+    [{"id": f"p{i}", "output": "good" if i < 4 else "bad", "human": True} for i in range(5)]
+    + [{"id": f"f{i}", "output": "good" if i >= 3 else "bad", "human": False} for i in range(5)]
+    + [{"id": f"u{i}", "output": "good" if i < 4 else "bad", "human": None} for i in range(6)]
+)
+
+TEST = """
+import pytest
+from pytest_llmeval import assert_score
+
+@pytest.mark.llm_eval
+@pytest.mark.llm_eval_dataset("cases.jsonl")
+def test_answer(case):
+    assert_score("l3score", input="question?", expected="fine", output=case.output,
+                 min=0.5, label=case.human)
+"""
+
+
+def _reply(body: dict[str, Any]) -> Any:
+    return YES if "good" in json.dumps(body["messages"]) else NO
+
+
+@pytest.fixture
+def labelled(pytester: pytest.Pytester, judge_server: OpenAITestServer) -> pytest.Pytester:
+    judge_server.set_default(_reply)
+    pytester.makepyfile(test_labelled=TEST)
+    (pytester.path / "cases.jsonl").write_text("".join(json.dumps(r) + "\n" for r in ROWS))
+    pytester.makeini(
+        "[pytest]\nllm_eval = true\nllm_eval_judge_model = test-judge\nllm_eval_max_tries = 1\n"
+    )
+    pytester._monkeypatch.setenv("OPENAI_BASE_URL", judge_server.base_url)
+    pytester._monkeypatch.setenv("OPENAI_API_KEY", "sk-agreement-SECRET")
+    return pytester
+
+
+def _run(p: pytest.Pytester, *args: str) -> tuple[pytest.RunResult, dict[str, Any]]:
+    out = p.path / f"r{len(args)}.json"
+    result = p.runpytest(f"--llm-eval-report={out}", "--llm-eval-cache=off", *args)
+    return result, json.loads(out.read_text())
+
+
+@pytest.mark.parametrize("workers", [(), ("-n", "2")], ids=["n0", "n2"])
+def test_agreement_reaches_the_report_and_the_terminal(
+    labelled: pytest.Pytester, workers: tuple[str, ...]
+) -> None:
+    result, report = _run(labelled, *workers)
+    # the judge fails p4, f0-f2 and u4, u5: the labels do not change the tests' outcomes
+    result.assert_outcomes(passed=10, failed=6)
+    labels = {r["case_id"]: r["label"] for r in report["records"]}
+    assert labels["p0"] is True and labels["f0"] is False and labels["u0"] is None
+    a = report["agreement"]["l3score"]
+    assert (a["labelled"], a["n"], a["uses_judge"]) == (10, 10, True)
+    assert a["confusion"]["counts"] == [[4, 1], [2, 3]]
+    assert a["accuracy"] == pytest.approx(0.7)
+    assert a["true_pass_rate"] == pytest.approx(0.8)
+    assert a["true_fail_rate"] == pytest.approx(0.6)
+    assert a["kappa"] == pytest.approx(0.4)  # observed 0.7, chance 0.5
+    assert [d["case_id"] for d in a["disagreements"]] == ["f3", "f4", "p4"]
+    assert a["disagreements"][0]["output"] == "good"
+    corrected = a["corrected"]
+    assert corrected["raw"] == pytest.approx(4 / 6) and corrected["n"] == 6
+    # (4/6 + 0.6 - 1) / (0.8 + 0.6 - 1)
+    assert corrected["estimate"] == pytest.approx((4 / 6 - 0.4) / 0.4)
+    result.stdout.fnmatch_lines(
+        [
+            "*= judge agreement =*",
+            "l3score (judge): 10 labelled, 10 with both verdicts",
+            "  accuracy 0.700 [[]0.397, 0.892[]]  kappa 0.400 [[]-0.157, 0.957[]]",
+            "  true-pass rate 0.800 [[]*[]] (4/5)  true-fail rate 0.600 [[]*[]] (3/5)",
+            "  corrected pass rate 0.667 [[]*[]] (the judge's raw pass rate 0.667 over 6 *",
+            "  disagreements (3):",
+            "    test_labelled.py::test_answer[[]f3[]] label fail, judge pass (score *",
+        ]
+    )
+    assert "SECRET" not in result.stdout.str()
+
+
+def test_the_same_agreement_with_and_without_xdist(labelled: pytest.Pytester) -> None:
+    _, one = _run(labelled)
+    _, two = _run(labelled, "-n", "2")
+    assert one["agreement"] == two["agreement"]
+
+
+def test_a_run_without_labels_has_no_agreement_section(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(
+        test_plain="""
+from pytest_llmeval import assert_score
+
+def test_x():
+    assert_score("exact_match", output="a", expected="a", min=1)
+"""
+    )
+    out = pytester.path / "r.json"
+    result = pytester.runpytest("--llm-eval", f"--llm-eval-report={out}")
+    result.assert_outcomes(passed=1)
+    assert "agreement" not in json.loads(out.read_text())
+    assert "judge agreement" not in result.stdout.str()

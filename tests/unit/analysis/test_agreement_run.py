@@ -1,0 +1,161 @@
+"""Per-scorer agreement of a run's verdicts with its labels (issue 20)."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import pytest
+from sklearn.metrics import cohen_kappa_score
+
+from pytest_llmeval.analysis.agreement import human_verdict, run_agreement, scorer_agreement
+from pytest_llmeval.core.model import Instrument, Run
+from pytest_llmeval.core.records import ScoreRecord
+
+
+def rec(
+    case: str,
+    score: float | None,
+    label: bool | float | str | None,
+    *,
+    scorer: str = "factuality",
+    min: float | None = 0.5,
+    max: float | None = None,
+    label_score: float | None = None,
+    choice: str | None = None,
+    error: str | None = None,
+    sample: int = 0,
+) -> ScoreRecord:
+    passed = None
+    if score is not None and (min is not None or max is not None):
+        passed = (min is None or score >= min) and (max is None or score <= max)
+    return ScoreRecord(
+        file="test_x.py",
+        test="test_x",
+        case_id=case,
+        scorer=scorer,
+        index=0,
+        score=score,
+        min=min,
+        max=max,
+        passed=passed,
+        cached=False,
+        duration_s=0.0,
+        rationale=f"reason {case}",
+        error=error,
+        metadata={"choice": choice} if choice else {},
+        label=label,
+        label_score=label_score,
+        sample=sample,
+        inputs={"output": f"output {case}"},
+    )
+
+
+def test_human_verdicts_from_each_kind_of_label() -> None:
+    assert human_verdict(rec("a", 1.0, True)) is True
+    assert human_verdict(rec("a", 1.0, False)) is False
+    assert human_verdict(rec("a", 1.0, 0.4, label_score=0.4)) is False  # below min 0.5
+    assert human_verdict(rec("a", 1.0, 0.6, label_score=0.6)) is True
+    # a lower-is-better bound: the label's score must be at most max
+    assert human_verdict(rec("a", 0.1, 0.3, min=None, max=0.2, label_score=0.3)) is False
+    assert human_verdict(rec("a", 1.0, "B", label_score=0.6, choice="A")) is True
+    # a numeric label from a report without label_score still places itself
+    assert human_verdict(rec("a", 1.0, 0.6)) is True
+    assert human_verdict(rec("a", 1.0, 0.6, min=None, label_score=0.6)) is None  # no bound
+    assert human_verdict(rec("a", 1.0, None)) is None
+
+
+def test_confusion_rates_and_kappa_of_a_scorer() -> None:
+    # people: 10 pass, 10 fail. judge: passes 9 of the first, 3 of the second.
+    records = [rec(f"p{i}", 1.0 if i < 9 else 0.0, True) for i in range(10)]
+    records += [rec(f"f{i}", 1.0 if i < 3 else 0.0, False) for i in range(10)]
+    a = scorer_agreement("factuality", records, uses_judge=True)
+    assert a.n == 20 and a.labelled == 20 and a.unplaced == 0
+    assert a.confusion.counts == ((9, 1), (3, 7))
+    assert a.accuracy is not None and a.accuracy.estimate == pytest.approx(0.8)
+    assert a.true_pass is not None and a.true_pass.estimate == pytest.approx(0.9)
+    assert a.true_fail is not None and a.true_fail.estimate == pytest.approx(0.7)
+    human = [r.label for r in records]
+    judge = [r.passed for r in records]
+    assert a.kappa is not None and a.kappa.kappa is not None
+    assert math.isclose(a.kappa.kappa, cohen_kappa_score(human, judge), abs_tol=1e-12)
+    assert [r.case_id for r in a.disagreements] == ["f0", "f1", "f2", "p9"]
+    out = a.to_json()
+    assert out["kappa"] == a.kappa.kappa and out["accuracy"] == pytest.approx(0.8)
+    assert out["true_pass_rate"] == pytest.approx(0.9)
+    assert out["true_fail_rate"] == pytest.approx(0.7)
+    assert out["confusion"]["false_pass"] == 3 and out["confusion"]["false_fail"] == 1
+    assert out["disagreements"][0]["output"] == "output f0"
+    assert out["disagreements"][0]["rationale"] == "reason f0"
+    assert a.corrected is None  # every record is labelled
+
+
+def test_unlabelled_records_get_a_corrected_pass_rate() -> None:
+    records = [rec(f"p{i}", 1.0 if i < 9 else 0.0, True) for i in range(10)]
+    records += [rec(f"f{i}", 1.0 if i < 2 else 0.0, False) for i in range(10)]
+    records += [rec(f"u{i}", 1.0 if i < 60 else 0.0, None) for i in range(100)]
+    a = scorer_agreement("factuality", records)
+    c = a.corrected
+    assert c is not None and c.estimate is not None and c.interval is not None
+    assert c.raw == pytest.approx(0.6) and c.n == 100
+    # (0.6 + 0.8 - 1) / (0.9 + 0.8 - 1)
+    assert c.estimate == pytest.approx(0.4 / 0.7)
+    assert c.interval.low < c.estimate < c.interval.high
+
+
+def test_records_without_both_verdicts_are_counted_apart() -> None:
+    records = [
+        rec("a", 1.0, True),
+        rec("b", None, True, error="JudgeError: timed out"),
+        rec("c", 0.7, 0.9, min=None, label_score=0.9),  # no bound: no pass/fail either side
+        rec("d", 0.0, False),
+    ]
+    a = scorer_agreement("factuality", records)
+    assert (a.labelled, a.n, a.unplaced) == (4, 2, 2)
+    assert a.kappa is not None and a.kappa.kappa == pytest.approx(1.0)
+    # the score-labelled record still counts for the graded statistics
+    assert a.graded == 1 and a.mae == pytest.approx(0.2)
+
+
+def test_choices_and_scores_of_a_classifier() -> None:
+    records = [
+        rec("a", 1.0, "A", label_score=1.0, choice="A"),
+        rec("b", 0.6, "A", label_score=1.0, choice="B"),
+        rec("c", 0.0, "C", label_score=0.0, choice="C"),
+        rec("d", 0.6, "B", label_score=0.6, choice="B"),
+    ]
+    a = scorer_agreement("factuality", records)
+    assert a.choices is not None
+    assert a.choices.categories == ("A", "B", "C")
+    assert a.choices.counts == ((1, 1, 0), (0, 1, 0), (0, 0, 1))
+    assert a.graded == 4 and a.mae == pytest.approx(0.1)
+    assert a.spearman is not None and 0.0 < a.spearman <= 1.0
+
+
+def test_run_agreement_only_for_scorers_with_labels_and_says_which_use_a_judge() -> None:
+    run = Run(
+        records=(
+            rec("a", 1.0, True),
+            rec("b", 1.0, None, scorer="exact_match"),
+            rec("c", 1.0, True, scorer="levenshtein"),
+        ),
+        instruments={
+            "d1": Instrument("d1", "factuality", uses_judge=True),
+            "d2": Instrument("d2", "levenshtein", uses_judge=False),
+        },
+    )
+    items = run_agreement(run)
+    assert [(a.scorer, a.uses_judge) for a in items] == [
+        ("factuality", True),
+        ("levenshtein", False),
+    ]
+
+
+def test_agreement_over_ten_thousand_labelled_records_is_fast() -> None:
+    records = [rec(f"c{i}", float(i % 3 == 0), i % 2 == 0, label_score=None) for i in range(10_000)]
+    run = Run(records=tuple(records))
+    t0 = time.process_time()
+    (a,) = run_agreement(run)
+    elapsed = time.process_time() - t0
+    assert a.n == 10_000
+    assert elapsed < 0.5, f"{elapsed:.3f} s of CPU for 10,000 labelled records"
