@@ -33,7 +33,12 @@ project = tomllib.load(open("pyproject.toml", "rb"))["project"]
 extras = project["optional-dependencies"]
 # hypothesis: test modules outside the subset import it at collection (a dev dependency)
 # what test modules import when collected (the smoke run collects the whole suite)
-dev = [r for r in extras["dev"] if r.startswith(("hypothesis", "markdown-it-py"))]
+# (and the reference implementations tests/unit/core/test_agreement.py checks against)
+dev = [
+    r
+    for r in extras["dev"]
+    if r.startswith(("hypothesis", "markdown-it-py", "scikit-learn", "statsmodels", "krippendorff"))
+]
 reqs = list(project["dependencies"]) + list(extras["xdist"]) + dev
 for req in reqs:
     name, spec = re.match(r"^([A-Za-z0-9_.\-\[\]]+)\s*(.*)$", req).groups()
