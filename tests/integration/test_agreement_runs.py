@@ -100,6 +100,28 @@ def test_the_same_agreement_with_and_without_xdist(labelled: pytest.Pytester) ->
     assert one["agreement"] == two["agreement"]
 
 
+def test_shards_merge_to_the_same_agreement(
+    labelled: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pytest_llmeval.cli.merge import main as merge_main
+
+    _, whole = _run(labelled)
+    for i in (1, 2):
+        labelled.runpytest(
+            "--llm-eval-cache=off", f"--llm-eval-shard={i}/2", f"--llm-eval-report=s{i}.json"
+        )
+    capsys.readouterr()
+    status = merge_main(
+        [str(labelled.path / n) for n in ("s1.json", "s2.json")]
+        + ["-o", str(labelled.path / "m.json")]
+    )
+    out, _ = capsys.readouterr()
+    assert status == 1  # six cases fail, as in the whole run
+    merged = json.loads((labelled.path / "m.json").read_text())
+    assert merged["agreement"] == whole["agreement"]
+    assert "judge agreement" in out and "l3score (judge): 10 labelled" in out
+
+
 def test_a_run_without_labels_has_no_agreement_section(
     pytester: pytest.Pytester,
 ) -> None:

@@ -257,8 +257,8 @@ def test_a_read_only_redis_user_limits_each_machine_with_its_file_and_says_why(
         assert max(times) - min(times) >= 2.0 - 0.8  # 6 requests at 2 a second, burst 2
 
 
-#: Both "machines" start judging together (so that they overlap, and two separate limits would
-#: show): each says it is ready, then waits for the other.
+#: Both "machines" judge together (so that they overlap, and two separate limits would show):
+#: each says it is ready, then waits for the other; and again once each made its first call.
 BARRIER = """
 import os
 import time
@@ -274,11 +274,24 @@ def both_machines_ready():
     import openai  # noqa: F401
     import pytest_llmeval.judge.client  # noqa: F401
 
+    _wait_for_both("ready")
+
+
+def _wait_for_both(step):
     ready = Path(os.environ["BARRIER_DIR"])
-    (ready / os.environ["MACHINE"]).touch()
+    (ready / f"{os.environ['MACHINE']}-{step}").touch()
     deadline = time.monotonic() + 60
-    while len(list(ready.iterdir())) < 2 and time.monotonic() < deadline:
+    while len(list(ready.glob(f"*-{step}"))) < 2 and time.monotonic() < deadline:
         time.sleep(0.01)
+
+
+@pytest.fixture(autouse=True)
+def both_judged_once(request):
+    # Before each machine's second case, both have made their first judge call: the rest of
+    # their calls then go out while the other machine is judging too (on a loaded machine one
+    # machine once reached its first call after the other had made all six).
+    if request.node.name == "test_judged[1]":
+        _wait_for_both("judged")
 """
 
 
