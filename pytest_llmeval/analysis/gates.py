@@ -27,6 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, final
 
+from pytest_llmeval.analysis.agreement import human_verdict
 from pytest_llmeval.core.errors import GateError, LLMEvalError, describe_value
 from pytest_llmeval.core.model import (
     INCONCLUSIVE_POLICIES,
@@ -77,8 +78,13 @@ GATE_KEYWORDS: tuple[str, ...] = (
     "confidence",
     "reducer",
     "max_errors",
+    "min_kappa",
+    "min_true_pass",
+    "min_true_fail",
 )
 _BOUNDS = ("min_mean", "max_mean", "min_pass_rate", "max_pass_rate")
+#: bounds on the judge itself (issue 20): judged on labelled records only
+_JUDGE_BOUNDS = ("min_kappa", "min_true_pass", "min_true_fail")
 _EXAMPLE = "e.g. 'tests/test_qa.py::test_qa:factuality:min_mean=0.7,confidence=0.95'"
 
 
@@ -116,10 +122,12 @@ def make_spec(scorer: Any, options: Mapping[str, Any], source: str) -> GateSpec:
             f"{', '.join(GATE_KEYWORDS)}",
         )
     bounds = {k: _bound(source, k, options.get(k)) for k in _BOUNDS}
-    if all(v is None for v in bounds.values()):
+    judge = {k: _bound(source, k, options.get(k)) for k in _JUDGE_BOUNDS}
+    if all(v is None for v in (*bounds.values(), *judge.values())):
         raise GateError(
             source,
-            f"gate on {scorer!r} has no bound; give at least one of {', '.join(_BOUNDS)}",
+            f"gate on {scorer!r} has no bound; give at least one of "
+            f"{', '.join(_BOUNDS + _JUDGE_BOUNDS)}",
         )
     for k in ("min_pass_rate", "max_pass_rate"):
         v = bounds[k]
@@ -162,6 +170,9 @@ def make_spec(scorer: Any, options: Mapping[str, Any], source: str) -> GateSpec:
         reducer=str(reducer),
         max_errors=max_errors,
         source=source,
+        min_kappa=judge["min_kappa"],
+        min_true_pass=judge["min_true_pass"],
+        min_true_fail=judge["min_true_fail"],
     )
     try:
         spec.validate()
@@ -337,6 +348,7 @@ def case_samples(
                 index=r.index,
                 min=r.min,
                 max=r.max,
+                human=human_verdict(r),
             )
             for r in recs
         ]

@@ -22,11 +22,19 @@ a correlation of a constant) is ``None`` with the reason, never a number standin
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pytest_llmeval.core.stats import Interval, _check_confidence, _z
+from pytest_llmeval.core.stats import (
+    Confusion,
+    Interval,
+    Kappa,
+    _check_confidence,
+    _z,
+    cohen_kappa,
+    confusion,
+)
 
 __all__ = [
     "Confusion",
@@ -40,125 +48,6 @@ __all__ = [
     "mean_absolute_error",
     "spearman",
 ]
-
-
-@dataclass(frozen=True)
-class Confusion:
-    """Counts of (label, judge) pairs: ``counts[i][j]`` is how many records a person labelled
-    ``categories[i]`` and the judge gave ``categories[j]``."""
-
-    categories: tuple[Hashable, ...]
-    counts: tuple[tuple[int, ...], ...]
-
-    @property
-    def n(self) -> int:
-        return sum(sum(row) for row in self.counts)
-
-    @property
-    def agreed(self) -> int:
-        return sum(self.counts[i][i] for i in range(len(self.categories)))
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "categories": [
-                c if isinstance(c, (str, int, float, bool)) else str(c) for c in self.categories
-            ],
-            "counts": [list(row) for row in self.counts],
-        }
-
-
-def confusion(
-    labels: Sequence[Hashable],
-    judged: Sequence[Hashable],
-    categories: Sequence[Hashable] | None = None,
-) -> Confusion:
-    """The confusion matrix of paired ``labels`` (people) and ``judged`` (the judge). Categories
-    are ``categories`` in that order (a value outside them is a ValueError), else every value
-    seen, in order of first appearance among the labels, then the judge's."""
-    if len(labels) != len(judged):
-        raise ValueError(f"{len(labels)} labels but {len(judged)} judged values")
-    if categories is None:
-        cats = list(dict.fromkeys([*labels, *judged]))
-    else:
-        cats = list(dict.fromkeys(categories))
-    index = {c: i for i, c in enumerate(cats)}
-    counts = [[0] * len(cats) for _ in cats]
-    for a, b in zip(labels, judged, strict=True):
-        if a not in index or b not in index:
-            missing = a if a not in index else b
-            raise ValueError(f"{missing!r} is not one of the categories {cats!r}")
-        counts[index[a]][index[b]] += 1
-    return Confusion(tuple(cats), tuple(tuple(row) for row in counts))
-
-
-@dataclass(frozen=True)
-class Kappa:
-    """Cohen's kappa of a confusion matrix. ``kappa`` is None when undefined (both raters used a
-    single, same category: chance agreement is 1), with ``reason``."""
-
-    kappa: float | None
-    se: float | None
-    interval: Interval | None
-    n: int
-    observed: float  # agreement, the share of the diagonal
-    expected: float  # agreement by chance from the margins
-    reason: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "kappa": self.kappa,
-            "se": self.se,
-            "interval": None if self.interval is None else self.interval.to_json(),
-            "n": self.n,
-            "observed": self.observed,
-            "expected": self.expected,
-            "reason": self.reason,
-        }
-
-
-def cohen_kappa(table: Confusion | Sequence[Sequence[int]], confidence: float = 0.95) -> Kappa:
-    """Cohen's (unweighted) kappa, its large-sample standard error (Fleiss, Cohen and Everitt,
-    1969) and the Wald interval ``kappa +- z * se`` cut to [-1, 1], as statsmodels'
-    ``cohens_kappa``. ``table`` is square: rows one rater, columns the other."""
-    _check_confidence(confidence)
-    counts = table.counts if isinstance(table, Confusion) else tuple(tuple(r) for r in table)
-    k = len(counts)
-    if k == 0 or any(len(row) != k for row in counts):
-        raise ValueError("a kappa needs a square table of counts")
-    if any((not isinstance(c, int)) or isinstance(c, bool) or c < 0 for r in counts for c in r):
-        raise ValueError("a kappa's table holds whole counts >= 0")
-    n = sum(sum(row) for row in counts)
-    if n == 0:
-        raise ValueError("a kappa needs at least one pair")
-    p = [[c / n for c in row] for row in counts]
-    rows = [sum(row) for row in p]
-    cols = [sum(p[i][j] for i in range(k)) for j in range(k)]
-    observed = sum(p[i][i] for i in range(k))
-    expected = sum(rows[i] * cols[i] for i in range(k))
-    if expected >= 1.0 - 1e-12:
-        return Kappa(
-            None,
-            None,
-            None,
-            n,
-            observed,
-            expected,
-            "both raters gave every record the same single category: chance agreement is "
-            "complete, so kappa is undefined",
-        )
-    kappa = (observed - expected) / (1.0 - expected)
-    a = sum(p[i][i] * (1.0 - (rows[i] + cols[i]) * (1.0 - kappa)) ** 2 for i in range(k))
-    b = (1.0 - kappa) ** 2 * sum(
-        p[i][j] * (cols[i] + rows[j]) ** 2 for i in range(k) for j in range(k) if i != j
-    )
-    c = (kappa - expected * (1.0 - kappa)) ** 2
-    var = (a + b - c) / ((1.0 - expected) ** 2 * n)
-    se = math.sqrt(max(var, 0.0))
-    z = _z(confidence)
-    interval = Interval(
-        kappa, max(-1.0, kappa - z * se), min(1.0, kappa + z * se), confidence, "wald", n
-    )
-    return Kappa(kappa, se, interval, n, observed, expected)
 
 
 def _ranks(values: Sequence[float]) -> list[float]:

@@ -153,6 +153,9 @@ def spec_from_json(data: Mapping[str, Any]) -> GateSpec:
         max_errors=int(data.get("max_errors", 0)),
         source=str(data.get("source", "")),
         score_range=_range_of(data.get("score_range")),
+        min_kappa=data.get("min_kappa"),
+        min_true_pass=data.get("min_true_pass"),
+        min_true_fail=data.get("min_true_fail"),
     )
 
 

@@ -38,7 +38,7 @@ import dataclasses
 import functools
 import math
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, final
 
@@ -264,6 +264,8 @@ class Sample:
     #: the bound of that assertion (None: as the case's)
     min: float | None = None
     max: float | None = None
+    #: the person's verdict on this sample's output (its label, issue 20); None: unlabelled
+    human: bool | None = None
 
     @property
     def errored(self) -> bool:
@@ -478,6 +480,128 @@ def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> Interva
     return Interval(p, low, high, confidence, "wilson", n)
 
 
+# -- agreement of two raters (issue 20; more in core/agreement.py) ----------------------------
+
+
+@dataclass(frozen=True)
+class Confusion:
+    """Counts of (label, judge) pairs: ``counts[i][j]`` is how many records a person labelled
+    ``categories[i]`` and the judge gave ``categories[j]``."""
+
+    categories: tuple[Hashable, ...]
+    counts: tuple[tuple[int, ...], ...]
+
+    @property
+    def n(self) -> int:
+        return sum(sum(row) for row in self.counts)
+
+    @property
+    def agreed(self) -> int:
+        return sum(self.counts[i][i] for i in range(len(self.categories)))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "categories": [
+                c if isinstance(c, (str, int, float, bool)) else str(c) for c in self.categories
+            ],
+            "counts": [list(row) for row in self.counts],
+        }
+
+
+def confusion(
+    labels: Sequence[Hashable],
+    judged: Sequence[Hashable],
+    categories: Sequence[Hashable] | None = None,
+) -> Confusion:
+    """The confusion matrix of paired ``labels`` (people) and ``judged`` (the judge). Categories
+    are ``categories`` in that order (a value outside them is a ValueError), else every value
+    seen, in order of first appearance among the labels, then the judge's."""
+    if len(labels) != len(judged):
+        raise ValueError(f"{len(labels)} labels but {len(judged)} judged values")
+    if categories is None:
+        cats = list(dict.fromkeys([*labels, *judged]))
+    else:
+        cats = list(dict.fromkeys(categories))
+    index = {c: i for i, c in enumerate(cats)}
+    counts = [[0] * len(cats) for _ in cats]
+    for a, b in zip(labels, judged, strict=True):
+        if a not in index or b not in index:
+            missing = a if a not in index else b
+            raise ValueError(f"{missing!r} is not one of the categories {cats!r}")
+        counts[index[a]][index[b]] += 1
+    return Confusion(tuple(cats), tuple(tuple(row) for row in counts))
+
+
+@dataclass(frozen=True)
+class Kappa:
+    """Cohen's kappa of a confusion matrix. ``kappa`` is None when undefined (both raters used a
+    single, same category: chance agreement is 1), with ``reason``."""
+
+    kappa: float | None
+    se: float | None
+    interval: Interval | None
+    n: int
+    observed: float  # agreement, the share of the diagonal
+    expected: float  # agreement by chance from the margins
+    reason: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kappa": self.kappa,
+            "se": self.se,
+            "interval": None if self.interval is None else self.interval.to_json(),
+            "n": self.n,
+            "observed": self.observed,
+            "expected": self.expected,
+            "reason": self.reason,
+        }
+
+
+def cohen_kappa(table: Confusion | Sequence[Sequence[int]], confidence: float = 0.95) -> Kappa:
+    """Cohen's (unweighted) kappa, its large-sample standard error (Fleiss, Cohen and Everitt,
+    1969) and the Wald interval ``kappa +- z * se`` cut to [-1, 1], as statsmodels'
+    ``cohens_kappa``. ``table`` is square: rows one rater, columns the other."""
+    _check_confidence(confidence)
+    counts = table.counts if isinstance(table, Confusion) else tuple(tuple(r) for r in table)
+    k = len(counts)
+    if k == 0 or any(len(row) != k for row in counts):
+        raise ValueError("a kappa needs a square table of counts")
+    if any((not isinstance(c, int)) or isinstance(c, bool) or c < 0 for r in counts for c in r):
+        raise ValueError("a kappa's table holds whole counts >= 0")
+    n = sum(sum(row) for row in counts)
+    if n == 0:
+        raise ValueError("a kappa needs at least one pair")
+    p = [[c / n for c in row] for row in counts]
+    rows = [sum(row) for row in p]
+    cols = [sum(p[i][j] for i in range(k)) for j in range(k)]
+    observed = sum(p[i][i] for i in range(k))
+    expected = sum(rows[i] * cols[i] for i in range(k))
+    if expected >= 1.0 - 1e-12:
+        return Kappa(
+            None,
+            None,
+            None,
+            n,
+            observed,
+            expected,
+            "both raters gave every record the same single category: chance agreement is "
+            "complete, so kappa is undefined",
+        )
+    kappa = (observed - expected) / (1.0 - expected)
+    a = sum(p[i][i] * (1.0 - (rows[i] + cols[i]) * (1.0 - kappa)) ** 2 for i in range(k))
+    b = (1.0 - kappa) ** 2 * sum(
+        p[i][j] * (cols[i] + rows[j]) ** 2 for i in range(k) for j in range(k) if i != j
+    )
+    c = (kappa - expected * (1.0 - kappa)) ** 2
+    var = (a + b - c) / ((1.0 - expected) ** 2 * n)
+    se = math.sqrt(max(var, 0.0))
+    z = _z(confidence)
+    interval = Interval(
+        kappa, max(-1.0, kappa - z * se), min(1.0, kappa + z * se), confidence, "wald", n
+    )
+    return Kappa(kappa, se, interval, n, observed, expected)
+
+
 def _mean_sd(values: Sequence[float]) -> tuple[float, float]:
     n = len(values)
     mean = math.fsum(values) / n
@@ -598,6 +722,19 @@ class GateSpec:
     max_errors: int = 0
     source: str = ""
     score_range: tuple[float, float] | None = None
+    #: bounds on the judge itself (issue 20), judged on labelled records only: Cohen's kappa
+    #: and the true-pass and true-fail rates of its verdicts against the labels
+    min_kappa: float | None = None
+    min_true_pass: float | None = None
+    min_true_fail: float | None = None
+
+    @property
+    def judge_bounds(self) -> dict[str, float | None]:
+        return {
+            "min_kappa": self.min_kappa,
+            "min_true_pass": self.min_true_pass,
+            "min_true_fail": self.min_true_fail,
+        }
 
     def _where(self) -> str:
         where = f" ({self.source})" if self.source else ""
@@ -614,11 +751,23 @@ class GateSpec:
             "min_pass_rate": self.min_pass_rate,
             "max_pass_rate": self.max_pass_rate,
         }
-        if all(v is None for v in bounds.values()):
+        judge = self.judge_bounds
+        if all(v is None for v in (*bounds.values(), *judge.values())):
             raise ValueError(
                 f"{where}: no bound given; set at least one of min_mean, max_mean, "
-                "min_pass_rate, max_pass_rate"
+                "min_pass_rate, max_pass_rate, min_kappa, min_true_pass, min_true_fail"
             )
+        for name, value in judge.items():
+            if value is None:
+                continue
+            if not _is_number(value) or not math.isfinite(value):
+                raise ValueError(f"{where}: {name} must be a finite number, got {value!r}")
+            low = -1.0 if name == "min_kappa" else 0.0
+            if not low < value <= 1.0:
+                raise ValueError(
+                    f"{where}: {name} must be in ({low:g}, 1] (at {low:g} it could never "
+                    f"fail), got {value!r}"
+                )
         for name, value in bounds.items():
             if value is None:
                 continue
@@ -682,6 +831,9 @@ class GateSpec:
             "max_errors": self.max_errors,
             "source": self.source,
             "score_range": list(self.score_range) if self.score_range is not None else None,
+            "min_kappa": self.min_kappa,
+            "min_true_pass": self.min_true_pass,
+            "min_true_fail": self.min_true_fail,
         }
 
 
@@ -923,6 +1075,90 @@ def _check_pass_rate(
     )
 
 
+def _labelled_pairs(cases: Sequence[CaseSamples]) -> list[tuple[bool, bool]]:
+    """(person, judge) verdicts of every labelled, scored sample with a verdict on both sides."""
+    return [
+        (s.human, s.passed)
+        for c in cases
+        for s in c.samples
+        if s.human is not None and s.passed is not None and not s.errored
+    ]
+
+
+def _renamed(check: CheckResult, metric: str, empty: str) -> CheckResult:
+    reason = empty if check.interval is None else check.reason
+    verdict = "inconclusive" if check.interval is None else check.verdict
+    return dataclasses.replace(check, metric=metric, verdict=verdict, reason=reason)
+
+
+def _judge_checks(spec: GateSpec, cases: Sequence[CaseSamples]) -> list[CheckResult]:
+    """The gate's bounds on the judge (issue 20), over labelled samples only: Cohen's kappa of
+    the judge's verdicts against the labels, the true-pass rate (the judge passes what people
+    passed) and the true-fail rate (it fails what they failed). Too few labels is inconclusive,
+    never a pass: with none, the check says to label cases."""
+    if all(v is None for v in spec.judge_bounds.values()):
+        return []
+    pairs = _labelled_pairs(cases)
+    none = (
+        "no labelled record has both verdicts: give cases a person's verdict "
+        "(assert_score(..., label=...)) to measure the judge"
+    )
+    out: list[CheckResult] = []
+    if spec.min_kappa is not None:
+        out.append(_check_kappa(spec, float(spec.min_kappa), pairs, none))
+    if spec.min_true_pass is not None:
+        judged = [j for h, j in pairs if h]
+        check = _check_pass_rate(spec, "min", float(spec.min_true_pass), judged)
+        out.append(_renamed(check, "true_pass_rate", f"{none} (none that people passed)"))
+    if spec.min_true_fail is not None:
+        judged = [not j for h, j in pairs if not h]
+        check = _check_pass_rate(spec, "min", float(spec.min_true_fail), judged)
+        out.append(_renamed(check, "true_fail_rate", f"{none} (none that people failed)"))
+    return out
+
+
+def _check_kappa(
+    spec: GateSpec, bound: float, pairs: Sequence[tuple[bool, bool]], none: str
+) -> CheckResult:
+    if not pairs:
+        return CheckResult("kappa", "min", bound, None, "inconclusive", None, none)
+    table = confusion([h for h, _ in pairs], [j for _, j in pairs], (True, False))
+    confidence = spec.confidence if spec.confidence is not None else 0.95
+    k = cohen_kappa(table, confidence)
+    if k.kappa is None or k.interval is None or k.se is None:
+        return CheckResult(
+            "kappa",
+            "min",
+            bound,
+            None,
+            "inconclusive",
+            None,
+            f"kappa is undefined over {k.n} labelled record(s): {k.reason}; label cases of "
+            "both verdicts",
+        )
+    iv = k.interval
+    if spec.confidence is None:
+        return CheckResult(
+            "kappa", "min", bound, iv, _point_verdict(iv.estimate, "min", bound), None
+        )
+    verdict = _interval_verdict(iv, "min", bound)
+    if verdict != "inconclusive":
+        return CheckResult("kappa", "min", bound, iv, verdict, None)
+    n, kappa, se = k.n, k.kappa, k.se
+    z = _z(confidence)
+
+    def make(m: int) -> Interval:
+        # the same kappa and table shape with m records: the standard error shrinks as 1/sqrt(m)
+        half = z * se * math.sqrt(n / m)
+        return Interval(
+            kappa, max(-1.0, kappa - half), min(1.0, kappa + half), confidence, "wald", m
+        )
+
+    return CheckResult(
+        "kappa", "min", bound, iv, verdict, _needed(n, make, "min", bound), _straddles(iv, bound)
+    )
+
+
 def evaluate_gate(spec: GateSpec, cases: Sequence[CaseSamples]) -> GateResult:
     """Reduce each case with ``spec.reducer`` and check every bound of the gate.
 
@@ -953,6 +1189,7 @@ def evaluate_gate(spec: GateSpec, cases: Sequence[CaseSamples]) -> GateResult:
                     check, reason=f"{check.reason}; {note}" if check.reason else note
                 )
             checks.append(check)
+    checks += _judge_checks(spec, cases)
     reason = ""
     if not scored:
         reason = f"none of the {len(results)} cases could be scored"

@@ -33,6 +33,14 @@ def metric_name(metric: str, reducer: str) -> str:
     the same number wherever it is printed (statistics and gates)."""
     if metric == "pass_rate":
         return "pass rate" if reducer == "mean" else f"pass rate ({reducer})"
+    if metric in ("kappa", "true_pass_rate", "true_fail_rate"):
+        # the judge against the labels (issue 20): over labelled records, no reducer
+        return (
+            "judge kappa"
+            if metric == "kappa"
+            else metric.replace("_", " ").replace("true ", "true-")
+        )
+
     # majority, pass_at_k and pass_all decide a case's verdict; its score is still the mean
     return f"{metric} ({reducer})" if reducer in ("median", "min", "max") else metric
 
