@@ -33,7 +33,7 @@ def metric_name(metric: str, reducer: str) -> str:
     the same number wherever it is printed (statistics and gates)."""
     if metric == "pass_rate":
         return "pass rate" if reducer == "mean" else f"pass rate ({reducer})"
-    if metric in ("kappa", "true_pass_rate", "true_fail_rate"):
+    if metric in _JUDGE_METRICS:
         # the judge against the labels (issue 20): over labelled records, no reducer
         return (
             "judge kappa"
@@ -68,8 +68,13 @@ def format_check(check: CheckResult, with_ci: bool, reducer: str = "mean") -> st
     text = f"{metric} {_interval(check.interval, with_ci=with_ci)} {op} {check.bound:g}: "
     text += check.verdict
     if check.needed:
-        text += f" (~{check.needed} more cases may decide it)"
+        more = "labelled records" if check.metric in _JUDGE_METRICS else "cases"
+        text += f" (~{check.needed} more {more} may decide it)"
     return text
+
+
+#: the checks of a gate on the judge itself (issue 20): over labelled records
+_JUDGE_METRICS = ("kappa", "true_pass_rate", "true_fail_rate")
 
 
 def format_gate(outcome: GateOutcome) -> list[str]:
