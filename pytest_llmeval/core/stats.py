@@ -729,6 +729,16 @@ class GateSpec:
     min_true_fail: float | None = None
 
     @property
+    def bounds_quality(self) -> bool:
+        """Whether the gate bounds the scores (mean or pass rate). Only such a gate decides its
+        test's per-case misses; a gate on the judge alone (kappa, true-pass, true-fail) does
+        not: it would otherwise let a bad output pass because the judge was measured."""
+        return any(
+            v is not None
+            for v in (self.min_mean, self.max_mean, self.min_pass_rate, self.max_pass_rate)
+        )
+
+    @property
     def judge_bounds(self) -> dict[str, float | None]:
         return {
             "min_kappa": self.min_kappa,
@@ -1086,9 +1096,23 @@ def _labelled_pairs(cases: Sequence[CaseSamples]) -> list[tuple[bool, bool]]:
 
 
 def _renamed(check: CheckResult, metric: str, empty: str) -> CheckResult:
-    reason = empty if check.interval is None else check.reason
-    verdict = "inconclusive" if check.interval is None else check.verdict
-    return dataclasses.replace(check, metric=metric, verdict=verdict, reason=reason)
+    if check.interval is None:
+        return dataclasses.replace(check, metric=metric, verdict="inconclusive", reason=empty)
+    return _disagrees(dataclasses.replace(check, metric=metric))
+
+
+def _disagrees(check: CheckResult) -> CheckResult:
+    """A failed check on the judge says so in the words CI shows."""
+    if check.verdict != "fail" or check.interval is None:
+        return check
+    name = {"kappa": "kappa", "true_pass_rate": "true-pass rate"}.get(
+        check.metric, "true-fail rate"
+    )
+    return dataclasses.replace(
+        check,
+        reason=f"the judge disagrees with your labels: its {name} is "
+        f"{check.interval.estimate:.3f}, below {check.bound:g}",
+    )
 
 
 def _judge_checks(spec: GateSpec, cases: Sequence[CaseSamples]) -> list[CheckResult]:
@@ -1138,12 +1162,11 @@ def _check_kappa(
         )
     iv = k.interval
     if spec.confidence is None:
-        return CheckResult(
-            "kappa", "min", bound, iv, _point_verdict(iv.estimate, "min", bound), None
-        )
+        point = _point_verdict(iv.estimate, "min", bound)
+        return _disagrees(CheckResult("kappa", "min", bound, iv, point, None))
     verdict = _interval_verdict(iv, "min", bound)
     if verdict != "inconclusive":
-        return CheckResult("kappa", "min", bound, iv, verdict, None)
+        return _disagrees(CheckResult("kappa", "min", bound, iv, verdict, None))
     n, kappa, se = k.n, k.kappa, k.se
     z = _z(confidence)
 

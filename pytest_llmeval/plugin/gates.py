@@ -125,7 +125,8 @@ class GateHooks:
                     raise GateError(source, "takes one scorer; stack one marker per scorer")
                 spec = make_spec(mark.args[0], mark.kwargs, source)
                 specs.append(resolve_spec(spec, default_registry))
-                marker_scorers.add(specs[-1].scorer)
+                if spec.bounds_quality:  # (a gate on the judge alone softens no miss)
+                    marker_scorers.add(specs[-1].scorer)
             # Run gates are the evaluation run's (--llm-eval): a plain `pytest` judges none.
             rules = self.config.stash[gate_rules_key] if _enabled(self.config) else []
             for rule in rules:

@@ -96,6 +96,9 @@ def format_gate(outcome: GateOutcome) -> list[str]:
     lines.append(counts)
     if outcome.note:
         lines.append(f"    {outcome.note}")
+    for c in result.checks:  # the judge measured against labels: say what went wrong
+        if c.metric in _JUDGE_METRICS and c.verdict != "pass" and c.reason:
+            lines.append(f"    {c.reason}")
     if result.flaky:
         lines.append(f"    flaky: {', '.join(_case_name(c) for c in result.flaky)}")
     if outcome.problem:

@@ -138,3 +138,40 @@ def test_x():
     result.assert_outcomes(passed=1)
     assert "agreement" not in json.loads(out.read_text())
     assert "judge agreement" not in result.stdout.str()
+
+
+GATED = """
+import pytest
+from pytest_llmeval import assert_score
+
+@pytest.mark.llm_eval
+@pytest.mark.llm_eval_dataset("cases.jsonl")
+@pytest.mark.llm_eval_gate("l3score", min_true_pass=0.9, min_true_fail=0.5)
+def test_answer(case):
+    assert_score("l3score", input="question?", expected="fine", output=case.output,
+                 min=0.5, label=case.human)
+"""
+
+
+def test_a_gate_on_the_judge_fails_the_run_and_softens_no_miss(
+    labelled: pytest.Pytester,
+) -> None:
+    labelled.makepyfile(test_labelled=GATED)
+    result, report = _run(labelled)
+    # a gate on the judge alone decides no case: the six cases the judge failed still fail
+    result.assert_outcomes(passed=10, failed=6)
+    (gate,) = report["gates"]
+    assert gate["verdict"] == "fail"
+    checks = {c["metric"]: c for c in gate["result"]["checks"]}
+    assert checks["true_pass_rate"]["verdict"] == "fail"  # 4 of 5 = 0.8 < 0.9
+    assert checks["true_fail_rate"]["verdict"] == "pass"  # 3 of 5 = 0.6 >= 0.5
+    assert "the judge disagrees with your labels" in checks["true_pass_rate"]["reason"]
+    result.stdout.fnmatch_lines(
+        [
+            "FAIL test_labelled.py::test_answer l3score: true-pass rate 0.800 >= 0.9: fail; "
+            "true-fail rate 0.600 >= 0.5: pass",
+            "    the judge disagrees with your labels: its true-pass rate is 0.800, below 0.9",
+            "gates: 1 fail: the run fails",
+        ]
+    )
+    assert report["verdict"]["passed"] is False

@@ -113,3 +113,15 @@ def test_the_marker_takes_judge_bounds_alone_and_checks_them() -> None:
     ):
         with pytest.raises(GateError, match=message.replace("(", r"\(").replace("]", r"\]")):
             make_spec("factuality", options, "t.py::test")
+
+
+def test_a_failed_judge_check_says_the_judge_disagrees_with_the_labels() -> None:
+    spec = GateSpec("factuality", min_kappa=0.6, min_true_fail=0.8, confidence=0.95)
+    result = evaluate_gate(spec, cases(agreeing(50, 50, wrong_pass=25, wrong_fail=10)))
+    assert result.verdict == "fail"
+    by = {c.metric: c for c in result.checks}
+    assert by["kappa"].reason.startswith("the judge disagrees with your labels: its kappa is 0.300")
+    assert by["true_fail_rate"].reason == (
+        "the judge disagrees with your labels: its true-fail rate is 0.500, below 0.8"
+    )
+    assert "the judge disagrees with your labels" in result.reason
