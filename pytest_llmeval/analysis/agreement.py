@@ -14,7 +14,7 @@ Every sample of a repeated case counts as one record here (as in the summary's c
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,7 +34,6 @@ from pytest_llmeval.core.stats import Interval, wilson_interval
 
 __all__ = [
     "ScorerAgreement",
-    "agreement_json",
     "human_verdict",
     "label_score",
     "run_agreement",
@@ -188,14 +187,14 @@ def scorer_agreement(
         choices = confusion([a for a, _ in chosen], [b for _, b in chosen], cats)
 
     graded_pairs = [
-        (s, r.score)
+        (s, float(r.score))
         for r in labelled
         if r.error is None and r.score is not None and (s := label_score(r)) is not None
     ]
     rho = mae = None
     if graded_pairs:
         xs = [a for a, _ in graded_pairs]
-        ys = [float(b) for _, b in graded_pairs if b is not None]
+        ys = [b for _, b in graded_pairs]
         rho = spearman(xs, ys)
         mae = mean_absolute_error(xs, ys)
 
@@ -246,8 +245,3 @@ def run_agreement(run: Run) -> tuple[ScorerAgreement, ...]:
 def _uses_judge(run: Run, scorer: str) -> bool | None:
     said = {i.uses_judge for i in run.instruments_of(scorer)} - {None}
     return said.pop() if len(said) == 1 else None
-
-
-def agreement_json(items: Iterable[ScorerAgreement]) -> Mapping[str, Any]:
-    """The report's ``agreement`` section: per scorer, by name."""
-    return {a.scorer: a.to_json() for a in items}
