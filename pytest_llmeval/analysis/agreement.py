@@ -9,7 +9,13 @@ choices, the confusion of labelled and judged choices; over scores, Spearman and
 absolute error. When the scorer also has unlabelled records, their pass rate is corrected for
 the measured rates (:func:`pytest_llmeval.core.agreement.corrected_pass_rate`).
 
-Every sample of a repeated case counts as one record here (as in the summary's counts).
+One labelled output is one labelled record however often the judge was asked about it: the
+samples of one assertion in one case with the same label (a repeat, ``judge_samples``) are
+reduced to one verdict (the mean score against the bound, as the summary reduces a case) before
+they are counted, as a gate counts them (:func:`pytest_llmeval.core.stats.labelled_pairs`);
+counting each ask would claim more evidence about the judge than the labels give. The corrected
+pass rate counts each unlabelled case once the same way. The list of disagreements and the
+graded statistics (Spearman, mean absolute error) are per record.
 """
 
 from __future__ import annotations
@@ -30,7 +36,14 @@ from pytest_llmeval.core.agreement import (
 )
 from pytest_llmeval.core.model import Run, sort_key
 from pytest_llmeval.core.records import ScoreRecord
-from pytest_llmeval.core.stats import Interval, wilson_interval
+from pytest_llmeval.core.stats import (
+    CaseSamples,
+    Interval,
+    Sample,
+    labelled_pairs,
+    reduce_case,
+    wilson_interval,
+)
 
 __all__ = [
     "ScorerAgreement",
@@ -157,17 +170,16 @@ def scorer_agreement(
     """The agreement of ``scorer`` over ``records`` (its records; the labelled ones are
     measured, the unlabelled ones corrected)."""
     labelled = [r for r in records if r.label is not None]
-    pairs: list[tuple[str, str]] = []
     disagreements: list[ScoreRecord] = []
     unplaced = 0
     for r in labelled:
         human = human_verdict(r)
         if human is None or r.passed is None or r.error is not None:
             unplaced += 1
-            continue
-        pairs.append((_word(human), _word(r.passed)))
-        if human != r.passed:
+        elif human != r.passed:
             disagreements.append(r)
+    cases = _cases(records)
+    pairs = [(_word(h), _word(j)) for h, j in labelled_pairs(cases)]
     table = confusion([a for a, _ in pairs], [b for _, b in pairs], VERDICTS)
     (tp, fn), (fp, tn) = table.counts
     n = table.n
@@ -200,11 +212,12 @@ def scorer_agreement(
 
     corrected = None
     unlabelled = [
-        r for r in records if r.label is None and r.passed is not None and r.error is None
+        v
+        for c in cases
+        if all(x.human is None for x in c.samples) and (v := reduce_case(c).passed) is not None
     ]
     if unlabelled and n:
-        passes = sum(1 for r in unlabelled if r.passed)
-        corrected = corrected_pass_rate(passes, len(unlabelled), tp, tp + fn, tn, fp + tn)
+        corrected = corrected_pass_rate(sum(unlabelled), len(unlabelled), tp, tp + fn, tn, fp + tn)
     disagreements.sort(key=sort_key)
     return ScorerAgreement(
         scorer=scorer,
@@ -223,6 +236,34 @@ def scorer_agreement(
         disagreements=tuple(disagreements),
         corrected=corrected,
     )
+
+
+def _cases(records: Sequence[ScoreRecord]) -> list[CaseSamples]:
+    """The records as cases of samples (one case per file, test and case id), each sample with
+    the person's verdict on it."""
+    groups: dict[tuple[str, str, str | None], list[ScoreRecord]] = {}
+    for r in records:
+        groups.setdefault((r.file, r.test, r.case_id), []).append(r)
+    out = []
+    for (file, test, case_id), recs in groups.items():
+        recs.sort(key=lambda r: (r.sample, r.index))
+        samples = tuple(
+            Sample(
+                score=None if r.error is not None else r.score,
+                passed=None if r.error is not None else r.passed,
+                error=r.error,
+                sample=r.sample,
+                index=r.index,
+                min=r.min,
+                max=r.max,
+                human=human_verdict(r),
+            )
+            for r in recs
+        )
+        bounded = next((r for r in recs if r.error is None), recs[0])
+        key = f"{file}::{test}[{case_id}]"
+        out.append(CaseSamples(key, samples, min=bounded.min, max=bounded.max))
+    return out
 
 
 def _word(passed: bool) -> str:

@@ -81,6 +81,7 @@ GATE_KEYWORDS: tuple[str, ...] = (
     "min_kappa",
     "min_true_pass",
     "min_true_fail",
+    "corrected",
 )
 _BOUNDS = ("min_mean", "max_mean", "min_pass_rate", "max_pass_rate")
 #: bounds on the judge itself (issue 20): judged on labelled records only
@@ -160,6 +161,15 @@ def make_spec(scorer: Any, options: Mapping[str, Any], source: str) -> GateSpec:
             source,
             f"max_errors= is {describe_value(max_errors)}; give a whole number of cases >= 0",
         )
+    corrected = options.get("corrected", False)
+    if not isinstance(corrected, bool):
+        raise GateError(source, f"corrected= is {describe_value(corrected)}; give True or False")
+    if corrected and bounds["min_pass_rate"] is None and bounds["max_pass_rate"] is None:
+        raise GateError(
+            source,
+            "corrected=True decides the pass rate on its estimate corrected for the judge's "
+            "measured error; give min_pass_rate or max_pass_rate with it",
+        )
     spec = GateSpec(
         scorer=scorer.strip(),
         min_mean=bounds["min_mean"],
@@ -173,6 +183,7 @@ def make_spec(scorer: Any, options: Mapping[str, Any], source: str) -> GateSpec:
         min_kappa=judge["min_kappa"],
         min_true_pass=judge["min_true_pass"],
         min_true_fail=judge["min_true_fail"],
+        corrected=corrected,
     )
     try:
         spec.validate()
@@ -211,6 +222,11 @@ def resolve_spec(spec: GateSpec, registry: ScorerRegistry) -> GateSpec:
 def _option_value(source: str, key: str, text: str) -> Any:
     if key == "reducer":
         return text
+    if key == "corrected":
+        word = text.lower()
+        if word not in ("true", "false", "1", "0", "yes", "no"):
+            raise GateError(source, f"corrected={text!r} is not true or false")
+        return word in ("true", "1", "yes")
     if key == "max_errors":
         try:
             return int(text)

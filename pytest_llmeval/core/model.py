@@ -156,6 +156,7 @@ def spec_from_json(data: Mapping[str, Any]) -> GateSpec:
         min_kappa=data.get("min_kappa"),
         min_true_pass=data.get("min_true_pass"),
         min_true_fail=data.get("min_true_fail"),
+        corrected=data.get("corrected", False),
     )
 
 

@@ -57,6 +57,7 @@ __all__ = [
     "cluster_mean_interval",
     "evaluate_gate",
     "flaky_cases",
+    "labelled_pairs",
     "normal_ppf",
     "reduce_case",
     "scorer_stats",
@@ -727,6 +728,10 @@ class GateSpec:
     min_kappa: float | None = None
     min_true_pass: float | None = None
     min_true_fail: float | None = None
+    #: decide the pass-rate bounds on the pass rate corrected for the judge's measured error
+    #: (Rogan-Gladen over the unlabelled cases, with the true-pass and true-fail rates measured
+    #: on the labelled ones) instead of the judge's raw pass rate
+    corrected: bool = False
 
     @property
     def bounds_quality(self) -> bool:
@@ -828,6 +833,13 @@ class GateSpec:
                 raise ValueError(f"{where}: score_range must be two numbers (an end may be inf)")
             if not lo < hi:
                 raise ValueError(f"{where}: score_range {self.score_range!r} must have low < high")
+        if not isinstance(self.corrected, bool):
+            raise ValueError(f"{where}: corrected must be True or False, got {self.corrected!r}")
+        if self.corrected and self.min_pass_rate is None and self.max_pass_rate is None:
+            raise ValueError(
+                f"{where}: corrected=True corrects the pass rate for the judge's error; give "
+                "min_pass_rate or max_pass_rate with it"
+            )
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -844,6 +856,7 @@ class GateSpec:
             "min_kappa": self.min_kappa,
             "min_true_pass": self.min_true_pass,
             "min_true_fail": self.min_true_fail,
+            "corrected": self.corrected,
         }
 
 
@@ -1085,14 +1098,27 @@ def _check_pass_rate(
     )
 
 
-def _labelled_pairs(cases: Sequence[CaseSamples]) -> list[tuple[bool, bool]]:
-    """(person, judge) verdicts of every labelled, scored sample with a verdict on both sides."""
-    return [
-        (s.human, s.passed)
-        for c in cases
-        for s in c.samples
-        if s.human is not None and s.passed is not None and not s.errored
-    ]
+def labelled_pairs(cases: Sequence[CaseSamples], reducer: str = "mean") -> list[tuple[bool, bool]]:
+    """(person, judge) verdicts, one pair per labelled output: the samples of one assertion in
+    one case that carry the same label are one labelled output judged several times (a repeat,
+    ``judge_samples``), reduced with ``reducer`` to the judge's one verdict on it. Counting them
+    as separate records would claim more evidence about the judge than the labels give (a
+    narrower interval: a kappa gate passed on five re-asks of ten outputs). An output whose
+    samples errored, or that has no verdict, is left out."""
+    pairs: list[tuple[bool, bool]] = []
+    for c in cases:
+        groups: dict[tuple[int, bool], list[Sample]] = {}
+        for s in c.samples:
+            if s.human is not None:
+                groups.setdefault((s.index, s.human), []).append(s)
+        for (_, human), group in groups.items():
+            bounded = next((s for s in group if not s.errored), group[0])
+            bmin = bounded.min if bounded.min is not None else c.min
+            bmax = bounded.max if bounded.max is not None else c.max
+            judged = _reduce(c.case, group, bmin, bmax, reducer)
+            if judged.passed is not None and judged.n_errors == 0:
+                pairs.append((human, judged.passed))
+    return pairs
 
 
 def _renamed(check: CheckResult, metric: str, empty: str) -> CheckResult:
@@ -1122,7 +1148,7 @@ def _judge_checks(spec: GateSpec, cases: Sequence[CaseSamples]) -> list[CheckRes
     never a pass: with none, the check says to label cases."""
     if all(v is None for v in spec.judge_bounds.values()):
         return []
-    pairs = _labelled_pairs(cases)
+    pairs = labelled_pairs(cases, spec.reducer)
     none = (
         "no labelled record has both verdicts: give cases a person's verdict "
         "(assert_score(..., label=...)) to measure the judge"
@@ -1182,6 +1208,60 @@ def _check_kappa(
     )
 
 
+def _check_corrected(
+    spec: GateSpec,
+    side: str,
+    bound: float,
+    cases: Sequence[CaseSamples],
+    results: Sequence[CaseResult],
+) -> CheckResult:
+    """A pass-rate bound decided on the corrected pass rate (``corrected=True``): the judge's
+    pass rate over the unlabelled cases, corrected for its true-pass and true-fail rates on the
+    labelled ones (one pair per labelled output, see :func:`labelled_pairs`). Whatever the
+    correction cannot estimate (no unlabelled case, labels of one verdict only, a judge no
+    better than chance, too few labels for an interval) is inconclusive with the reason, never
+    a pass."""
+    from pytest_llmeval.core.agreement import corrected_pass_rate
+
+    metric = "corrected_pass_rate"
+    labelled = {c.case for c in cases if any(s.human is not None for s in c.samples)}
+    judged = [r.passed for r in results if r.case not in labelled and r.passed is not None]
+    pairs = labelled_pairs(cases, spec.reducer)
+    if not judged:
+        why = (
+            "no unlabelled case has a verdict: the corrected pass rate estimates the unlabelled "
+            "cases' true pass rate from the judge's verdicts on them"
+        )
+        return CheckResult(metric, side, bound, None, "inconclusive", None, why)
+    people_pass = [j for h, j in pairs if h]
+    people_fail = [j for h, j in pairs if not h]
+    confidence = spec.confidence if spec.confidence is not None else 0.95
+    rate = corrected_pass_rate(
+        sum(judged),
+        len(judged),
+        sum(people_pass),
+        len(people_pass),
+        sum(1 for j in people_fail if not j),
+        len(people_fail),
+        confidence,
+    )
+    if rate.estimate is None or (spec.confidence is not None and rate.interval is None):
+        why = f"the corrected pass rate is not defined: {rate.reason}"
+        return CheckResult(metric, side, bound, rate.interval, "inconclusive", None, why)
+    if spec.confidence is None:
+        iv = rate.interval or Interval(
+            rate.estimate, rate.estimate, rate.estimate, confidence, "rogan-gladen", len(judged)
+        )
+        return CheckResult(
+            metric, side, bound, iv, _point_verdict(rate.estimate, side, bound), None
+        )
+    assert rate.interval is not None
+    iv = rate.interval
+    verdict = _interval_verdict(iv, side, bound)
+    reason = "" if verdict != "inconclusive" else _straddles(iv, bound)
+    return CheckResult(metric, side, bound, iv, verdict, None, reason)
+
+
 def evaluate_gate(spec: GateSpec, cases: Sequence[CaseSamples]) -> GateResult:
     """Reduce each case with ``spec.reducer`` and check every bound of the gate.
 
@@ -1203,7 +1283,9 @@ def evaluate_gate(spec: GateSpec, cases: Sequence[CaseSamples]) -> GateResult:
         if bound is not None:
             checks.append(_check_mean(spec, side, float(bound), scores))
     for side, bound in (("min", spec.min_pass_rate), ("max", spec.max_pass_rate)):
-        if bound is not None:
+        if bound is not None and spec.corrected:
+            checks.append(_check_corrected(spec, side, float(bound), cases, results))
+        elif bound is not None:
             check = _check_pass_rate(spec, side, float(bound), verdicts)
             undecided = len(scored) - len(verdicts)
             if verdicts and undecided:

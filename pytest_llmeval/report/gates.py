@@ -33,6 +33,10 @@ def metric_name(metric: str, reducer: str) -> str:
     the same number wherever it is printed (statistics and gates)."""
     if metric == "pass_rate":
         return "pass rate" if reducer == "mean" else f"pass rate ({reducer})"
+    if metric == "corrected_pass_rate":
+        # the judge's pass rate over the unlabelled cases, corrected for its measured error
+        name = "corrected pass rate"
+        return name if reducer == "mean" else f"{name} ({reducer})"
     if metric in _JUDGE_METRICS:
         # the judge against the labels (issue 20): over labelled records, no reducer
         return (
@@ -97,7 +101,8 @@ def format_gate(outcome: GateOutcome) -> list[str]:
     if outcome.note:
         lines.append(f"    {outcome.note}")
     for c in result.checks:  # the judge measured against labels: say what went wrong
-        if c.metric in _JUDGE_METRICS and c.verdict != "pass" and c.reason:
+        judged = c.metric in _JUDGE_METRICS or c.metric == "corrected_pass_rate"
+        if judged and c.verdict != "pass" and c.reason:
             lines.append(f"    {c.reason}")
     if result.flaky:
         lines.append(f"    flaky: {', '.join(_case_name(c) for c in result.flaky)}")

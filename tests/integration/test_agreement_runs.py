@@ -175,3 +175,38 @@ def test_a_gate_on_the_judge_fails_the_run_and_softens_no_miss(
         ]
     )
     assert report["verdict"]["passed"] is False
+
+
+CORRECTED = """
+import pytest
+from pytest_llmeval import assert_score
+
+@pytest.mark.llm_eval
+@pytest.mark.llm_eval_dataset("cases.jsonl")
+@pytest.mark.llm_eval_gate("l3score", min_pass_rate=0.65, corrected=True{confidence})
+def test_answer(case):
+    assert_score("l3score", input="question?", expected="fine", output=case.output,
+                 min=0.5, label=case.human)
+"""
+
+
+def test_a_gate_decides_on_the_corrected_pass_rate(labelled: pytest.Pytester) -> None:
+    """The judge passes 4 of the 6 unlabelled cases (0.667) with a true-pass rate of 0.8 and a
+    true-fail rate of 0.6: corrected, (0.667 + 0.6 - 1) / (0.8 + 0.6 - 1) = 0.667 >= 0.65. With
+    a 95% interval, ten labels cannot bound it: inconclusive, never a pass."""
+    labelled.makepyfile(test_labelled=CORRECTED.format(confidence=""))
+    result, report = _run(labelled)
+    (gate,) = report["gates"]
+    assert gate["spec"]["corrected"] is True
+    (check,) = gate["result"]["checks"]
+    assert (check["metric"], check["verdict"]) == ("corrected_pass_rate", "pass")
+    assert abs(check["interval"]["estimate"] - (4 / 6 + 0.6 - 1) / 0.4) < 1e-12
+    result.stdout.fnmatch_lines(
+        ["PASS test_labelled.py::test_answer l3score: corrected pass rate 0.667 >= 0.65: pass"]
+    )
+    labelled.makepyfile(test_labelled=CORRECTED.format(confidence=", confidence=0.95"))
+    result, report = _run(labelled)
+    (gate,) = report["gates"]
+    assert gate["verdict"] == "inconclusive"
+    assert "straddles the bound 0.65" in gate["result"]["checks"][0]["reason"]
+    assert report["verdict"]["passed"] is False

@@ -117,7 +117,7 @@
       var chk = el("td");
       (res.checks || []).forEach(function (c) {
         var iv = c.interval || {};
-        var line = c.metric.replace("_", " ") + " " + (c.side === "max" ? "\u2264 " : "\u2265 ") +
+        var line = c.metric.replace(/_/g, " ") + " " + (c.side === "max" ? "\u2264 " : "\u2265 ") +
           fmt(c.bound) + ": " + ival(iv, /rate$/.test(c.metric)) + " \u2192 " + c.verdict;
         if (c.needed) line += " (about " + c.needed + " more cases may decide it)";
         chk.appendChild(el("div", "check", line));

@@ -159,3 +159,33 @@ def test_agreement_over_ten_thousand_labelled_records_is_fast() -> None:
     elapsed = time.process_time() - t0
     assert a.n == 10_000
     assert elapsed < 0.5, f"{elapsed:.3f} s of CPU for 10,000 labelled records"
+
+
+def test_a_labelled_output_asked_several_times_counts_once() -> None:
+    """Three samples of one labelled case are one labelled record: the confusion counts ten
+    outputs, not thirty, and a case's samples reduce (mean score against the bound) to one
+    verdict; the disagreement list still shows every record that disagrees."""
+
+    def asks(i: int) -> tuple[float, ...]:
+        if i == 5:  # a fail asked three times: 1.0, 0.0, 0.0 -> mean 0.33, the judge fails it
+            return (1.0, 0.0, 0.0)
+        return (1.0, 1.0, 1.0) if i < 4 or i == 9 else (0.0, 0.0, 0.0)
+
+    records = [rec(f"c{i}", s, i < 5, sample=k) for i in range(10) for k, s in enumerate(asks(i))]
+    a = scorer_agreement("factuality", records)
+    assert a.confusion.n == 10
+    # people pass c0-c4, the judge passes c0-c3 and c9 (c4 and c9 disagree)
+    assert a.confusion.counts == ((4, 1), (1, 4))
+    assert a.kappa is not None and math.isclose(a.kappa.kappa, 0.6, abs_tol=1e-12)
+    assert len(a.disagreements) == 3 + 3 + 1  # c4 x3, c9 x3, c5's passing sample
+
+
+def test_the_corrected_pass_rate_counts_each_unlabelled_case_once() -> None:
+    labelled = [rec(f"p{i}", 1.0, True) for i in range(10)]
+    labelled += [rec(f"f{i}", 1.0 if i < 2 else 0.0, False) for i in range(10)]
+    # four unlabelled cases, one of them asked five times (all passes): 3 of 4 cases pass
+    unlabelled = [rec("u0", 1.0, None, sample=k) for k in range(5)]
+    unlabelled += [rec("u1", 1.0, None), rec("u2", 1.0, None), rec("u3", 0.0, None)]
+    a = scorer_agreement("factuality", labelled + unlabelled)
+    assert a.corrected is not None
+    assert (a.corrected.n, a.corrected.raw) == (4, 0.75)

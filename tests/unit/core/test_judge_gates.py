@@ -125,3 +125,131 @@ def test_a_failed_judge_check_says_the_judge_disagrees_with_the_labels() -> None
         "the judge disagrees with your labels: its true-fail rate is 0.500, below 0.8"
     )
     assert "the judge disagrees with your labels" in result.reason
+
+
+# -- one labelled output is one labelled record, however often the judge was asked ------------
+
+
+def repeated(data: list, times: int) -> list[CaseSamples]:
+    """Each (person, judge) pair as one case judged ``times`` times, every time alike."""
+    return [
+        CaseSamples(
+            f"t.py::test[c{i}]",
+            tuple(
+                Sample(score=float(judge), passed=judge, min=0.5, human=human, sample=k)
+                for k in range(times)
+            ),
+            min=0.5,
+        )
+        for i, (human, judge) in enumerate(data)
+    ]
+
+
+def test_repeated_samples_of_a_labelled_case_count_once() -> None:
+    """Ten labelled outputs asked five times are ten labelled records, not fifty: counted
+    apart, the kappa interval would narrow from [0.43, 1] to clear 0.6 and pass a judge
+    measured on ten outputs."""
+    spec = GateSpec("factuality", min_kappa=0.6, confidence=0.95)
+    data = agreeing(5, 5, wrong_pass=1)
+    once = evaluate_gate(spec, repeated(data, 1))
+    five = evaluate_gate(spec, repeated(data, 5))
+    assert once.verdict == five.verdict == "inconclusive"
+    assert five.checks[0].interval == once.checks[0].interval
+    assert five.checks[0].interval is not None and five.checks[0].interval.n == 10
+    flat = evaluate_gate(spec, cases(data * 5))  # fifty distinct outputs do decide it
+    assert flat.verdict == "pass"
+
+
+def test_a_labelled_output_is_judged_by_the_reduced_verdict() -> None:
+    """Three asks of one output, two passing: the judge's verdict on it is the reducer's."""
+    samples = tuple(
+        Sample(score=s, passed=s >= 0.5, min=0.5, human=False, sample=k)
+        for k, s in enumerate((1.0, 1.0, 0.0))
+    )
+    data = [CaseSamples("t.py::test[x]", samples, min=0.5), *cases(agreeing(6, 6))]
+    for reducer, judged_pass in (("majority", True), ("pass_all", False), ("min", False)):
+        spec = GateSpec("factuality", min_true_fail=0.99, reducer=reducer)
+        (c,) = evaluate_gate(spec, data).checks
+        assert c.interval is not None and c.interval.n == 7
+        assert c.verdict == ("fail" if judged_pass else "pass"), reducer
+
+
+# -- gates on the corrected pass rate -----------------------------------------------------------
+
+
+def mixed(labelled: list, unlabelled_judged: list[bool]) -> list[CaseSamples]:
+    out = cases(labelled)
+    out += [
+        CaseSamples(f"t.py::test[u{i}]", (Sample(score=float(j), passed=j, min=0.5),), min=0.5)
+        for i, j in enumerate(unlabelled_judged)
+    ]
+    return out
+
+
+def test_a_lenient_judge_passes_the_raw_gate_and_fails_the_corrected_one() -> None:
+    """The judge passes everything people pass and 30% of what they fail. It passes 154 of 200
+    unlabelled cases (77%; 71% over all 400): with a true-pass rate of 1 and a true-fail rate
+    of 0.70 the unlabelled cases' true rate is (0.77 + 0.70 - 1) / (1 + 0.70 - 1) = 0.671. The
+    raw gate at 0.7 passes; the corrected one does not."""
+    from pytest_llmeval.core.agreement import corrected_pass_rate
+
+    data = mixed(agreeing(100, 100, wrong_pass=30), [True] * 154 + [False] * 46)
+    raw = evaluate_gate(GateSpec("factuality", min_pass_rate=0.7), data)
+    assert raw.verdict == "pass"
+    spec = GateSpec("factuality", min_pass_rate=0.7, corrected=True)
+    result = evaluate_gate(spec, data)
+    (c,) = result.checks
+    assert (c.metric, c.verdict) == ("corrected_pass_rate", "fail")
+    assert c.interval is not None
+    assert math.isclose(c.interval.estimate, 0.47 / 0.70, abs_tol=1e-12)
+    ref = corrected_pass_rate(154, 200, 100, 100, 70, 100, 0.95)
+    assert ref.interval is not None and c.interval == ref.interval
+    with_ci = evaluate_gate(
+        GateSpec("factuality", min_pass_rate=0.7, corrected=True, confidence=0.95), data
+    )
+    assert with_ci.verdict == "inconclusive"  # [0.58, 0.78] straddles 0.7
+    assert "straddles" in with_ci.checks[0].reason
+    clear = evaluate_gate(
+        GateSpec("factuality", min_pass_rate=0.5, corrected=True, confidence=0.95), data
+    )
+    assert clear.verdict == "pass"
+
+
+def test_the_corrected_gate_is_inconclusive_where_the_correction_is_not_defined() -> None:
+    chance = mixed(agreeing(20, 20, wrong_pass=10, wrong_fail=10), [True] * 40)
+    spec = GateSpec("factuality", min_pass_rate=0.5, corrected=True)
+    result = evaluate_gate(spec, chance)
+    assert result.verdict == "inconclusive"
+    assert "no better than chance" in result.reason
+    one_kind = mixed([(True, True)] * 20, [True] * 40)
+    result = evaluate_gate(spec, one_kind)
+    assert result.verdict == "inconclusive" and "labelled records people passed" in result.reason
+    all_labelled = mixed(agreeing(20, 20), [])
+    result = evaluate_gate(spec, all_labelled)
+    assert result.verdict == "inconclusive" and "no unlabelled case" in result.reason
+    no_labels = mixed([], [True] * 40)
+    assert evaluate_gate(spec, no_labels).verdict == "inconclusive"
+
+
+def test_corrected_needs_a_pass_rate_bound_and_a_bool() -> None:
+    with pytest.raises(GateError, match="give min_pass_rate or max_pass_rate"):
+        make_spec("factuality", {"min_mean": 0.5, "corrected": True}, "t.py::test")
+    with pytest.raises(GateError, match="corrected= is"):
+        make_spec("factuality", {"min_pass_rate": 0.5, "corrected": "yes"}, "t.py::test")
+    spec = make_spec("factuality", {"min_pass_rate": 0.5, "corrected": True}, "t.py::test")
+    assert spec.corrected and spec.to_json()["corrected"] is True
+    with pytest.raises(ValueError, match="corrected must be True or False"):
+        GateSpec("factuality", min_pass_rate=0.5, corrected=1).validate()  # type: ignore[arg-type]
+
+
+def test_corrected_in_the_gate_option_and_through_json() -> None:
+    from pytest_llmeval.analysis.gates import parse_gate_option
+    from pytest_llmeval.core.model import spec_from_json
+
+    rule = parse_gate_option("t.py::test:factuality:min_pass_rate=0.8,corrected=true")
+    assert rule.spec.corrected is True
+    assert spec_from_json(rule.spec.to_json()) == rule.spec
+    with pytest.raises(GateError, match="not true or false"):
+        parse_gate_option("t.py::test:factuality:min_pass_rate=0.8,corrected=maybe")
+    with pytest.raises(ValueError, match="corrected must be True or False"):
+        spec_from_json({**rule.spec.to_json(), "corrected": "true"}).validate()
