@@ -232,6 +232,128 @@ def _plan(scorer: str | Scorer | type[Scorer]) -> _Plan | None:
     return plan
 
 
+#: the key part that tells the asks of ``judge_samples`` apart (no scorer input has this name)
+_ASK_KEY = "\x00judge_sample"
+#: how ``judge_samples`` asks are reduced to one score
+JUDGE_REDUCERS = ("mean", "majority")
+
+
+def _without_sampling(kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in kwargs.items() if k not in ("judge_samples", "judge_reduce")}
+
+
+@final
+@dataclass(frozen=True)
+class _Sampling:
+    """``judge_samples=K``: ask the judge K times, each ask with its own cache entry and, where
+    the run sends a seed, its own seed (the run's seed, or ``seed=``, plus the ask's number),
+    then reduce the K scores to one: ``mean`` (their mean) or ``majority`` (the score that
+    more than half of the asks reach or beat in the scorer's direction: against one bound the
+    verdict is the majority's, and a tie fails)."""
+
+    scorer: str
+    k: int
+    how: str
+    base_seed: int | None
+    options: Mapping[str, Any]
+
+    def asks(self) -> list[tuple[int, dict[str, Any]]]:
+        out = []
+        for ask in range(self.k):
+            opts = dict(self.options)
+            if self.base_seed is not None and ask:
+                opts["seed"] = self.base_seed + ask
+            out.append((ask, opts))
+        return out
+
+    def reduce(self, inst: Scorer, scores: Sequence[Score], t0: float) -> Score:
+        values = [s.value for s in scores]
+        if self.how == "mean":
+            value = math.fsum(values) / len(values)
+            chosen = min(range(len(values)), key=lambda i: abs(values[i] - value))
+        else:
+            order = sorted(
+                range(len(values)), key=lambda i: values[i], reverse=inst.higher_is_better
+            )
+            chosen = order[len(values) // 2]
+            value = values[chosen]
+        usage = None
+        for s in scores:
+            if s.usage is not None and not s.cached:
+                usage = s.usage if usage is None else usage + s.usage
+        asks = []
+        for i, s in enumerate(scores):
+            one: dict[str, Any] = {"value": s.value, "cached": s.cached}
+            if self.base_seed is not None:
+                one["seed"] = self.base_seed + i
+            if "choice" in s.metadata:
+                one["choice"] = s.metadata["choice"]
+            if s.rationale:
+                one["rationale"] = s.rationale[:500]
+            asks.append(one)
+        rep = scores[chosen]
+        listed = ", ".join(f"{v:.4g}" for v in values)
+        head = f"{self.k} judge samples ({listed}), {self.how} {value:.4g}"
+        return Score(
+            value=value,
+            scorer=inst.name,
+            rationale=f"{head}; ask {chosen + 1}: {rep.rationale}" if rep.rationale else head,
+            metadata={
+                **rep.metadata,
+                "judge_samples": asks,
+                "judge_reduce": self.how,
+            },
+            usage=usage,
+            cached=all(s.cached for s in scores),
+            duration_s=time.perf_counter() - t0,
+        )
+
+
+def _sampling(
+    scorer: str | Scorer | type[Scorer], kwargs: Mapping[str, Any], ctx: ScoringContext
+) -> _Sampling | None:
+    """The checked ``judge_samples``/``judge_reduce`` of a call, or None for one ask
+    (``judge_samples`` 1 or None). Raises :class:`ScorerConfigError` for a count that is not a
+    whole number >= 1, an unknown reducer, or a scorer that asks no judge."""
+    name = _scorer_name(scorer)
+    k = kwargs.get("judge_samples")
+    how = kwargs.get("judge_reduce")
+    if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
+        raise ScorerConfigError(
+            name,
+            "judge_samples",
+            f"is {describe_value(k)}, not a whole number >= 1",
+            hint="Give the number of times to ask the judge, e.g. judge_samples=5",
+        )
+    if how is not None and how not in JUDGE_REDUCERS:
+        raise ScorerConfigError(
+            name,
+            "judge_reduce",
+            f"is {how!r}",
+            hint=f"Use one of {', '.join(JUDGE_REDUCERS)}",
+        )
+    if how is not None and k is None:
+        raise ScorerConfigError(
+            name, "judge_reduce", "is given without judge_samples", hint="Add judge_samples=K"
+        )
+    if not _scorer_class(scorer).uses_judge:
+        raise ScorerConfigError(
+            name,
+            "judge_samples",
+            "asks a judge several times, and this scorer computes its score without one",
+            hint="Drop judge_samples= (a deterministic scorer gives the same score every time)",
+        )
+    if k is None or k == 1:
+        return None
+    options = _without_sampling(kwargs)
+    seed = options.get("seed")
+    if seed is None:
+        seed = ctx.judge_settings({}).seed
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        seed = None  # (the scorer's own check of seed= says what is wrong with it)
+    return _Sampling(name, k, how or "mean", seed, options)
+
+
 def _score_planned(
     plan: _Plan, output: Any, expected: Any, input: Any, context: Any, ctx: ScoringContext
 ) -> Score | None:
@@ -295,7 +417,11 @@ def _prepare(
     fields: Mapping[str, Any],
     kwargs: Mapping[str, Any],
     ctx: ScoringContext,
+    ask: int = 0,
 ) -> tuple[Scorer, dict[str, Any], str | None]:
+    """The scorer instance, its inputs and its cache key. ``ask``: which of ``judge_samples``
+    asks this is; each ask after the first has a key of its own (also when the model takes no
+    seed, so the asks are never one cached answer read K times)."""
     __tracebackhide__ = True
     try:
         inst, inputs = _split(scorer, fields, kwargs)
@@ -304,7 +430,10 @@ def _prepare(
         raise _located(exc) from None
     key: str | None = None
     if ctx.result_cache() is not None and inst.stores_results():
-        key = input_key(inst.identity_json(ctx), inst.key_inputs(inputs))
+        keyed = inst.key_inputs(inputs)
+        if ask:
+            keyed = {**keyed, _ASK_KEY: ask}
+        key = input_key(inst.identity_json(ctx), keyed)
     return inst, inputs, key
 
 
@@ -450,9 +579,28 @@ def _score_sync(
     kwargs: Mapping[str, Any],
     ctx: ScoringContext,
 ) -> tuple[Scorer, Score]:
+    """Score once, or ``judge_samples`` times reduced to one score (see :func:`_sampling`)."""
+    __tracebackhide__ = True
+    if "judge_samples" not in kwargs and "judge_reduce" not in kwargs:
+        return _score_sync_one(scorer, fields, kwargs, ctx)
+    plan = _sampling(scorer, kwargs, ctx)
+    if plan is None:
+        return _score_sync_one(scorer, fields, _without_sampling(kwargs), ctx)
+    t0 = time.perf_counter()
+    asks = [_score_sync_one(scorer, fields, opts, ctx, ask) for ask, opts in plan.asks()]
+    return asks[0][0], plan.reduce(asks[0][0], [s for _, s in asks], t0)
+
+
+def _score_sync_one(
+    scorer: str | Scorer | type[Scorer],
+    fields: Mapping[str, Any],
+    kwargs: Mapping[str, Any],
+    ctx: ScoringContext,
+    ask: int = 0,
+) -> tuple[Scorer, Score]:
     __tracebackhide__ = True
     t0 = time.perf_counter()
-    inst, inputs, key = _prepare(scorer, fields, kwargs, ctx)
+    inst, inputs, key = _prepare(scorer, fields, kwargs, ctx, ask)
     hit = _lookup(inst, inputs, key, ctx, t0)
     if hit is not None:
         return inst, hit
@@ -495,8 +643,28 @@ async def _score_async(
     kwargs: Mapping[str, Any],
     ctx: ScoringContext,
 ) -> tuple[Scorer, Score]:
+    """The async :func:`_score_sync`: the ``judge_samples`` asks run concurrently."""
+    if "judge_samples" not in kwargs and "judge_reduce" not in kwargs:
+        return await _score_async_one(scorer, fields, kwargs, ctx)
+    plan = _sampling(scorer, kwargs, ctx)
+    if plan is None:
+        return await _score_async_one(scorer, fields, _without_sampling(kwargs), ctx)
     t0 = time.perf_counter()
-    inst, inputs, key = _prepare(scorer, fields, kwargs, ctx)
+    asks = await asyncio.gather(
+        *(_score_async_one(scorer, fields, opts, ctx, ask) for ask, opts in plan.asks())
+    )
+    return asks[0][0], plan.reduce(asks[0][0], [s for _, s in asks], t0)
+
+
+async def _score_async_one(
+    scorer: str | Scorer | type[Scorer],
+    fields: Mapping[str, Any],
+    kwargs: Mapping[str, Any],
+    ctx: ScoringContext,
+    ask: int = 0,
+) -> tuple[Scorer, Score]:
+    t0 = time.perf_counter()
+    inst, inputs, key = _prepare(scorer, fields, kwargs, ctx, ask)
     # A judged scoring reads and writes the store on the store thread: the case loop runs many
     # such cases at once, and a store call made on it would stop all of them while it runs.
     off_loop = key is not None and inst.uses_judge
@@ -1001,14 +1169,22 @@ def _check_and_record(
     # Under a suite gate (issue 9) the gate decides: a per-case miss is recorded and counted by
     # the gate, not raised. Errors above are never softened.
     soft = rec is not None and inst.name in rec.soft
+    asks = result.metadata.get("judge_samples")
+    instrument = (
+        inst.sampled_instrument(ctx, len(asks), str(result.metadata.get("judge_reduce")))
+        if isinstance(asks, list) and result.metadata.get("judge_reduce") in JUDGE_REDUCERS
+        else inst.instrument(ctx)
+    )
     _record(
         inst.name,
         checked,
         lo,
         hi,
         gated=soft,
-        inputs=recorded_inputs(fields, kwargs, inst.input_fields(), ctx.settings.record_chars),
-        instrument=inst.instrument(ctx),
+        inputs=recorded_inputs(
+            fields, _without_sampling(kwargs), inst.input_fields(), ctx.settings.record_chars
+        ),
+        instrument=instrument,
         label=label,
     )
     if checked.passed is False:

@@ -8,6 +8,7 @@ out judge clients and embedders lazily, and returns a :class:`Score`.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -257,6 +258,26 @@ class Scorer:
         )
         KNOWN_INSTRUMENTS.setdefault(digest, made)
         self.__dict__["_instrument_memo"] = (text, made)
+        return made
+
+    def sampled_instrument(self, ctx: ScoringContext, k: int, how: str) -> Instrument:
+        """:meth:`instrument` for ``judge_samples=k`` reduced by ``how``: another instrument
+        (a comparison of a run that asked once with one that asked five times says so)."""
+        from pytest_llmeval.core.model import KNOWN_INSTRUMENTS, instrument_digest
+
+        base = self.instrument(ctx)
+        identity = {**base.identity, "judge_samples": k, "judge_reduce": how}
+        lo, hi = base.score_range or (float(self.score_range[0]), float(self.score_range[1]))
+        named = {
+            "identity": identity,
+            "higher_is_better": base.higher_is_better,
+            "score_range": [x if math.isfinite(x) else str(x) for x in (lo, hi)],
+        }
+        digest = instrument_digest(canonical_json(named))
+        made = KNOWN_INSTRUMENTS.get(digest) or dataclasses.replace(
+            base, digest=digest, identity=identity
+        )
+        KNOWN_INSTRUMENTS.setdefault(digest, made)
         return made
 
     def __repr__(self) -> str:

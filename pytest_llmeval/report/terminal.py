@@ -13,6 +13,7 @@ from pytest_llmeval.core.records import ScorerAggregate, ScoreRecord, aggregate
 if TYPE_CHECKING:
     from pytest_llmeval.analysis.agreement import ScorerAgreement
     from pytest_llmeval.analysis.compare import Comparison
+    from pytest_llmeval.analysis.stability import ScorerStability
     from pytest_llmeval.report.view import Baseline, RunView
 
 __all__ = [
@@ -304,6 +305,32 @@ def _iv(interval: Any) -> str:
     return f"{interval.estimate:.3f} [{interval.low:.3f}, {interval.high:.3f}]"
 
 
+def write_stability(tr: Any, items: Sequence[ScorerStability], verbosity: int) -> None:
+    """The "judge stability" section (issue 20): per scorer asked ``judge_samples`` times, how
+    often the asks disagree, and the unstable cases (all with ``-v``)."""
+    tr.write_sep("=", "judge stability")
+    for s in items:
+        rate = "" if s.flip_rate is None else f", mean flip rate {s.flip_rate:.3f}"
+        head = (
+            f"{s.scorer}: {len(s.records)} sampled scoring(s), {s.asks} asks{rate}; "
+            f"{len(s.unstable)} unstable"
+        )
+        if s.unreadable:
+            head += f" ({s.unreadable} with unreadable asks, not counted)"
+        tr.write_line(head, yellow=bool(s.unstable))
+        shown = s.unstable if verbosity > 0 else s.unstable[:_MAX_FAILURES_SHOWN]
+        for u in shown:
+            r = u.record
+            where = f"{r.file}::{r.test}" + (f"[{r.case_id}]" if r.case_id else "")
+            if r.where:
+                where += f" ({r.where})"
+            scores = ", ".join(f"{v:.3g}" for v in u.scores)
+            verdicts = f"{u.passes} of {u.asks} asks pass" if u.passes is not None else "no bound"
+            tr.write_line(f"    {where}: {verdicts} (scores {scores})")
+        if len(shown) < len(s.unstable):
+            tr.write_line(f"    ... and {len(s.unstable) - len(shown)} more (use -v to see all)")
+
+
 def write_agreement(tr: Any, items: Sequence[ScorerAgreement], verbosity: int) -> None:
     """The "judge agreement" section (issue 20): per scorer with labelled records, how often
     its verdicts agree with the labels, and the disagreements (all with ``-v``)."""
@@ -424,6 +451,8 @@ class TerminalWriter:
             write_statistics(tr, view.statistics)
         if view.agreement:
             write_agreement(tr, view.agreement, verbosity)
+        if view.stability:
+            write_stability(tr, view.stability, verbosity)
         for problem in view.problems:
             tr.write_line(f"llm-eval: {problem}", red=True, bold=True)
         if view.outcomes:

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from pytest_llmeval.analysis.agreement import ScorerAgreement
     from pytest_llmeval.analysis.compare import Comparison
     from pytest_llmeval.analysis.gates import GateOutcome, TestStatistics
+    from pytest_llmeval.analysis.stability import ScorerStability
     from pytest_llmeval.analysis.verdict import Verdict
 
 __all__ = ["Baseline", "MergedShard", "ReportWriter", "RunMeta", "RunView"]
@@ -173,6 +174,15 @@ class RunView:
         return run_agreement(self.run)
 
     @functools.cached_property
+    def stability(self) -> tuple[ScorerStability, ...]:
+        """The asks of each scorer's ``judge_samples`` records (issue 20)."""
+        from pytest_llmeval.analysis.stability import run_stability
+
+        if not any("judge_samples" in r.metadata for r in self.run.records):
+            return ()
+        return run_stability(self.run)
+
+    @functools.cached_property
     def document(self) -> dict[str, Any]:
         """The JSON report of the run (built once; see the module docstring)."""
         from pytest_llmeval.report.view import report_json
@@ -279,6 +289,8 @@ def report_json(view: RunView, *, lazy: bool = False) -> dict[str, Any]:
     )
     if view.agreement:
         report["agreement"] = {a.scorer: a.to_json() for a in view.agreement}
+    if view.stability:
+        report["judge_stability"] = {s.scorer: s.to_json() for s in view.stability}
     if view.merged is not None:
         count, shards = view.merged
         report["merged"] = {"count": count, "shards": [s.to_json() for s in shards]}

@@ -1,0 +1,160 @@
+"""``judge_samples=K`` (issue 20): the judge asked K times, each ask its own cache entry and
+seed, reduced by ``mean`` or ``majority``; each verdict recorded."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_llmeval import assert_score_async, score, score_async
+from pytest_llmeval.core.errors import JudgeError, ScorerConfigError
+from pytest_llmeval.engine.context import ScoringContext, set_context
+from pytest_llmeval.testing import OpenAITestServer, error, tool_call
+from tests.helpers.judges import judge_test_settings
+
+QA = {"input": "What is 2+2?", "output": "4", "criteria": "correct"}
+
+
+def choice(c: str) -> Any:
+    return tool_call({"reasons": f"because {c}", "choice": c})
+
+
+@pytest.fixture
+def cached_ctx(judge_server: OpenAITestServer, tmp_path: Path):  # type: ignore[no-untyped-def]
+    settings = dataclasses.replace(
+        judge_test_settings(judge_server.base_url, tmp_path), cache_mode="use"
+    )
+    c = ScoringContext(settings)
+    prev = set_context(c)
+    yield c
+    set_context(prev)
+    c.close()
+
+
+def seeds(server: OpenAITestServer) -> list[Any]:
+    return [r.body.get("seed") for r in server.requests_to("chat")]
+
+
+def test_k_asks_reduced_by_the_mean_each_verdict_recorded(
+    judge_server: OpenAITestServer, cached_ctx: ScoringContext
+) -> None:
+    judge_server.enqueue(choice("Y"), choice("N"), choice("Y"))
+    s = score("closed_qa", **QA, judge_samples=3)
+    assert s.value == pytest.approx(2 / 3)
+    asks = s.metadata["judge_samples"]
+    assert [a["value"] for a in asks] == [1.0, 0.0, 1.0]
+    assert [a["choice"] for a in asks] == ["Y", "N", "Y"]
+    assert [a["seed"] for a in asks] == [0, 1, 2]
+    assert seeds(judge_server) == [0, 1, 2]  # each ask sent its own seed
+    assert s.metadata["judge_reduce"] == "mean"
+    assert s.usage is not None and s.usage.calls == 3
+    assert s.rationale is not None and s.rationale.startswith(
+        "3 judge samples (1, 0, 1), mean 0.6667"
+    )
+    # each ask is its own cache entry: a second call asks nothing and gives the same asks back
+    again = score("closed_qa", **QA, judge_samples=3)
+    assert again.cached and again.value == s.value
+    assert [a["value"] for a in again.metadata["judge_samples"]] == [1.0, 0.0, 1.0]
+    assert len(judge_server.requests_to("chat")) == 3
+    # one ask more asks only the new one; the first ask is a plain call's entry
+    judge_server.enqueue(choice("N"))
+    four = score("closed_qa", **QA, judge_samples=4)
+    assert four.value == pytest.approx(0.5) and len(judge_server.requests_to("chat")) == 4
+    assert score("closed_qa", **QA).cached
+
+
+def test_majority_takes_the_verdict_more_than_half_reach_and_a_tie_fails(
+    judge_server: OpenAITestServer, cached_ctx: ScoringContext
+) -> None:
+    judge_server.enqueue(choice("Y"), choice("N"), choice("Y"))
+    s = score("closed_qa", **QA, judge_samples=3, judge_reduce="majority")
+    assert s.value == 1.0 and s.metadata["choice"] == "Y"
+    judge_server.enqueue(choice("Y"), choice("N"), choice("N"), choice("Y"))
+    tie = score("closed_qa", **{**QA, "output": "four"}, judge_samples=4, judge_reduce="majority")
+    assert tie.value == 0.0  # two of four pass: not more than half
+
+
+def test_majority_follows_a_lower_is_better_scorer() -> None:
+    from pytest_llmeval.core.scores import Score
+    from pytest_llmeval.engine.assertions import _Sampling
+
+    class Low:
+        name = "toxic"
+        higher_is_better = False
+
+    plan = _Sampling("toxic", 3, "majority", None, {})
+    scores = [Score(value=v) for v in (0.9, 0.1, 0.2)]
+    # two of three asks are at most 0.2: against max=0.3 the majority passes
+    assert plan.reduce(Low(), scores, 0.0).value == 0.2  # type: ignore[arg-type]
+    scores = [Score(value=v) for v in (0.9, 0.8, 0.2)]
+    assert plan.reduce(Low(), scores, 0.0).value == 0.8  # type: ignore[arg-type]
+
+
+def test_a_failed_ask_is_the_error_of_the_scoring_and_nothing_is_kept_for_it(
+    judge_server: OpenAITestServer, cached_ctx: ScoringContext
+) -> None:
+    judge_server.enqueue(choice("Y"), *[error(500, "boom")] * 3)
+    with pytest.raises(JudgeError):
+        score("closed_qa", **QA, judge_samples=2)
+    judge_server.enqueue(choice("N"))
+    s = score("closed_qa", **QA, judge_samples=2)  # the first ask is cached, the second asked
+    assert [a["cached"] for a in s.metadata["judge_samples"]] == [True, False]
+    assert s.value == 0.5
+
+
+def test_the_async_forms_ask_concurrently_and_record(
+    judge_server: OpenAITestServer, cached_ctx: ScoringContext
+) -> None:
+    async def main() -> None:
+        judge_server.enqueue(choice("N"), choice("N"), choice("N"))
+        s = await score_async("closed_qa", **QA, judge_samples=3)
+        assert s.value == 0.0 and sorted(seeds(judge_server)) == [0, 1, 2]
+        r = await assert_score_async("closed_qa", **QA, judge_samples=3, max=0.5)
+        assert r.cached and r.passed is True
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"judge_samples": 0}, "judge_samples.*not a whole number >= 1"),
+        ({"judge_samples": True}, "judge_samples.*not a whole number"),
+        ({"judge_samples": 2.0}, "judge_samples.*not a whole number"),
+        ({"judge_samples": 3, "judge_reduce": "median"}, "judge_reduce.*'median'.*mean, majority"),
+        ({"judge_reduce": "mean"}, "judge_reduce.*without judge_samples"),
+    ],
+)
+def test_bad_sampling_options_name_the_scorer_and_option(
+    cached_ctx: ScoringContext, kwargs: dict[str, Any], match: str
+) -> None:
+    with pytest.raises(ScorerConfigError, match=match) as info:
+        score("closed_qa", **QA, **kwargs)
+    assert "closed_qa" in str(info.value)
+
+
+def test_a_scorer_without_a_judge_refuses_judge_samples(cached_ctx: ScoringContext) -> None:
+    with pytest.raises(ScorerConfigError, match="without one"):
+        score("exact_match", output="a", expected="a", judge_samples=3)
+
+
+def test_without_a_seed_the_asks_still_have_their_own_entries(
+    judge_server: OpenAITestServer, tmp_path: Path
+) -> None:
+    settings = judge_test_settings(judge_server.base_url, tmp_path, seed=None)
+    c = ScoringContext(dataclasses.replace(settings, cache_mode="use"))
+    prev = set_context(c)
+    try:
+        judge_server.enqueue(choice("Y"), choice("N"))
+        s = score("closed_qa", **QA, judge_samples=2)
+        assert s.value == 0.5 and seeds(judge_server) == [None, None]
+        assert "seed" not in s.metadata["judge_samples"][0]
+        again = score("closed_qa", **QA, judge_samples=2)
+        assert again.cached and [a["value"] for a in again.metadata["judge_samples"]] == [1.0, 0.0]
+    finally:
+        set_context(prev)
+        c.close()
