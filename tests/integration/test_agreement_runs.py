@@ -78,15 +78,19 @@ def test_agreement_reaches_the_report_and_the_terminal(
     assert a["disagreements"][0]["output"] == "good"
     corrected = a["corrected"]
     assert corrected["raw"] == pytest.approx(4 / 6) and corrected["n"] == 6
-    # (4/6 + 0.6 - 1) / (0.8 + 0.6 - 1)
-    assert corrected["estimate"] == pytest.approx((4 / 6 - 0.4) / 0.4)
+    # true-pass 4/5 + true-fail 3/5 = 1.4, but five labels a side cannot rule out a judge no
+    # better than chance: no corrected rate (its verdicts do not bound it), and it says so
+    assert corrected["estimate"] is None and corrected["interval"] is None
+    assert "cannot tell the judge from one no better than chance" in corrected["reason"]
     result.stdout.fnmatch_lines(
         [
             "*= judge agreement =*",
             "l3score (judge): 10 labelled, 10 with both verdicts",
             "  accuracy 0.700 [[]0.397, 0.892[]]  kappa 0.400 [[]-0.157, 0.957[]]",
             "  true-pass rate 0.800 [[]*[]] (4/5)  true-fail rate 0.600 [[]*[]] (3/5)",
-            "  corrected pass rate 0.667 [[]*[]] (the judge's raw pass rate 0.667 over 6 *",
+            "  corrected pass rate: not defined (the labelled records cannot tell the judge "
+            "from one no better than chance (true-pass rate 0.800 of 5, true-fail rate 0.600 "
+            "of 5: *), so its verdicts do not bound the true pass rate; label more records)",
             "  disagreements (3):",
             "    test_labelled.py::test_answer[[]f3[]] label fail, judge pass (score *",
         ]
