@@ -187,7 +187,7 @@ from pytest_llmeval import assert_score
 
 @pytest.mark.llm_eval
 @pytest.mark.llm_eval_dataset("cases.jsonl")
-@pytest.mark.llm_eval_gate("l3score", min_pass_rate=0.65, corrected=True{confidence})
+@pytest.mark.llm_eval_gate("l3score", min_pass_rate={bound}, corrected=True{confidence})
 def test_answer(case):
     assert_score("l3score", input="question?", expected="fine", output=case.output,
                  min=0.5, label=case.human)
@@ -195,22 +195,38 @@ def test_answer(case):
 
 
 def test_a_gate_decides_on_the_corrected_pass_rate(labelled: pytest.Pytester) -> None:
-    """The judge passes 4 of the 6 unlabelled cases (0.667) with a true-pass rate of 0.8 and a
-    true-fail rate of 0.6: corrected, (0.667 + 0.6 - 1) / (0.8 + 0.6 - 1) = 0.667 >= 0.65. With
-    a 95% interval, ten labels cannot bound it: inconclusive, never a pass."""
-    labelled.makepyfile(test_labelled=CORRECTED.format(confidence=""))
-    result, report = _run(labelled)
-    (gate,) = report["gates"]
-    assert gate["spec"]["corrected"] is True
-    (check,) = gate["result"]["checks"]
-    assert (check["metric"], check["verdict"]) == ("corrected_pass_rate", "pass")
-    assert abs(check["interval"]["estimate"] - (4 / 6 + 0.6 - 1) / 0.4) < 1e-12
-    result.stdout.fnmatch_lines(
-        ["PASS test_labelled.py::test_answer l3score: corrected pass rate 0.667 >= 0.65: pass"]
+    """40 labelled cases (the judge passes 19 of the 20 people passed and fails 18 of the 20
+    they failed) and 20 unlabelled ones, 16 of which it passes: corrected,
+    (0.8 + 0.9 - 1) / (0.95 + 0.9 - 1) = 0.824, its 95% interval [0.534, 1] clears 0.5 and
+    straddles 0.65. With only the ten labels of ROWS the correction is not defined (0.8 + 0.6
+    cannot be told from chance): inconclusive, never a pass."""
+    rows = (
+        [{"id": f"p{i}", "output": "good" if i else "bad", "human": True} for i in range(20)]
+        + [{"id": f"f{i}", "output": "good" if i < 2 else "bad", "human": False} for i in range(20)]
+        + [{"id": f"u{i}", "output": "good" if i < 16 else "bad", "human": None} for i in range(20)]
     )
-    labelled.makepyfile(test_labelled=CORRECTED.format(confidence=", confidence=0.95"))
+    (labelled.path / "cases.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    for bound, confidence, verdict in (
+        (0.65, "", "pass"),
+        (0.5, ", confidence=0.95", "pass"),
+        (0.65, ", confidence=0.95", "inconclusive"),
+        (0.9, "", "fail"),
+    ):
+        labelled.makepyfile(test_labelled=CORRECTED.format(bound=bound, confidence=confidence))
+        result, report = _run(labelled)
+        (gate,) = report["gates"]
+        assert gate["spec"]["corrected"] is True
+        (check,) = gate["result"]["checks"]
+        assert (check["metric"], check["verdict"]) == ("corrected_pass_rate", verdict), bound
+        assert abs(check["interval"]["estimate"] - 0.7 / 0.85) < 1e-12
+        assert report["verdict"]["passed"] is (verdict == "pass")
+    result.stdout.fnmatch_lines(
+        ["FAIL test_labelled.py::test_answer l3score: corrected pass rate 0.824 >= 0.9: fail"]
+    )
+    (labelled.path / "cases.jsonl").write_text("".join(json.dumps(r) + "\n" for r in ROWS))
+    labelled.makepyfile(test_labelled=CORRECTED.format(bound=0.65, confidence=""))
     result, report = _run(labelled)
     (gate,) = report["gates"]
     assert gate["verdict"] == "inconclusive"
-    assert "straddles the bound 0.65" in gate["result"]["checks"][0]["reason"]
+    assert "cannot tell the judge from one no better than chance" in gate["result"]["reason"]
     assert report["verdict"]["passed"] is False
