@@ -10,7 +10,10 @@ Each ask's verdict is its score held against the record's own bound. Per record:
   score).
 
 Per scorer: the sampled records, the asks, the mean flip rate over the bounded ones and the
-unstable records, the least stable first. Everything is read from the records, which may come
+unstable records, the least stable first. A record scored with ``swap=True`` keeps both
+orders' answers in ``metadata["swap"]``; the ones whose two readings differ are
+*position-inconsistent* (the judge's answer depended on which text came first), counted and
+listed per scorer. Everything is read from the records, which may come
 from a report file: an ask whose score is not a finite number makes its record unreadable for
 this purpose and it is counted apart (``unreadable``), never guessed.
 """
@@ -78,6 +81,9 @@ class ScorerStability:
     scorer: str
     records: tuple[RecordStability, ...]
     unreadable: int = 0
+    #: the records asked in both orders (``swap=True``), and those whose orders disagree
+    swapped: int = 0
+    inconsistent: tuple[ScoreRecord, ...] = ()
 
     @property
     def asks(self) -> int:
@@ -102,7 +108,39 @@ class ScorerStability:
             "flip_rate": self.flip_rate,
             "unstable": [r.to_json() for r in self.unstable],
             "unreadable": self.unreadable,
+            "swapped": self.swapped,
+            "position_inconsistent": [_swap_json(r) for r in self.inconsistent],
         }
+
+
+def _swap_json(r: ScoreRecord) -> dict[str, Any]:
+    swap = r.metadata.get("swap")
+    return {
+        "file": r.file,
+        "test": r.test,
+        "case_id": r.case_id,
+        "index": r.index,
+        "sample": r.sample,
+        "where": r.where,
+        "swap": dict(swap) if isinstance(swap, Mapping) else None,
+    }
+
+
+def _consistent(record: ScoreRecord) -> bool | None:
+    """Whether a swapped record's two orders agree; None when it was not swapped or its
+    ``swap`` entry is unreadable. Re-derived from the two answers (never taken from the
+    stored flag alone): a tampered ``consistent`` cannot hide a disagreement."""
+    swap = record.metadata.get("swap")
+    if not isinstance(swap, Mapping):
+        return None
+    values = [swap.get(k) for k in ("first", "second", "second_mirrored")]
+    numbers = []
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            return None
+        numbers.append(float(v))
+    first, _, mirrored = numbers
+    return abs(first - mirrored) <= 1e-9 and swap.get("consistent") is not False
 
 
 def _scores(asks: Any) -> tuple[float, ...] | None:
@@ -135,8 +173,20 @@ def record_stability(record: ScoreRecord) -> RecordStability | None:
 def scorer_stability(scorer: str, records: Sequence[ScoreRecord]) -> ScorerStability:
     found = []
     unreadable = 0
+    swapped = 0
+    inconsistent = []
     for r in records:
-        if "judge_samples" not in r.metadata or r.error is not None:
+        if r.error is not None:
+            continue
+        if "swap" in r.metadata:
+            consistent = _consistent(r)
+            if consistent is None:
+                unreadable += 1
+                continue
+            swapped += 1
+            if not consistent:
+                inconsistent.append(r)
+        if "judge_samples" not in r.metadata:
             continue
         one = record_stability(r)
         if one is None:
@@ -144,13 +194,14 @@ def scorer_stability(scorer: str, records: Sequence[ScoreRecord]) -> ScorerStabi
         else:
             found.append(one)
     found.sort(key=lambda s: sort_key(s.record))
-    return ScorerStability(scorer, tuple(found), unreadable)
+    inconsistent.sort(key=sort_key)
+    return ScorerStability(scorer, tuple(found), unreadable, swapped, tuple(inconsistent))
 
 
 def run_stability(run: Run) -> tuple[ScorerStability, ...]:
-    """Per scorer with sampled records (``judge_samples``), by name."""
+    """Per scorer with sampled (``judge_samples``) or swapped records, by name."""
     by_scorer: dict[str, list[ScoreRecord]] = {}
     for r in run.records:
-        if "judge_samples" in r.metadata:
+        if "judge_samples" in r.metadata or "swap" in r.metadata:
             by_scorer.setdefault(r.scorer, []).append(r)
     return tuple(scorer_stability(name, by_scorer[name]) for name in sorted(by_scorer))

@@ -238,8 +238,12 @@ _ASK_KEY = "\x00judge_sample"
 JUDGE_REDUCERS = ("mean", "majority")
 
 
+#: the call keywords that ask the judge otherwise than once
+_ASKED = frozenset({"judge_samples", "judge_reduce", "swap"})
+
+
 def _without_sampling(kwargs: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in kwargs.items() if k not in ("judge_samples", "judge_reduce")}
+    return {k: v for k, v in kwargs.items() if k not in _ASKED}
 
 
 @final
@@ -255,12 +259,11 @@ class _Sampling:
     k: int
     how: str
     base_seed: int | None
-    options: Mapping[str, Any]
 
-    def asks(self) -> list[tuple[int, dict[str, Any]]]:
+    def asks(self, options: Mapping[str, Any]) -> list[tuple[int, dict[str, Any]]]:
         out = []
         for ask in range(self.k):
-            opts = dict(self.options)
+            opts = dict(options)
             if self.base_seed is not None and ask:
                 opts["seed"] = self.base_seed + ask
             out.append((ask, opts))
@@ -309,6 +312,110 @@ class _Sampling:
         )
 
 
+@final
+@dataclass(frozen=True)
+class _Swap:
+    """``swap=True``: ask a pairwise judge in both orders. The second answer, given with the
+    two compared inputs exchanged, is read back by mirroring the scorer's range (``lo + hi -
+    s``: "the second is better" becomes "the first is worse"); the score is the mean of the
+    two readings, and the answers are *position-inconsistent* when the readings differ (the
+    judge preferred whichever text came first, or second)."""
+
+    fields: tuple[str, str]
+
+    def exchange(
+        self, fields: Mapping[str, Any], options: Mapping[str, Any]
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        a, b = self.fields
+        f, o = dict(fields), dict(options)
+        va = f[a] if f.get(a) is not None else o.get(a)
+        vb = f[b] if f.get(b) is not None else o.get(b)
+        for name, value in ((a, vb), (b, va)):
+            if name in _STANDARD_FIELDS:
+                f[name] = value
+            else:
+                o[name] = value
+        return f, o
+
+    def combine(self, inst: Scorer, first: Score, second: Score, t0: float) -> Score:
+        lo, hi = (float(x) for x in inst.score_range)
+        mirrored = lo + hi - second.value
+        value = (first.value + mirrored) / 2.0
+        consistent = abs(first.value - mirrored) <= 1e-9
+        usage = None
+        for s in (first, second):
+            if s.usage is not None and not s.cached:
+                usage = s.usage if usage is None else usage + s.usage
+        swap: dict[str, Any] = {
+            "fields": list(self.fields),
+            "first": first.value,
+            "second": second.value,
+            "second_mirrored": mirrored,
+            "consistent": consistent,
+        }
+        for key, s in (("first_choice", first), ("second_choice", second)):
+            if "choice" in s.metadata:
+                swap[key] = s.metadata["choice"]
+        word = "consistent" if consistent else "POSITION-INCONSISTENT"
+        head = (
+            f"asked in both orders: {first.value:.4g}, then {second.value:.4g} with "
+            f"{self.fields[0]} and {self.fields[1]} exchanged (read back {mirrored:.4g}): "
+            f"{word}, mean {value:.4g}"
+        )
+        return Score(
+            value=value,
+            scorer=inst.name,
+            rationale=f"{head}; first order: {first.rationale}" if first.rationale else head,
+            metadata={**first.metadata, "swap": swap},
+            usage=usage,
+            cached=first.cached and second.cached,
+            duration_s=time.perf_counter() - t0,
+        )
+
+
+def _swapping(scorer: str | Scorer | type[Scorer], kwargs: Mapping[str, Any]) -> _Swap | None:
+    """The checked ``swap`` of a call: None unless True. Raises :class:`ScorerConfigError` for
+    a value other than True/False/None, or a scorer that compares no two inputs."""
+    swap = kwargs.get("swap")
+    if swap is None or swap is False:
+        return None
+    name = _scorer_name(scorer)
+    if swap is not True:
+        raise ScorerConfigError(
+            name, "swap", f"is {describe_value(swap)}", hint="Give swap=True or leave it out"
+        )
+    pair = _scorer_class(scorer).swap_fields
+    if not pair:
+        raise ScorerConfigError(
+            name,
+            "swap",
+            "asks a judge that compares two texts in both orders, and this scorer compares "
+            "no two of its inputs",
+            hint="swap= works with battle, summary, summary_quality and classifiers defined "
+            "with swap_fields=(a, b)",
+        )
+    return _Swap(pair)
+
+
+def _instrument_of(inst: Scorer, ctx: ScoringContext, kwargs: Mapping[str, Any]) -> Instrument:
+    """The instrument of a scoring made with the call keywords ``kwargs``."""
+    asked = _asked(kwargs)
+    return inst.instrument_with(ctx, asked) if asked else inst.instrument(ctx)
+
+
+def _asked(kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """How a call asked its judge, when not once (its instrument says so; the keywords were
+    checked when it scored)."""
+    out: dict[str, Any] = {}
+    k = kwargs.get("judge_samples")
+    if isinstance(k, int) and not isinstance(k, bool) and k > 1:
+        out["judge_samples"] = k
+        out["judge_reduce"] = kwargs.get("judge_reduce") or "mean"
+    if kwargs.get("swap") is True:
+        out["swap"] = True
+    return out
+
+
 def _sampling(
     scorer: str | Scorer | type[Scorer], kwargs: Mapping[str, Any], ctx: ScoringContext
 ) -> _Sampling | None:
@@ -336,7 +443,7 @@ def _sampling(
         raise ScorerConfigError(
             name, "judge_reduce", "is given without judge_samples", hint="Add judge_samples=K"
         )
-    if not _scorer_class(scorer).uses_judge:
+    if k is not None and not _scorer_class(scorer).uses_judge:
         raise ScorerConfigError(
             name,
             "judge_samples",
@@ -345,13 +452,12 @@ def _sampling(
         )
     if k is None or k == 1:
         return None
-    options = _without_sampling(kwargs)
-    seed = options.get("seed")
+    seed = kwargs.get("seed")
     if seed is None:
         seed = ctx.judge_settings({}).seed
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
         seed = None  # (the scorer's own check of seed= says what is wrong with it)
-    return _Sampling(name, k, how or "mean", seed, options)
+    return _Sampling(name, k, how or "mean", seed)
 
 
 def _score_planned(
@@ -579,16 +685,27 @@ def _score_sync(
     kwargs: Mapping[str, Any],
     ctx: ScoringContext,
 ) -> tuple[Scorer, Score]:
-    """Score once, or ``judge_samples`` times reduced to one score (see :func:`_sampling`)."""
+    """Score once, or ``judge_samples`` times reduced to one score (see :func:`_sampling`),
+    in one order or, with ``swap=True``, in both (see :func:`_swapping`)."""
     __tracebackhide__ = True
-    if "judge_samples" not in kwargs and "judge_reduce" not in kwargs:
+    if not _ASKED.intersection(kwargs):
         return _score_sync_one(scorer, fields, kwargs, ctx)
+    swap = _swapping(scorer, kwargs)
     plan = _sampling(scorer, kwargs, ctx)
-    if plan is None:
-        return _score_sync_one(scorer, fields, _without_sampling(kwargs), ctx)
+    options = _without_sampling(kwargs)
     t0 = time.perf_counter()
-    asks = [_score_sync_one(scorer, fields, opts, ctx, ask) for ask, opts in plan.asks()]
-    return asks[0][0], plan.reduce(asks[0][0], [s for _, s in asks], t0)
+
+    def once(fields: Mapping[str, Any], options: Mapping[str, Any]) -> tuple[Scorer, Score]:
+        if plan is None:
+            return _score_sync_one(scorer, fields, options, ctx)
+        asks = [_score_sync_one(scorer, fields, opts, ctx, ask) for ask, opts in plan.asks(options)]
+        return asks[0][0], plan.reduce(asks[0][0], [s for _, s in asks], t0)
+
+    inst, first = once(fields, options)
+    if swap is None:
+        return inst, first
+    _, second = once(*swap.exchange(fields, options))
+    return inst, swap.combine(inst, first, second, t0)
 
 
 def _score_sync_one(
@@ -643,17 +760,28 @@ async def _score_async(
     kwargs: Mapping[str, Any],
     ctx: ScoringContext,
 ) -> tuple[Scorer, Score]:
-    """The async :func:`_score_sync`: the ``judge_samples`` asks run concurrently."""
-    if "judge_samples" not in kwargs and "judge_reduce" not in kwargs:
+    """The async :func:`_score_sync`: the asks (samples, orders) run concurrently."""
+    if not _ASKED.intersection(kwargs):
         return await _score_async_one(scorer, fields, kwargs, ctx)
+    swap = _swapping(scorer, kwargs)
     plan = _sampling(scorer, kwargs, ctx)
-    if plan is None:
-        return await _score_async_one(scorer, fields, _without_sampling(kwargs), ctx)
+    options = _without_sampling(kwargs)
     t0 = time.perf_counter()
-    asks = await asyncio.gather(
-        *(_score_async_one(scorer, fields, opts, ctx, ask) for ask, opts in plan.asks())
+
+    async def once(fields: Mapping[str, Any], options: Mapping[str, Any]) -> tuple[Scorer, Score]:
+        if plan is None:
+            return await _score_async_one(scorer, fields, options, ctx)
+        asks = await asyncio.gather(
+            *(_score_async_one(scorer, fields, o, ctx, ask) for ask, o in plan.asks(options))
+        )
+        return asks[0][0], plan.reduce(asks[0][0], [s for _, s in asks], t0)
+
+    if swap is None:
+        return await once(fields, options)
+    (inst, first), (_, second) = await asyncio.gather(
+        once(fields, options), once(*swap.exchange(fields, options))
     )
-    return asks[0][0], plan.reduce(asks[0][0], [s for _, s in asks], t0)
+    return inst, swap.combine(inst, first, second, t0)
 
 
 async def _score_async_one(
@@ -1169,12 +1297,7 @@ def _check_and_record(
     # Under a suite gate (issue 9) the gate decides: a per-case miss is recorded and counted by
     # the gate, not raised. Errors above are never softened.
     soft = rec is not None and inst.name in rec.soft
-    asks = result.metadata.get("judge_samples")
-    instrument = (
-        inst.sampled_instrument(ctx, len(asks), str(result.metadata.get("judge_reduce")))
-        if isinstance(asks, list) and result.metadata.get("judge_reduce") in JUDGE_REDUCERS
-        else inst.instrument(ctx)
-    )
+    instrument = _instrument_of(inst, ctx, kwargs)
     _record(
         inst.name,
         checked,
@@ -1364,7 +1487,7 @@ def score_many(
     instruments: dict[int, Instrument] = {}
     for inst, _ in scored:
         if id(inst) not in instruments:
-            instruments[id(inst)] = inst.instrument(ctx)
+            instruments[id(inst)] = _instrument_of(inst, ctx, options)
     return BatchResult(
         name, tuple(s for _, s in scored), tuple(instruments[id(inst)] for inst, _ in scored)
     )
@@ -1468,7 +1591,7 @@ async def assert_scores_async(
         result = BatchResult(
             scored[0][1].scorer if scored else str(scorer),
             tuple(s for _, s in scored),
-            tuple(inst.instrument(ctx) for inst, _ in scored),
+            tuple(_instrument_of(inst, ctx, options) for inst, _ in scored),
         )
     except BaseException as exc:
         _record(

@@ -76,6 +76,9 @@ class Scorer:
     score_range: ClassVar[tuple[float, float]] = (0.0, 1.0)
     version: ClassVar[str] = "1"
     uses_judge: ClassVar[bool] = False
+    #: the two inputs a judge compares (a pairwise scorer: battle, summary): ``swap=True`` asks
+    #: again with them exchanged, and the scorer's range mirrored reads that answer back
+    swap_fields: ClassVar[tuple[str, str] | None] = None
     default_options: ClassVar[Mapping[str, Any]] = {}
     description: ClassVar[str] = ""
 
@@ -260,13 +263,14 @@ class Scorer:
         self.__dict__["_instrument_memo"] = (text, made)
         return made
 
-    def sampled_instrument(self, ctx: ScoringContext, k: int, how: str) -> Instrument:
-        """:meth:`instrument` for ``judge_samples=k`` reduced by ``how``: another instrument
-        (a comparison of a run that asked once with one that asked five times says so)."""
+    def instrument_with(self, ctx: ScoringContext, asked: Mapping[str, Any]) -> Instrument:
+        """:meth:`instrument` of a scoring whose judge was asked otherwise than once
+        (``judge_samples``, ``swap``: ``asked`` says how): another instrument (a comparison of
+        a run that asked once with one that asked five times says so)."""
         from pytest_llmeval.core.model import KNOWN_INSTRUMENTS, instrument_digest
 
         base = self.instrument(ctx)
-        identity = {**base.identity, "judge_samples": k, "judge_reduce": how}
+        identity = {**base.identity, **asked}
         lo, hi = base.score_range or (float(self.score_range[0]), float(self.score_range[1]))
         named = {
             "identity": identity,

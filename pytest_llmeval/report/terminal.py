@@ -310,25 +310,47 @@ def write_stability(tr: Any, items: Sequence[ScorerStability], verbosity: int) -
     often the asks disagree, and the unstable cases (all with ``-v``)."""
     tr.write_sep("=", "judge stability")
     for s in items:
-        rate = "" if s.flip_rate is None else f", mean flip rate {s.flip_rate:.3f}"
-        head = (
-            f"{s.scorer}: {len(s.records)} sampled scoring(s), {s.asks} asks{rate}; "
-            f"{len(s.unstable)} unstable"
-        )
-        if s.unreadable:
-            head += f" ({s.unreadable} with unreadable asks, not counted)"
-        tr.write_line(head, yellow=bool(s.unstable))
-        shown = s.unstable if verbosity > 0 else s.unstable[:_MAX_FAILURES_SHOWN]
-        for u in shown:
-            r = u.record
-            where = f"{r.file}::{r.test}" + (f"[{r.case_id}]" if r.case_id else "")
-            if r.where:
-                where += f" ({r.where})"
-            scores = ", ".join(f"{v:.3g}" for v in u.scores)
-            verdicts = f"{u.passes} of {u.asks} asks pass" if u.passes is not None else "no bound"
-            tr.write_line(f"    {where}: {verdicts} (scores {scores})")
-        if len(shown) < len(s.unstable):
-            tr.write_line(f"    ... and {len(s.unstable) - len(shown)} more (use -v to see all)")
+        if s.records:
+            _write_sampled(tr, s, verbosity)
+        if s.swapped:
+            bad = s.inconsistent
+            tr.write_line(
+                f"{s.scorer}: {s.swapped} asked in both orders, {len(bad)} position-inconsistent",
+                yellow=bool(bad),
+            )
+            shown = bad if verbosity > 0 else bad[:_MAX_FAILURES_SHOWN]
+            for r in shown:
+                swap = r.metadata["swap"]
+                tr.write_line(
+                    f"    {_record_name(r)}: {swap['first']:.3g} in the first order, "
+                    f"{swap['second']:.3g} with {' and '.join(swap.get('fields') or ())} "
+                    "exchanged"
+                )
+            if len(shown) < len(bad):
+                tr.write_line(f"    ... and {len(bad) - len(shown)} more (use -v to see all)")
+
+
+def _record_name(r: ScoreRecord) -> str:
+    name = f"{r.file}::{r.test}" + (f"[{r.case_id}]" if r.case_id else "")
+    return f"{name} ({r.where})" if r.where else name
+
+
+def _write_sampled(tr: Any, s: ScorerStability, verbosity: int) -> None:
+    rate = "" if s.flip_rate is None else f", mean flip rate {s.flip_rate:.3f}"
+    head = (
+        f"{s.scorer}: {len(s.records)} sampled scoring(s), {s.asks} asks{rate}; "
+        f"{len(s.unstable)} unstable"
+    )
+    if s.unreadable:
+        head += f" ({s.unreadable} with unreadable asks, not counted)"
+    tr.write_line(head, yellow=bool(s.unstable))
+    shown = s.unstable if verbosity > 0 else s.unstable[:_MAX_FAILURES_SHOWN]
+    for u in shown:
+        scores = ", ".join(f"{v:.3g}" for v in u.scores)
+        verdicts = f"{u.passes} of {u.asks} asks pass" if u.passes is not None else "no bound"
+        tr.write_line(f"    {_record_name(u.record)}: {verdicts} (scores {scores})")
+    if len(shown) < len(s.unstable):
+        tr.write_line(f"    ... and {len(s.unstable) - len(shown)} more (use -v to see all)")
 
 
 def write_agreement(tr: Any, items: Sequence[ScorerAgreement], verbosity: int) -> None:

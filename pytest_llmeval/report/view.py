@@ -178,7 +178,7 @@ class RunView:
         """The asks of each scorer's ``judge_samples`` records (issue 20)."""
         from pytest_llmeval.analysis.stability import run_stability
 
-        if not any("judge_samples" in r.metadata for r in self.run.records):
+        if not any("judge_samples" in r.metadata or "swap" in r.metadata for r in self.run.records):
             return ()
         return run_stability(self.run)
 

@@ -216,6 +216,7 @@ class SummaryQuality(ClassifierScorer):
     required_inputs = ("input", "expected", "output")
     description = "Whether a candidate summary is better than a reference summary (LLM judge)."
     default_options: ClassVar[Mapping[str, Any]] = {"use_cot": True, "context_window": 4096}
+    swap_fields = ("output", "expected")
     template = _PROMPTS["summary_quality"]["template"]
     choice_scores = _PROMPTS["summary_quality"]["choice_scores"]
 

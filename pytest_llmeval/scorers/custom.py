@@ -280,6 +280,37 @@ def _check_free(cls: type[Scorer], where: str | None) -> None:
             )
 
 
+def _check_swap_fields(
+    name: str, swap_fields: Any, fields: Sequence[str], where: str | None
+) -> tuple[str, str] | None:
+    if swap_fields is None:
+        return None
+    if (
+        isinstance(swap_fields, str)
+        or not isinstance(swap_fields, Sequence)
+        or len(swap_fields) != 2
+        or not all(isinstance(f, str) for f in swap_fields)
+        or swap_fields[0] == swap_fields[1]
+    ):
+        raise _fail(
+            where,
+            name,
+            "swap_fields",
+            f"must be two different field names, not {swap_fields!r}",
+            'name the two texts the judge compares, e.g. ["output", "expected"]',
+        )
+    missing = [f for f in swap_fields if f not in fields]
+    if missing:
+        raise _fail(
+            where,
+            name,
+            "swap_fields",
+            f"names {missing[0]!r}, which the prompt does not use",
+            f"the prompt's fields: {', '.join(fields)}",
+        )
+    return (swap_fields[0], swap_fields[1])
+
+
 def llm_classifier(
     name: str,
     prompt: str,
@@ -289,6 +320,7 @@ def llm_classifier(
     inputs: Sequence[str] | None = None,
     description: str = "",
     register: bool = True,
+    swap_fields: Sequence[str] | None = None,
     _where: str | None = None,
     **judge_options: Any,
 ) -> type[Scorer]:
@@ -297,7 +329,10 @@ def llm_classifier(
     ``choice_scores``' keys, scored by its value (0..1).
 
     ``use_cot`` asks for the judge's reasons first; ``inputs`` (optional) lists the fields the
-    prompt must use (a check against typos); ``judge_options`` (``model``, ``temperature``,
+    prompt must use (a check against typos); ``swap_fields`` (two of the prompt's fields, for a
+    judge that compares them, e.g. ``("output", "expected")``) lets a call ask in both orders
+    (``swap=True``; a choice scored s in one order reads 1 - s in the other);
+    ``judge_options`` (``model``, ``temperature``,
     ``base_url``...) become the scorer's defaults, overridable per call. A bad argument raises
     :class:`ScorerConfigError` (:class:`JudgeSpecError` naming the file for spec files).
     """
@@ -315,6 +350,7 @@ def llm_classifier(
             "is not an option of a classifier judge",
             f"options: use_cot, inputs, description, {', '.join(JUDGE_OPTIONS)}",
         )
+    swap = _check_swap_fields(name, swap_fields, fields, _where)
     defaults: dict[str, Any] = {"use_cot": use_cot}
     defaults.update({k: v for k, v in judge_options.items() if v is not None})
     cls = type(
@@ -329,6 +365,7 @@ def llm_classifier(
             "template": template,
             "user_prompt": prompt,
             "choice_scores": scores,
+            "swap_fields": swap,
             "default_options": defaults,
             "source": _where,
             "_user_defined": True,
@@ -658,7 +695,16 @@ def g_eval(
 
 # ----------------------------------------------------------------------------- spec files
 
-_CLASSIFIER_KEYS = ("name", "type", "prompt", "choice_scores", "use_cot", "inputs", "description")
+_CLASSIFIER_KEYS = (
+    "name",
+    "type",
+    "prompt",
+    "choice_scores",
+    "use_cot",
+    "inputs",
+    "description",
+    "swap_fields",
+)
 _GEVAL_KEYS = ("name", "type", "criteria", "evaluation_steps", "scale", "description")
 _TYPES = ("classifier", "g_eval")
 
@@ -727,6 +773,7 @@ def _load_one(spec: Any, where: str) -> type[Scorer]:
             inputs=spec.get("inputs"),
             description=description,
             register=False,
+            swap_fields=spec.get("swap_fields"),
             _where=where,
             **opts,
         )

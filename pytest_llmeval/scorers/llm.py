@@ -263,6 +263,7 @@ class Battle(ClassifierScorer):
     from_conversation = True
     optional_inputs = ("instructions", "input", "messages", "turn")
     description = "Whether the output beats a reference response to the same instructions."
+    swap_fields = ("output", "expected")
     template = _PROMPTS["battle"]["template"]
     choice_scores = _PROMPTS["battle"]["choice_scores"]
 
@@ -358,6 +359,7 @@ class Summary(ClassifierScorer):
     from_conversation = True
     optional_inputs = ("messages", "turn")
     description = "Whether the output summarises the text better than a reference summary."
+    swap_fields = ("output", "expected")
     template = _PROMPTS["summary"]["template"]
     choice_scores = _PROMPTS["summary"]["choice_scores"]
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from pytest_llmeval.testing import OpenAITestServer, text
+from pytest_llmeval.testing import OpenAITestServer, text, tool_call
 
 YES = text("Yes", top_logprobs=[("Yes", -0.05), ("No", -3.0)], usage=(100, 1))
 NO = text("No", top_logprobs=[("No", -0.05), ("Yes", -3.0)], usage=(100, 1))
@@ -107,3 +107,51 @@ def test_each_ask_is_cached_apart(sampled: pytest.Pytester, judge_server: OpenAI
     shaky = next(r for r in report["records"] if r["case_id"] == "s1")
     assert [a["cached"] for a in shaky["metadata"]["judge_samples"]] == [True, True, True, False]
     assert shaky["judge_calls"] == 1 and shaky["passed"] is True  # 3 of 4 asks pass
+
+
+BATTLE = """
+import pytest
+from pytest_llmeval import assert_score
+
+@pytest.mark.llm_eval
+@pytest.mark.parametrize("answer", ["modest answer", "first-loving answer"])
+def test_battle(answer):
+    assert_score("battle", instructions="Answer kindly", output=answer, expected="reference",
+                 swap=True)
+"""
+
+
+def _battle(body: dict[str, Any]) -> Any:
+    said = json.dumps(body["messages"])
+    yes = tool_call({"reasons": "r", "choice": "Yes"})
+    no = tool_call({"reasons": "r", "choice": "No"})
+    if "first-loving" in said:
+        return yes  # whichever text is first wins: position-inconsistent
+    return yes if said.index("modest") < said.index("reference") else no
+
+
+def test_swapped_asks_reach_the_report(
+    pytester: pytest.Pytester, judge_server: OpenAITestServer
+) -> None:
+    judge_server.set_default(_battle)
+    pytester.makepyfile(test_battle=BATTLE)
+    pytester.makeini("[pytest]\nllm_eval = true\nllm_eval_judge_model = test-judge\n")
+    pytester._monkeypatch.setenv("OPENAI_BASE_URL", judge_server.base_url)
+    pytester._monkeypatch.setenv("OPENAI_API_KEY", "sk-swap-SECRET")
+    result, report = _run(pytester, "--llm-eval-cache=off")
+    result.assert_outcomes(passed=2)
+    assert len(judge_server.requests_to("chat")) == 4
+    stab = report["judge_stability"]["battle"]
+    assert stab["swapped"] == 2
+    (bad,) = stab["position_inconsistent"]
+    assert bad["case_id"] == "first-loving answer" and bad["swap"]["consistent"] is False
+    scores = {r["case_id"]: r["score"] for r in report["records"]}
+    assert scores == {"modest answer": 1.0, "first-loving answer": 0.5}
+    result.stdout.fnmatch_lines(
+        [
+            "*judge stability*",
+            "battle: 2 asked in both orders, 1 position-inconsistent",
+            "    test_battle.py::test_battle[[]first-loving answer[]]: 1 in the first order, "
+            "1 with output and expected exchanged",
+        ]
+    )

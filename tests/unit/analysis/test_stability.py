@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -78,3 +79,31 @@ def test_unstable_records_least_stable_first() -> None:
     assert [u.record.case_id for u in s.unstable] == ["b", "a"]
     assert s.flip_rate == pytest.approx((0.25 + 0.5 + 0.0) / 3)
     assert s.to_json()["asks"] == 8
+
+
+def swapped(case: str, swap: Any) -> ScoreRecord:
+    return dataclasses.replace(rec(case, None), metadata={"swap": swap})
+
+
+def test_position_inconsistent_records_are_counted_from_both_answers() -> None:
+    ok = {"first": 1.0, "second": 0.0, "second_mirrored": 1.0, "consistent": True}
+    bad = {"first": 1.0, "second": 1.0, "second_mirrored": 0.0, "consistent": False}
+    lying = {**bad, "consistent": True}  # the stored flag alone cannot hide a disagreement
+    s = scorer_stability("battle", [swapped("a", ok), swapped("b", bad), swapped("c", lying)])
+    assert s.swapped == 3 and [r.case_id for r in s.inconsistent] == ["b", "c"]
+    assert s.records == () and s.to_json()["swapped"] == 3
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        None,
+        "swap",
+        {"first": 1.0, "second": 0.0},
+        {"first": float("nan"), "second": 0.0, "second_mirrored": 1.0},
+        {"first": True, "second": 0.0, "second_mirrored": 1.0},
+    ],
+)
+def test_an_unreadable_swap_entry_is_counted_apart(bad: Any) -> None:
+    s = scorer_stability("battle", [swapped("a", bad)])
+    assert s.unreadable == 1 and s.swapped == 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 from pathlib import Path
 from typing import Any
 
@@ -86,7 +87,7 @@ def test_majority_follows_a_lower_is_better_scorer() -> None:
         name = "toxic"
         higher_is_better = False
 
-    plan = _Sampling("toxic", 3, "majority", None, {})
+    plan = _Sampling("toxic", 3, "majority", None)
     scores = [Score(value=v) for v in (0.9, 0.1, 0.2)]
     # two of three asks are at most 0.2: against max=0.3 the majority passes
     assert plan.reduce(Low(), scores, 0.0).value == 0.2  # type: ignore[arg-type]
@@ -158,3 +159,94 @@ def test_without_a_seed_the_asks_still_have_their_own_entries(
     finally:
         set_context(prev)
         c.close()
+
+
+# -- swap=True: a pairwise judge asked in both orders ---------------------------------------
+
+BATTLE = {"instructions": "Say hi", "output": "OUT-hello there", "expected": "EXP-hi"}
+
+
+def test_swap_asks_in_both_orders_and_reads_the_second_back(
+    judge_server: OpenAITestServer, cached_ctx: ScoringContext
+) -> None:
+    judge_server.enqueue(choice("Yes"), choice("No"))  # output wins, then loses as response 2
+    s = score("battle", **BATTLE, swap=True)
+    assert s.value == 1.0
+    swap = s.metadata["swap"]
+    assert (swap["first"], swap["second"], swap["second_mirrored"], swap["consistent"]) == (
+        1.0,
+        0.0,
+        1.0,
+        True,
+    )
+    assert (swap["first_choice"], swap["second_choice"]) == ("Yes", "No")
+    first, second = (json.dumps(r.body["messages"]) for r in judge_server.requests_to("chat"))
+    # the two texts changed places in the second prompt
+    assert first.index("OUT-hello") < first.index("EXP-hi")
+    assert second.index("EXP-hi") < second.index("OUT-hello")
+    assert s.usage is not None and s.usage.calls == 2
+
+
+def test_a_judge_that_prefers_the_first_text_is_position_inconsistent(
+    judge_server: OpenAITestServer, cached_ctx: ScoringContext
+) -> None:
+    judge_server.enqueue(choice("Yes"), choice("Yes"))
+    s = score("battle", **BATTLE, swap=True)
+    assert s.value == 0.5 and s.metadata["swap"]["consistent"] is False
+    assert s.rationale is not None and "POSITION-INCONSISTENT" in s.rationale
+    # each order is its own cache entry
+    again = score("battle", **BATTLE, swap=True)
+    assert again.cached and again.value == 0.5 and len(judge_server.requests_to("chat")) == 2
+
+
+def test_swap_and_judge_samples_together(
+    judge_server: OpenAITestServer, cached_ctx: ScoringContext
+) -> None:
+    judge_server.enqueue(*[choice("Yes"), choice("No")] * 2)
+    s = score("battle", **BATTLE, swap=True, judge_samples=2)
+    assert len(judge_server.requests_to("chat")) == 4
+    assert s.metadata["swap"]["first"] == 0.5 and s.metadata["swap"]["second"] == 0.5
+    assert s.value == 0.5 and s.metadata["swap"]["consistent"] is True
+
+
+def test_swap_on_a_user_classifier_over_two_fields(
+    judge_server: OpenAITestServer, cached_ctx: ScoringContext
+) -> None:
+    from pytest_llmeval import llm_classifier
+
+    llm_classifier(
+        "kinder_reply",
+        "Is {{a}} kinder than {{b}}?",
+        {"Y": 1.0, "N": 0.0},
+        use_cot=False,
+        swap_fields=("a", "b"),
+        register=False,
+    )
+    cls = llm_classifier(
+        "kinder_reply_x",
+        "Is {{a}} kinder than {{b}}?",
+        {"Y": 1.0, "N": 0.0},
+        use_cot=False,
+        swap_fields=["a", "b"],
+        register=False,
+    )
+    judge_server.enqueue(tool_call({"choice": "Y"}), tool_call({"choice": "N"}))
+    s = score(cls, a="A-please", b="B-go away", swap=True)
+    assert s.value == 1.0 and s.metadata["swap"]["fields"] == ["a", "b"]
+    second = json.dumps(judge_server.requests_to("chat")[1].body["messages"])
+    assert second.index("B-go away") < second.index("A-please")
+
+
+def test_bad_swaps_say_what_to_do(cached_ctx: ScoringContext) -> None:
+    from pytest_llmeval import llm_classifier
+
+    with pytest.raises(ScorerConfigError, match="compares no two of its inputs") as info:
+        score("closed_qa", **QA, swap=True)
+    assert "closed_qa" in str(info.value) and "battle" in str(info.value)
+    with pytest.raises(ScorerConfigError, match=r"'swap' is str 'yes'"):
+        score("battle", **BATTLE, swap="yes")
+    with pytest.raises(ScorerConfigError, match="which the prompt does not use"):
+        llm_classifier("k2", "Is {{a}} kind?", {"Y": 1.0, "N": 0.0}, swap_fields=("a", "b"))
+    with pytest.raises(ScorerConfigError, match="two different field names"):
+        llm_classifier("k3", "Is {{a}} kind?", {"Y": 1.0, "N": 0.0}, swap_fields="ab")
+    assert score("exact_match", output="a", expected="a", swap=False).value == 1.0
