@@ -39,6 +39,7 @@ from pytest_llmeval.engine.assertions import (
 from pytest_llmeval.engine.context import ScoringContext, configure, get_context
 from pytest_llmeval.engine.dataset import Case, load_dataset
 from pytest_llmeval.engine.function_scorer import scorer
+from pytest_llmeval.engine.panel import Judge
 from pytest_llmeval.engine.registry import default_registry
 from pytest_llmeval.engine.scoring import Scorer
 
@@ -49,6 +50,7 @@ __all__ = [
     "Case",
     "DatasetError",
     "InvalidCacheEntryError",
+    "Judge",
     "JudgeError",
     "JudgeSettings",
     "JudgeSpecError",

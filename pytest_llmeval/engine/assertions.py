@@ -34,6 +34,7 @@ from pytest_llmeval.core.settings import Secret
 from pytest_llmeval.core.usage import UsageCollector, current_usage
 from pytest_llmeval.engine import context as _context_module
 from pytest_llmeval.engine.context import ScoringContext, get_context
+from pytest_llmeval.engine.panel import PANEL_KEYWORDS, Panel, member_error, panel_of
 from pytest_llmeval.engine.registry import default_registry
 from pytest_llmeval.engine.scoring import Scorer, check_bound_range
 from pytest_llmeval.stores.cache_entries import score_value_problem
@@ -239,7 +240,7 @@ JUDGE_REDUCERS = ("mean", "majority")
 
 
 #: the call keywords that ask the judge otherwise than once
-_ASKED = frozenset({"judge_samples", "judge_reduce", "swap"})
+_ASKED = frozenset({"judge_samples", "judge_reduce", "swap", *PANEL_KEYWORDS})
 
 
 def _without_sampling(kwargs: Mapping[str, Any]) -> dict[str, Any]:
@@ -373,6 +374,22 @@ class _Swap:
         )
 
 
+def _panel(scorer: str | Scorer | type[Scorer], kwargs: Mapping[str, Any]) -> Panel | None:
+    return panel_of(_scorer_name(scorer), _scorer_class(scorer), kwargs)
+
+
+def _panel_result(
+    scorer: str | Scorer | type[Scorer],
+    inst: Scorer | None,
+    panel: Panel,
+    answers: Sequence[Score | BaseException],
+    t0: float,
+) -> tuple[Scorer, Score]:
+    if inst is None:  # no judge answered: the panel's error says why
+        inst = resolve_scorer(scorer, {})
+    return inst, panel.combine(inst, answers, t0)
+
+
 def _swapping(scorer: str | Scorer | type[Scorer], kwargs: Mapping[str, Any]) -> _Swap | None:
     """The checked ``swap`` of a call: None unless True. Raises :class:`ScorerConfigError` for
     a value other than True/False/None, or a scorer that compares no two inputs."""
@@ -399,11 +416,11 @@ def _swapping(scorer: str | Scorer | type[Scorer], kwargs: Mapping[str, Any]) ->
 
 def _instrument_of(inst: Scorer, ctx: ScoringContext, kwargs: Mapping[str, Any]) -> Instrument:
     """The instrument of a scoring made with the call keywords ``kwargs``."""
-    asked = _asked(kwargs)
+    asked = _asked(inst, kwargs)
     return inst.instrument_with(ctx, asked) if asked else inst.instrument(ctx)
 
 
-def _asked(kwargs: Mapping[str, Any]) -> dict[str, Any]:
+def _asked(inst: Scorer, kwargs: Mapping[str, Any]) -> dict[str, Any]:
     """How a call asked its judge, when not once (its instrument says so; the keywords were
     checked when it scored)."""
     out: dict[str, Any] = {}
@@ -413,6 +430,10 @@ def _asked(kwargs: Mapping[str, Any]) -> dict[str, Any]:
         out["judge_reduce"] = kwargs.get("judge_reduce") or "mean"
     if kwargs.get("swap") is True:
         out["swap"] = True
+    if kwargs.get("judges") is not None:
+        panel = panel_of(inst.name, type(inst), kwargs)
+        if panel is not None:
+            out.update(panel.describe())
     return out
 
 
@@ -690,6 +711,23 @@ def _score_sync(
     __tracebackhide__ = True
     if not _ASKED.intersection(kwargs):
         return _score_sync_one(scorer, fields, kwargs, ctx)
+    panel = _panel(scorer, kwargs)
+    if panel is not None:
+        t0 = time.perf_counter()
+        rest = {k: v for k, v in kwargs.items() if k not in PANEL_KEYWORDS}
+        answers: list[Score | BaseException] = []
+        inst: Scorer | None = None
+        for judge in panel.judges:
+            try:
+                made, answer = _score_sync(scorer, fields, {**rest, **judge.call_options()}, ctx)
+            except Exception as exc:
+                if not member_error(exc):
+                    raise
+                answers.append(exc)
+            else:
+                inst = inst or made  # the first judge that answered names the instrument
+                answers.append(answer)
+        return _panel_result(scorer, inst, panel, answers, t0)
     swap = _swapping(scorer, kwargs)
     plan = _sampling(scorer, kwargs, ctx)
     options = _without_sampling(kwargs)
@@ -760,9 +798,26 @@ async def _score_async(
     kwargs: Mapping[str, Any],
     ctx: ScoringContext,
 ) -> tuple[Scorer, Score]:
-    """The async :func:`_score_sync`: the asks (samples, orders) run concurrently."""
+    """The async :func:`_score_sync`: the asks (judges, samples, orders) run concurrently."""
     if not _ASKED.intersection(kwargs):
         return await _score_async_one(scorer, fields, kwargs, ctx)
+    panel = _panel(scorer, kwargs)
+    if panel is not None:
+        t0 = time.perf_counter()
+        rest = {k: v for k, v in kwargs.items() if k not in PANEL_KEYWORDS}
+        done = await asyncio.gather(
+            *(
+                _score_async(scorer, fields, {**rest, **judge.call_options()}, ctx)
+                for judge in panel.judges
+            ),
+            return_exceptions=True,
+        )
+        for d in done:
+            if isinstance(d, BaseException) and not member_error(d):
+                raise d
+        inst = next((d[0] for d in done if not isinstance(d, BaseException)), None)
+        answers = [d if isinstance(d, BaseException) else d[1] for d in done]
+        return _panel_result(scorer, inst, panel, answers, t0)
     swap = _swapping(scorer, kwargs)
     plan = _sampling(scorer, kwargs, ctx)
     options = _without_sampling(kwargs)

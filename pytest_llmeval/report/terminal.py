@@ -13,6 +13,7 @@ from pytest_llmeval.core.records import ScorerAggregate, ScoreRecord, aggregate
 if TYPE_CHECKING:
     from pytest_llmeval.analysis.agreement import ScorerAgreement
     from pytest_llmeval.analysis.compare import Comparison
+    from pytest_llmeval.analysis.panel import ScorerPanel
     from pytest_llmeval.analysis.stability import ScorerStability
     from pytest_llmeval.report.view import Baseline, RunView
 
@@ -330,6 +331,47 @@ def write_stability(tr: Any, items: Sequence[ScorerStability], verbosity: int) -
                 tr.write_line(f"    ... and {len(bad) - len(shown)} more (use -v to see all)")
 
 
+def write_panels(tr: Any, items: Sequence[ScorerPanel], verbosity: int) -> None:
+    """The "judge panel" section (issue 20): per scorer asked of a panel, how its judges agree
+    (Fleiss' kappa of their verdicts, Krippendorff's alpha of their scores), each judge's pass
+    rate, errors, tokens and cost, and the cases they split on (all with ``-v``)."""
+    tr.write_sep("=", "judge panel")
+    for p in items:
+
+        def num(x: float | None) -> str:
+            return "undefined" if x is None else f"{x:.3f}"
+
+        head = (
+            f"{p.scorer}: {p.records} case(s), {len(p.judges)} judges; Fleiss' kappa "
+            f"{num(p.fleiss_kappa)} over {p.fleiss_n}, Krippendorff's alpha {num(p.alpha)}"
+        )
+        if p.unreadable:
+            head += f" ({p.unreadable} with an unreadable panel, not counted)"
+        tr.write_line(head)
+        for j in p.judges:
+            rate = "-" if j.pass_rate is None else f"{j.pass_rate:.3f}"
+            cost = "" if j.cost_usd is None else f", ${j.cost_usd:.4f}"
+            errors = f", {j.errors} error(s)" if j.errors else ""
+            tr.write_line(
+                f"  {j.judge}: {j.answers} answers{errors}, pass rate {rate}, "
+                f"{j.prompt_tokens + j.completion_tokens} tokens{cost}"
+            )
+        if p.disagreements:
+            shown = p.disagreements if verbosity > 0 else p.disagreements[:_MAX_FAILURES_SHOWN]
+            tr.write_line(f"  split verdicts ({len(p.disagreements)}):", yellow=True)
+            for r in shown:
+                said = ", ".join(
+                    f"{e.get('judge')} {e['score']:.3g}"
+                    for e in r.metadata["panel"]
+                    if e.get("score") is not None
+                )
+                tr.write_line(f"    {_record_name(r)}: {said}")
+            if len(shown) < len(p.disagreements):
+                tr.write_line(
+                    f"    ... and {len(p.disagreements) - len(shown)} more (use -v to see all)"
+                )
+
+
 def _record_name(r: ScoreRecord) -> str:
     name = f"{r.file}::{r.test}" + (f"[{r.case_id}]" if r.case_id else "")
     return f"{name} ({r.where})" if r.where else name
@@ -475,6 +517,8 @@ class TerminalWriter:
             write_agreement(tr, view.agreement, verbosity)
         if view.stability:
             write_stability(tr, view.stability, verbosity)
+        if view.panels:
+            write_panels(tr, view.panels, verbosity)
         for problem in view.problems:
             tr.write_line(f"llm-eval: {problem}", red=True, bold=True)
         if view.outcomes:

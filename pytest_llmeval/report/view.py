@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from pytest_llmeval.analysis.agreement import ScorerAgreement
     from pytest_llmeval.analysis.compare import Comparison
     from pytest_llmeval.analysis.gates import GateOutcome, TestStatistics
+    from pytest_llmeval.analysis.panel import ScorerPanel
     from pytest_llmeval.analysis.stability import ScorerStability
     from pytest_llmeval.analysis.verdict import Verdict
 
@@ -183,6 +184,15 @@ class RunView:
         return run_stability(self.run)
 
     @functools.cached_property
+    def panels(self) -> tuple[ScorerPanel, ...]:
+        """How the judges of each scorer's panels agree (issue 20)."""
+        from pytest_llmeval.analysis.panel import run_panels
+
+        if not any("panel" in r.metadata for r in self.run.records):
+            return ()
+        return run_panels(self.run)
+
+    @functools.cached_property
     def document(self) -> dict[str, Any]:
         """The JSON report of the run (built once; see the module docstring)."""
         from pytest_llmeval.report.view import report_json
@@ -291,6 +301,8 @@ def report_json(view: RunView, *, lazy: bool = False) -> dict[str, Any]:
         report["agreement"] = {a.scorer: a.to_json() for a in view.agreement}
     if view.stability:
         report["judge_stability"] = {s.scorer: s.to_json() for s in view.stability}
+    if view.panels:
+        report["judge_panel"] = {p.scorer: p.to_json() for p in view.panels}
     if view.merged is not None:
         count, shards = view.merged
         report["merged"] = {"count": count, "shards": [s.to_json() for s in shards]}

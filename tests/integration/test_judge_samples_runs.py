@@ -155,3 +155,65 @@ def test_swapped_asks_reach_the_report(
             "1 with output and expected exchanged",
         ]
     )
+
+
+PANEL = """
+import os
+import pytest
+from pytest_llmeval import Judge, assert_score
+
+JUDGES = [
+    Judge("judge-a", base_url=os.environ["JUDGE_A"], api_key="sk-panel-a-SECRET"),
+    Judge("judge-b", base_url=os.environ["JUDGE_B"], api_key="sk-panel-b-SECRET", name="b"),
+    Judge("judge-c", base_url=os.environ["JUDGE_B"], api_key="sk-panel-c-SECRET", name="c"),
+]
+
+@pytest.mark.llm_eval
+@pytest.mark.llm_eval_dataset("cases.jsonl")
+def test_panel(case):
+    assert_score("l3score", input="question?", expected="fine", output=case.output,
+                 min=0.5, judges=JUDGES, panel_reduce="majority")
+"""
+
+
+def test_a_panel_in_a_run_reports_each_judge_and_their_agreement(
+    pytester: pytest.Pytester, judge_server: OpenAITestServer
+) -> None:
+    """Judge a says Yes to good answers; judges b and c (another endpoint) also say Yes to
+    "shaky" ones: the majority passes s1, and the panel splits on it."""
+    with OpenAITestServer() as other:
+        judge_server.set_default(lambda body: YES if "good" in json.dumps(body) else NO)
+        other.set_default(
+            lambda body: YES if "good" in json.dumps(body) or "shaky" in json.dumps(body) else NO
+        )
+        pytester.makepyfile(test_panel=PANEL)
+        (pytester.path / "cases.jsonl").write_text("".join(json.dumps(r) + "\n" for r in ROWS))
+        pytester.makeini("[pytest]\nllm_eval = true\nllm_eval_max_tries = 1\n")
+        pytester._monkeypatch.setenv("JUDGE_A", judge_server.base_url)
+        pytester._monkeypatch.setenv("JUDGE_B", other.base_url)
+        for workers in ((), ("-n", "2")):
+            result, report = _run(pytester, "--llm-eval-cache=off", *workers)
+            result.assert_outcomes(passed=3, failed=2)
+            panel = report["judge_panel"]["l3score"]
+            assert panel["records"] == 5
+            assert [j["judge"] for j in panel["judges"]][1:] == ["b", "c"]
+            assert [j["answers"] for j in panel["judges"]] == [5, 5, 5]
+            (split,) = panel["disagreements"]
+            assert split["case_id"] == "s1"
+            # Fleiss over the five records: four unanimous, one split 1-2
+            assert panel["fleiss_kappa"] == pytest.approx(0.732142857142857)  # statsmodels
+            result.stdout.fnmatch_lines(
+                [
+                    "*judge panel*",
+                    "l3score: 5 case(s), 3 judges; Fleiss' kappa 0.732 over 5, "
+                    "Krippendorff's alpha *",
+                    "  b: 5 answers, pass rate 0.600, 505 tokens",
+                    "  split verdicts (1):",
+                ]
+            )
+            text = json.dumps(report) + result.stdout.str()
+            assert "SECRET" not in text
+        assert {r.headers["authorization"] for r in other.requests_to("chat")} == {
+            "Bearer sk-panel-b-SECRET",
+            "Bearer sk-panel-c-SECRET",
+        }
