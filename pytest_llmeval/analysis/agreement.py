@@ -20,6 +20,7 @@ graded statistics (Spearman, mean absolute error) are per record.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -178,8 +179,8 @@ def scorer_agreement(
             unplaced += 1
         elif human != r.passed:
             disagreements.append(r)
-    cases = _cases(records)
-    pairs = [(_word(h), _word(j)) for h, j in labelled_pairs(cases)]
+    judged, unlabelled = _judged(records)
+    pairs = [(_word(h), _word(j)) for h, j in judged]
     table = confusion([a for a, _ in pairs], [b for _, b in pairs], VERDICTS)
     (tp, fn), (fp, tn) = table.counts
     n = table.n
@@ -211,11 +212,6 @@ def scorer_agreement(
         mae = mean_absolute_error(xs, ys)
 
     corrected = None
-    unlabelled = [
-        v
-        for c in cases
-        if all(x.human is None for x in c.samples) and (v := reduce_case(c).passed) is not None
-    ]
     if unlabelled and n:
         corrected = corrected_pass_rate(sum(unlabelled), len(unlabelled), tp, tp + fn, tn, fp + tn)
     disagreements.sort(key=sort_key)
@@ -236,6 +232,45 @@ def scorer_agreement(
         disagreements=tuple(disagreements),
         corrected=corrected,
     )
+
+
+def _judged(records: Sequence[ScoreRecord]) -> tuple[list[tuple[bool, bool]], list[bool]]:
+    """(person, judge) verdicts of the labelled outputs, and the judge's verdicts on the
+    unlabelled cases, each output and case counted once (see the module docstring). When no
+    case has two records (no repeats, one assertion) each record is its case, and the verdicts
+    are read off the records directly, as :func:`labelled_pairs` would reduce them."""
+    seen: set[tuple[str, str, str | None]] = set()
+    for r in records:
+        key = (r.file, r.test, r.case_id)
+        if key in seen:
+            cases = _cases(records)
+            unlabelled = [
+                v
+                for c in cases
+                if all(x.human is None for x in c.samples)
+                and (v := reduce_case(c).passed) is not None
+            ]
+            return labelled_pairs(cases), unlabelled
+        seen.add(key)
+    pairs: list[tuple[bool, bool]] = []
+    alone: list[bool] = []
+    for r in records:
+        if r.error is not None or r.score is None or not math.isfinite(r.score):
+            continue
+        if r.min is not None or r.max is not None:
+            verdict: bool | None = (r.min is None or r.score >= r.min) and (
+                r.max is None or r.score <= r.max
+            )
+        else:
+            verdict = r.passed
+        if verdict is None:
+            continue
+        human = human_verdict(r) if r.label is not None else None
+        if human is None:
+            alone.append(verdict)
+        else:
+            pairs.append((human, verdict))
+    return pairs, alone
 
 
 def _cases(records: Sequence[ScoreRecord]) -> list[CaseSamples]:

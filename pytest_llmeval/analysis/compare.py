@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, final
 
+from pytest_llmeval.analysis.agreement import ScorerAgreement
 from pytest_llmeval.core.model import Instrument, Run
 from pytest_llmeval.core.records import ScoreRecord
 from pytest_llmeval.core.stats import CaseSamples, reduce_case, t_interval
@@ -377,6 +378,9 @@ class Comparison:
     baseline_label: str = "baseline"
     current_label: str = "current"
     notes: tuple[str, ...] = field(default=())
+    #: per scorer with labelled records in either run: the judge against the labels on each
+    #: side (issue 20), (scorer, baseline, current), None on a side without labels
+    judges: tuple[tuple[str, ScorerAgreement | None, ScorerAgreement | None], ...] = ()
 
     @property
     def regressions(self) -> list[ScorerComparison]:
@@ -444,7 +448,25 @@ class Comparison:
             "gates": [g.to_json() for g in self.gates],
             "notes": list(self.notes),
             "problems": self.problems(),
+            "judge_agreement": {
+                name: {
+                    "baseline": None if b is None else _agreement_brief(b),
+                    "current": None if c is None else _agreement_brief(c),
+                }
+                for name, b, c in self.judges
+            },
         }
+
+
+def _agreement_brief(a: ScorerAgreement) -> dict[str, Any]:
+    """What a comparison shows of a side's judge agreement (the run's own report has all)."""
+    return {
+        "n": a.n,
+        "kappa": None if a.kappa is None else a.kappa.kappa,
+        "accuracy": None if a.accuracy is None else a.accuracy.estimate,
+        "true_pass_rate": None if a.true_pass is None else a.true_pass.estimate,
+        "true_fail_rate": None if a.true_fail is None else a.true_fail.estimate,
+    }
 
 
 def _usable(r: ScoreRecord) -> bool:
@@ -793,7 +815,20 @@ def compare_runs(
         baseline_label=baseline_label,
         current_label=current_label,
         notes=tuple(dict.fromkeys(notes)),
+        judges=_judges(baseline, current),
     )
+
+
+def _judges(
+    baseline: Run, current: Run
+) -> tuple[tuple[str, ScorerAgreement | None, ScorerAgreement | None], ...]:
+    """Each labelled scorer's agreement on both sides (the same numbers as each run's own
+    report: the labelled records of each run, counted per labelled output)."""
+    from pytest_llmeval.analysis.agreement import run_agreement
+
+    base = {a.scorer: a for a in run_agreement(baseline)}
+    cur = {a.scorer: a for a in run_agreement(current)}
+    return tuple((name, base.get(name), cur.get(name)) for name in sorted({*base, *cur}))
 
 
 def compare_reports(

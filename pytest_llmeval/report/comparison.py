@@ -117,5 +117,18 @@ def format_comparison(cmp: Comparison, *, max_cases: int = 5) -> list[str]:
                 shown = ", ".join(names[:max_cases])
                 more = f", ... ({len(names) - max_cases} more)" if len(names) > max_cases else ""
                 lines.append(f"{s.name}: {len(names)} case(s) {title}: {shown}{more}")
+    for name, base, cur in cmp.judges:
+        lines.append(
+            f"{name}: the judge against your labels: {cmp.baseline_label} {_agreement(base)} "
+            f"-> {cmp.current_label} {_agreement(cur)}"
+        )
     lines.extend(cmp.notes)
     return lines
+
+
+def _agreement(a: Any) -> str:
+    if a is None:
+        return "no labels"
+    if a.kappa is None or a.kappa.kappa is None:
+        return f"kappa undefined over {a.n}"
+    return f"kappa {a.kappa.kappa:.3f} over {a.n}"

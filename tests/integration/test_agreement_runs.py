@@ -104,6 +104,44 @@ def test_the_same_agreement_with_and_without_xdist(labelled: pytest.Pytester) ->
     assert one["agreement"] == two["agreement"]
 
 
+def test_compare_shows_the_same_agreement_and_the_same_judge_gates(
+    labelled: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Through ``compare`` (which reads both reports and judges the current run's gates from
+    its plan): the same agreement as each run's report, and the same gate verdicts."""
+    from pytest_llmeval.analysis.compare import compare_reports
+    from pytest_llmeval.cli.compare import main as compare_main
+
+    labelled.makepyfile(test_labelled=GATED)
+    _, base = _run(labelled)
+    _, cur = _run(labelled, "-n", "2")
+    cmp = compare_reports(base, cur)
+    (gate,) = cur["gates"]
+    (name, b, c) = cmp.judges[0]
+    assert name == "l3score" and b is not None and c is not None
+    assert (
+        c.to_json() == cur["agreement"]["l3score"] and b.to_json() == base["agreement"]["l3score"]
+    )
+    from pytest_llmeval.analysis.gates import evaluate_gates
+    from pytest_llmeval.stores.run_files import run_from_json
+
+    (outcome,) = evaluate_gates(run_from_json(cur, "current"))
+    assert outcome.verdict == gate["verdict"] == "fail"
+    assert [(x.metric, x.verdict) for x in outcome.result.checks] == [
+        (x["metric"], x["verdict"]) for x in gate["result"]["checks"]
+    ]
+    capsys.readouterr()
+    for name_ in ("base.json", "cur.json"):
+        (labelled.path / name_).write_text(json.dumps(base if name_ == "base.json" else cur))
+    compare_main([str(labelled.path / "base.json"), str(labelled.path / "cur.json")])
+    out, _ = capsys.readouterr()
+    b_name, c_name = (str(labelled.path / n) for n in ("base.json", "cur.json"))
+    assert (
+        f"l3score: the judge against your labels: {b_name} kappa 0.400 over 10 -> {c_name} "
+        "kappa 0.400 over 10"
+    ) in out
+
+
 def test_shards_merge_to_the_same_agreement(
     labelled: pytest.Pytester, capsys: pytest.CaptureFixture[str]
 ) -> None:

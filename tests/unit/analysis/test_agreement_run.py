@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from sklearn.metrics import cohen_kappa_score
 
 from pytest_llmeval.analysis.agreement import human_verdict, run_agreement, scorer_agreement
@@ -189,3 +192,34 @@ def test_the_corrected_pass_rate_counts_each_unlabelled_case_once() -> None:
     a = scorer_agreement("factuality", labelled + unlabelled)
     assert a.corrected is not None
     assert (a.corrected.n, a.corrected.raw) == (4, 0.75)
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.one_of(st.none(), st.floats(0, 1), st.just(float("nan"))),
+            st.one_of(st.none(), st.booleans()),
+            st.one_of(st.none(), st.just(0.5)),
+            st.booleans(),
+        ),
+        max_size=30,
+    )
+)
+def test_the_one_record_per_case_path_reduces_as_the_general_one(rows: list) -> None:
+    """Records read from a file may say passed=True under their bound: both paths re-derive
+    the verdict from the score and the bound, never trust the stored flag."""
+    from pytest_llmeval.analysis.agreement import _cases, _judged
+    from pytest_llmeval.core.stats import labelled_pairs, reduce_case
+
+    records = []
+    for i, (score, label, bound, claimed) in enumerate(rows):
+        r = rec(f"c{i}", score, label, min=bound)
+        records.append(dataclasses.replace(r, passed=claimed if score is not None else None))
+    pairs, alone = _judged(records)
+    cases = _cases(records)
+    assert pairs == labelled_pairs(cases)
+    assert alone == [
+        v
+        for c in cases
+        if all(x.human is None for x in c.samples) and (v := reduce_case(c).passed) is not None
+    ]
