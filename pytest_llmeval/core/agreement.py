@@ -23,17 +23,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, Literal
 
 from pytest_llmeval.core.stats import (
     Confusion,
-    Interval,
+    CorrectedRate,
     Kappa,
-    _check_confidence,
-    _z,
     cohen_kappa,
     confusion,
+    corrected_pass_rate,
 )
 
 __all__ = [
@@ -179,161 +177,3 @@ def krippendorff_alpha(
     if expected == 0.0:
         return None
     return 1.0 - (n - 1.0) * observed / expected
-
-
-@dataclass(frozen=True)
-class CorrectedRate:
-    """The true pass rate a judge's observed pass rate implies, given the judge's true-pass
-    rate (passes among outputs people passed) and true-fail rate (fails among outputs people
-    failed), each measured on labelled records. ``estimate`` and ``interval`` are None where the
-    correction is not defined (``reason`` says why: a judge no better than chance, or labelled
-    records too few to tell it from one)."""
-
-    raw: float  # the judge's pass rate over the judged set
-    estimate: float | None
-    interval: Interval | None
-    n: int  # judged records behind ``raw``
-    true_pass: float
-    true_fail: float
-    reason: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "raw": self.raw,
-            "estimate": self.estimate,
-            "interval": None if self.interval is None else self.interval.to_json(),
-            "n": self.n,
-            "true_pass_rate": self.true_pass,
-            "true_fail_rate": self.true_fail,
-            "reason": self.reason,
-        }
-
-
-def corrected_pass_rate(
-    passed: int,
-    n: int,
-    true_pass_hits: int,
-    labelled_pass: int,
-    true_fail_hits: int,
-    labelled_fail: int,
-    confidence: float = 0.95,
-) -> CorrectedRate:
-    """Rogan-Gladen: ``(raw + tf - 1) / (tp + tf - 1)`` for the judge's pass rate ``raw`` =
-    ``passed / n`` over the judged set, its true-pass rate ``tp`` = ``true_pass_hits /
-    labelled_pass`` and true-fail rate ``tf`` = ``true_fail_hits / labelled_fail``, cut to
-    [0, 1].
-
-    The interval is a delta-method interval in the manner of Lang and Reiczigel (2014): each of
-    the three proportions is first moved towards 1/2 as in the Agresti-Coull interval
-    (``z**2 / 2`` successes added to ``z**2`` trials); the delta-method variance of the
-    corrected rate then combines the judged set's binomial variance with the labelled sets',
-    and the interval is cut to [0, 1] (it always holds the estimate). Lang and Reiczigel add
-    only 1 success to 2 trials for the true-pass and true-fail rates and shift the centre; with
-    those constants a 95% interval covered the true rate in 92.8% of 20,000 simulated runs of
-    a good judge (true rate 0.95, 50 labelled records drawn from the same outputs, 200 judged),
-    while ``z**2`` trials on all three kept at least 94% in every configuration of
-    ``benchmarks/bench_correction.py`` where the estimate is defined in at least 90% of the
-    runs, at the price of wider intervals from small labelled sets.
-
-    Not defined (``estimate`` and ``interval`` None, ``reason`` says why):
-
-    - without labelled records of both kinds;
-    - when ``tp + tf <= 1``: the judge passes failing outputs at least as often as passing
-      ones, so its verdicts carry no information about the true rate;
-    - when the labelled records cannot tell the judge from one no better than chance: the
-      Agresti-Caffo interval (1 success added to 2 trials on each side) of ``tp + tf - 1`` at
-      the same confidence reaches 0. The corrected rate is a ratio with ``tp + tf - 1`` below
-      the line, and by Fieller's theorem the confidence set of a ratio whose denominator may
-      be 0 is unbounded: the data do not bound the true pass rate. The delta-method interval
-      stops meaning anything there, and the point estimate divides by a rate
-      difference that may be next to 0, so neither is given; label more records. A judge no
-      better than chance shows ``tp + tf > 1`` on about half of its labelled samples, but
-      passes this check on about 2.5% of them (the benchmark: 0.1-4% depending on the set
-      sizes). This check only withholds: every interval given is the one the delta method
-      gives. Those it withholds in the benchmark mostly spanned all of [0, 1] (median width
-      1) and covered the true rate in 99.96% of runs; the narrowest stood on one or two
-      labelled failing records.
-
-    Where the check withholds often, the intervals it lets through are a selected few and
-    their coverage can sit a little below the level above: 92.7% for a weak judge (true-pass
-    0.65, true-fail 0.6, true rate 0.95, 25 + 25 labelled records, 1,000 judged; 20,000
-    simulated runs, an interval in 48% of them), with 3.6% of all runs getting an interval
-    that misses."""
-    _check_confidence(confidence)
-    for name, hits, total in (
-        ("passed", passed, n),
-        ("true_pass_hits", true_pass_hits, labelled_pass),
-        ("true_fail_hits", true_fail_hits, labelled_fail),
-    ):
-        if not (0 <= hits <= total):
-            raise ValueError(f"{name}={hits} is outside [0, {total}]")
-    if n < 1:
-        raise ValueError("a corrected pass rate needs at least one judged record")
-    raw = passed / n
-    if labelled_pass < 1 or labelled_fail < 1:
-        return CorrectedRate(
-            raw,
-            None,
-            None,
-            n,
-            true_pass_hits / labelled_pass if labelled_pass else math.nan,
-            true_fail_hits / labelled_fail if labelled_fail else math.nan,
-            "the correction needs labelled records people passed and labelled records they "
-            f"failed (have {labelled_pass} passed, {labelled_fail} failed)",
-        )
-    tp = true_pass_hits / labelled_pass
-    tf = true_fail_hits / labelled_fail
-    youden = tp + tf - 1.0
-    if youden <= 0.0:
-        return CorrectedRate(
-            raw,
-            None,
-            None,
-            n,
-            tp,
-            tf,
-            f"the judge is no better than chance on the labelled records (true-pass rate "
-            f"{tp:.3f} + true-fail rate {tf:.3f} <= 1): its pass rate says nothing about the "
-            "true one",
-        )
-    z = _z(confidence)
-    # Agresti-Caffo interval of tp + tf - 1 (a difference of two independent proportions,
-    # tp - (1 - tf)): its lower end must clear 0, else the ratio's confidence set is unbounded
-    tp_c = (true_pass_hits + 1.0) / (labelled_pass + 2.0)
-    tf_c = (true_fail_hits + 1.0) / (labelled_fail + 2.0)
-    youden_sd = math.sqrt(
-        tp_c * (1.0 - tp_c) / (labelled_pass + 2.0) + tf_c * (1.0 - tf_c) / (labelled_fail + 2.0)
-    )
-    youden_low = tp_c + tf_c - 1.0 - z * youden_sd
-    z2 = z * z
-    # Agresti-Coull-adjusted proportions and their trial counts
-    p_a = (passed + z2 / 2.0) / (n + z2)
-    tp_a = (true_pass_hits + z2 / 2.0) / (labelled_pass + z2)
-    tf_a = (true_fail_hits + z2 / 2.0) / (labelled_fail + z2)
-    youden_a = tp_a + tf_a - 1.0
-    if youden_low <= 0.0 or youden_a <= 0.0:
-        return CorrectedRate(
-            raw,
-            None,
-            None,
-            n,
-            tp,
-            tf,
-            f"the labelled records cannot tell the judge from one no better than chance "
-            f"(true-pass rate {tp:.3f} of {labelled_pass}, true-fail rate {tf:.3f} of "
-            f"{labelled_fail}: the {confidence * 100:g}% interval of their sum reaches down to "
-            "1), so its verdicts do not bound the true pass rate; label more records",
-        )
-    estimate = min(1.0, max(0.0, (raw + tf - 1.0) / youden))
-    center = (p_a + tf_a - 1.0) / youden_a
-    var = (
-        p_a * (1.0 - p_a) / (n + z2)
-        + center**2 * tp_a * (1.0 - tp_a) / (labelled_pass + z2)
-        + (1.0 - center) ** 2 * tf_a * (1.0 - tf_a) / (labelled_fail + z2)
-    ) / youden_a**2
-    half = z * math.sqrt(max(var, 0.0))
-    # (the adjusted centre may sit beside the estimate: the interval always holds both)
-    low = max(0.0, min(center - half, estimate))
-    high = min(1.0, max(center + half, estimate))
-    interval = Interval(estimate, low, high, confidence, "rogan-gladen", n)
-    return CorrectedRate(raw, estimate, interval, n, tp, tf)

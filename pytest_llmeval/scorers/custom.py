@@ -16,6 +16,11 @@ evaluation steps (given, or generated once from the criteria and cached). When t
 returns the first token's top logprobs, the score is the probability-weighted mean over the
 scale's tokens; otherwise the reply's integer (``metadata["method"]`` says which). The score is
 normalised to [0, 1]: (s - low) / (high - low).
+
+Why this module is long: the two kinds of judge a user defines share one path from a prompt to
+a registered scorer (the prompt's fields and their fencing, the checks that name the judge and
+the field at fault, spec files that make either, the swap fields of a pairwise classifier);
+split, those checks would be written twice.
 """
 
 from __future__ import annotations
