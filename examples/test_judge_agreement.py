@@ -16,9 +16,8 @@ the first token's logprobs), the cheapest judge scorer on the small local model
 the judge says the answer matches the reference; `label=case.human` records the labelled verdict
 beside the judge's, and the run prints the "judge agreement" section (kappa, true-pass and
 true-fail rates, every disagreement, the corrected pass rate) and the gate below. Alone:
-`bash scripts/run-examples.sh -k test_judge_agreement`. In the whole run the agreement section
-is per scorer over the run, so its corrected pass rate also counts `test_judges.py`'s five
-unlabelled `l3score` records.
+`bash scripts/run-examples.sh -k test_judge_agreement`. The corrected pass rate is this test's
+alone (each test is corrected with the rates measured on its own labels).
 """
 
 from __future__ import annotations

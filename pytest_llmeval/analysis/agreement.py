@@ -103,8 +103,15 @@ class ScorerAgreement:
     spearman: float | None
     mae: float | None
     disagreements: tuple[ScoreRecord, ...]
-    #: the pass rate of the scorer's unlabelled records corrected for the rates above
+    #: the pass rate of the unlabelled records of the one test that has both labelled and
+    #: unlabelled records, corrected for that test's measured rates (None: no such test, or
+    #: several: see ``corrected_by_test``)
     corrected: CorrectedRate | None
+    #: per test ("file::test") with labelled and unlabelled records: the pass rate of its
+    #: unlabelled records corrected for the rates measured on its own labelled ones. Per test,
+    #: because another test may hold the scorer against another bound (a ``max=`` that passes
+    #: when the judge says No) or score the same outputs again
+    corrected_by_test: tuple[tuple[str, CorrectedRate], ...] = ()
 
     @property
     def n(self) -> int:
@@ -146,6 +153,9 @@ class ScorerAgreement:
             "mae": self.mae,
             "disagreements": [_disagreement(r) for r in self.disagreements],
             "corrected": None if self.corrected is None else self.corrected.to_json(),
+            "corrected_by_test": [
+                {"test": test, **rate.to_json()} for test, rate in self.corrected_by_test
+            ],
         }
 
 
@@ -211,9 +221,8 @@ def scorer_agreement(
         rho = spearman(xs, ys)
         mae = mean_absolute_error(xs, ys)
 
-    corrected = None
-    if unlabelled and n:
-        corrected = corrected_pass_rate(sum(unlabelled), len(unlabelled), tp, tp + fn, tn, fp + tn)
+    by_test = _corrected_by_test(records) if unlabelled and n else ()
+    corrected = by_test[0][1] if len(by_test) == 1 else None
     disagreements.sort(key=sort_key)
     return ScorerAgreement(
         scorer=scorer,
@@ -231,7 +240,31 @@ def scorer_agreement(
         mae=mae,
         disagreements=tuple(disagreements),
         corrected=corrected,
+        corrected_by_test=by_test,
     )
+
+
+def _corrected_by_test(
+    records: Sequence[ScoreRecord],
+) -> tuple[tuple[str, CorrectedRate], ...]:
+    """The corrected pass rate of each test with labelled and unlabelled records (see
+    :attr:`ScorerAgreement.corrected_by_test`), by test."""
+    tests: dict[str, list[ScoreRecord]] = {}
+    for r in records:
+        tests.setdefault(f"{r.file}::{r.test}", []).append(r)
+    out = []
+    for test in sorted(tests):
+        pairs, unlabelled = _judged(tests[test])
+        if not pairs or not unlabelled:
+            continue
+        tp = sum(1 for h, j in pairs if h and j)
+        people_pass = sum(1 for h, _ in pairs if h)
+        tn = sum(1 for h, j in pairs if not h and not j)
+        rate = corrected_pass_rate(
+            sum(unlabelled), len(unlabelled), tp, people_pass, tn, len(pairs) - people_pass
+        )
+        out.append((test, rate))
+    return tuple(out)
 
 
 def _judged(records: Sequence[ScoreRecord]) -> tuple[list[tuple[bool, bool]], list[bool]]:

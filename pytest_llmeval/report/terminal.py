@@ -440,13 +440,16 @@ def write_agreement(tr: Any, items: Sequence[ScorerAgreement], verbosity: int) -
             tr.write_line(
                 f"  scores: Spearman {rho}, mean absolute error {mae} ({a.graded} records)"
             )
-        c = a.corrected
-        if c is not None:
+        named = len(a.corrected_by_test) > 1  # each test's own correction, by name
+        for test, c in a.corrected_by_test:
+            where = f" in {test}" if named else ""
             if c.estimate is None or c.interval is None:
-                tr.write_line(f"  corrected pass rate: not defined ({c.reason})", yellow=True)
+                tr.write_line(
+                    f"  corrected pass rate{where}: not defined ({c.reason})", yellow=True
+                )
             else:
                 tr.write_line(
-                    f"  corrected pass rate {_iv(c.interval)} (the judge's raw pass rate "
+                    f"  corrected pass rate{where} {_iv(c.interval)} (the judge's raw pass rate "
                     f"{c.raw:.3f} over {c.n} unlabelled records)"
                 )
         if a.disagreements:

@@ -165,12 +165,13 @@
         ct.appendChild(tr);
       });
       card.appendChild(ct);
-      var cor = a.corrected;
-      if (cor) {
+      var cors = a.corrected_by_test || (a.corrected ? [a.corrected] : []);
+      cors.forEach(function (cor) {
+        var where = cors.length > 1 && cor.test ? " in " + cor.test : "";
         card.appendChild(el("div", "rate corrected", cor.interval
-          ? "corrected pass rate " + ival(cor.interval, true) + " (raw " + fmt(cor.raw) + ", " + cor.n + " unlabelled)"
-          : "corrected pass rate: not defined (" + (cor.reason || "") + ")"));
-      }
+          ? "corrected pass rate" + where + " " + ival(cor.interval, true) + " (raw " + fmt(cor.raw) + ", " + cor.n + " unlabelled)"
+          : "corrected pass rate" + where + ": not defined (" + (cor.reason || "") + ")"));
+      });
       if (isNum(a.spearman) || isNum(a.mae)) {
         card.appendChild(el("div", "mut", "scores: Spearman " + (isNum(a.spearman) ? fmt(a.spearman) : "\u2013") +
           ", mean absolute error " + (isNum(a.mae) ? fmt(a.mae) : "\u2013") + " (" + a.graded + ")"));

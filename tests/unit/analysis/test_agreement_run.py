@@ -223,3 +223,25 @@ def test_the_one_record_per_case_path_reduces_as_the_general_one(rows: list) -> 
         for c in cases
         if all(x.human is None for x in c.samples) and (v := reduce_case(c).passed) is not None
     ]
+
+
+def test_the_correction_is_per_test_never_across_tests() -> None:
+    """Another test's unlabelled records (here held against max=0.5: they pass when the judge
+    says No) are not corrected with this test's rates; two labelled tests get one correction
+    each, by name."""
+    labelled = [rec(f"p{i}", 1.0, True) for i in range(10)]
+    labelled += [rec(f"f{i}", 1.0 if i < 2 else 0.0, False) for i in range(10)]
+    unlabelled = [rec(f"u{i}", 1.0 if i < 3 else 0.0, None) for i in range(4)]
+    other = [
+        dataclasses.replace(rec(f"o{i}", 0.0, None, min=None, max=0.5), test="test_other")
+        for i in range(6)
+    ]
+    a = scorer_agreement("factuality", labelled + unlabelled + other)
+    assert [t for t, _ in a.corrected_by_test] == ["test_x.py::test_x"]
+    assert a.corrected is not None and (a.corrected.n, a.corrected.raw) == (4, 0.75)
+    second = [dataclasses.replace(r, test="test_y") for r in labelled + unlabelled[:2]]
+    b = scorer_agreement("factuality", labelled + unlabelled + second)
+    assert [t for t, _ in b.corrected_by_test] == ["test_x.py::test_x", "test_x.py::test_y"]
+    assert b.corrected is None
+    assert [r.n for _, r in b.corrected_by_test] == [4, 2]
+    assert b.to_json()["corrected_by_test"][1]["test"] == "test_x.py::test_y"
