@@ -9,10 +9,11 @@
   flip rate and any case the asks split on.
 * `swap=True` asks `battle` in both orders: a judge that prefers whichever answer it reads
   first is *position-inconsistent*, counted in the same section.
-* `judges=[...]` asks a panel. Here both judges are the same local model, one greedy and one
-  sampling at temperature 0.8 (a real panel would put a hosted model beside it, with its own
+* `judges=[...]` asks a panel. Here both judges are the same local model sampling at
+  temperature 0.8 with two seeds (a real panel would put a hosted model beside it, with its own
   `base_url` and `api_key`); `panel_reduce="min"` keeps the strictest, and the "judge panel"
-  section gives their agreement and each judge's verdicts and tokens.
+  section gives their agreement and each judge's verdicts and tokens. They ask what the first
+  two of the three asks above asked, so the result cache answers them: the panel costs no call.
 """
 
 from __future__ import annotations
@@ -56,19 +57,18 @@ def test_a_battle_asked_in_both_orders(support_bot):  # type: ignore[no-untyped-
 
 
 PANEL = [
-    Judge("local", name="greedy"),
-    Judge("local", name="warm", options={"temperature": 0.8, "seed": 7}),
+    Judge("local", name="seed-0", options={"temperature": 0.8, "seed": 0}),
+    Judge("local", name="seed-1", options={"temperature": 0.8, "seed": 1}),
 ]
 
 
 @pytest.mark.llm_eval
 def test_the_strictest_of_a_panel_passes_a_clear_answer(support_bot):  # type: ignore[no-untyped-def]
-    question = "How many legs does a spider have?"
     assert_score(
         "closed_qa",
-        input=question,
-        output=support_bot(question),
-        criteria="Says a spider has eight legs.",
+        input=QUESTION,
+        output=support_bot(QUESTION),
+        criteria="Names Paris as the capital of France.",
         min=0.5,
         judges=PANEL,
         panel_reduce="min",
