@@ -411,6 +411,17 @@ def _swapping(scorer: str | Scorer | type[Scorer], kwargs: Mapping[str, Any]) ->
             hint="swap= works with battle, summary, summary_quality and classifiers defined "
             "with swap_fields=(a, b)",
         )
+    lo, hi = (float(x) for x in _scorer_class(scorer).score_range)
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        # the second order is read back as lo + hi - s: an unbounded end has no mirror (it
+        # would read every answer back as infinity, a pass for any min=)
+        raise ScorerConfigError(
+            name,
+            "swap",
+            f"reads the second order back on the mirrored range, and this scorer's range "
+            f"[{lo}, {hi}] is unbounded",
+            hint="swap= needs a scorer with a bounded range",
+        )
     return _Swap(pair)
 
 

@@ -250,3 +250,23 @@ def test_bad_swaps_say_what_to_do(cached_ctx: ScoringContext) -> None:
     with pytest.raises(ScorerConfigError, match="two different field names"):
         llm_classifier("k3", "Is {{a}} kind?", {"Y": 1.0, "N": 0.0}, swap_fields="ab")
     assert score("exact_match", output="a", expected="a", swap=False).value == 1.0
+
+
+def test_swap_refuses_a_scorer_with_an_unbounded_range(cached_ctx: ScoringContext) -> None:
+    # lo + hi - s on [0, inf) reads every second answer back as inf: min= would always pass
+    from pytest_llmeval import assert_score
+    from pytest_llmeval.core.scores import Score
+    from pytest_llmeval.engine.scoring import Scorer
+
+    class Margin(Scorer):
+        name = "pairwise_margin"
+        score_range = (0.0, float("inf"))
+        uses_judge = True
+        swap_fields = ("output", "expected")
+        required_inputs = ("output", "expected")
+
+        def compute(self, inputs: Any, ctx: Any) -> Score:
+            return Score(value=0.0 if inputs["output"] == "bad" else 5.0)
+
+    with pytest.raises(ScorerConfigError, match="unbounded"):
+        assert_score(Margin, output="bad", expected="good", swap=True, min=1.0)
