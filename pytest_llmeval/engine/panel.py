@@ -77,10 +77,19 @@ class Judge:
         from urllib.parse import urlsplit
 
         try:
-            host = urlsplit(self.base_url).netloc.rpartition("@")[2] or self.base_url
+            host = urlsplit(self.base_url).netloc.rpartition("@")[2]
         except ValueError:
-            host = redact_url(self.base_url)
-        return f"{self.model}@{host}"
+            host = ""
+        # (no host without a scheme: "user:pw@host/v1" is shown masked)
+        return f"{self.model}@{host or redact_url(self.base_url)}"
+
+    def __repr__(self) -> str:
+        # the endpoint may hold credentials (user-info, a key in the query); the key is never shown
+        url = None if self.base_url is None else redact_url(self.base_url)
+        return (
+            f"Judge(model={self.model!r}, base_url={url!r}, name={self.name!r}, "
+            f"options={dict(self.options)!r})"
+        )
 
     def call_options(self) -> dict[str, Any]:
         out: dict[str, Any] = {"model": self.model, **self.options}

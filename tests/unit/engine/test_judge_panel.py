@@ -195,3 +195,11 @@ def test_min_is_the_strictest_judge_for_a_lower_is_better_scorer() -> None:
     assert strict.value == 0.7  # the judge that found it most toxic
     most = Panel("toxicity", judges, "majority").combine(Toxicity(), answers, 0.0)  # type: ignore[arg-type]
     assert most.value == 0.2  # two of three judges say at most 0.2
+
+
+def test_a_judge_repr_and_label_mask_credentials_in_any_endpoint() -> None:
+    with_scheme = Judge("m", base_url="https://user:pw-SECRET@host/v1?api-key=SECRET2")
+    assert "SECRET" not in repr(with_scheme) and "host" in repr(with_scheme)
+    no_scheme = Judge("m", base_url="user:pw-SECRET@127.0.0.1:9/v1")
+    assert "SECRET" not in no_scheme.label and "127.0.0.1:9" in no_scheme.label
+    assert "SECRET" not in repr(no_scheme) + json.dumps(no_scheme.describe())
