@@ -324,6 +324,19 @@ def panel_of(scorer: str, scorer_cls: type[Scorer], kwargs: Mapping[str, Any]) -
             f"names the judge {dup!r} twice",
             hint="Give each judge its own name= when two share a model and endpoint",
         )
+    asks = [(j.model, j.base_url, sorted(j.options.items())) for j in members]
+    same = next((i for i, x in enumerate(asks) if asks.index(x) != i), None)
+    if same is not None:
+        # (the cache key holds no name and no key: the second would read the first's answer)
+        raise ScorerConfigError(
+            scorer,
+            "judges",
+            f"asks {members[asks.index(asks[same])].label!r} and {members[same].label!r} the "
+            "same question (one model, endpoint and options): the second would read the "
+            "first's cached answer, one verdict counted twice",
+            hint="Ask one judge several times with judge_samples=K, or give the two different "
+            "options (e.g. temperature)",
+        )
     if how is not None and how not in PANEL_REDUCERS:
         raise ScorerConfigError(
             scorer, "panel_reduce", f"is {how!r}", hint=f"Use one of {', '.join(PANEL_REDUCERS)}"
