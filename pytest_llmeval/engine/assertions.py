@@ -380,13 +380,16 @@ def _panel(scorer: str | Scorer | type[Scorer], kwargs: Mapping[str, Any]) -> Pa
 
 def _panel_result(
     scorer: str | Scorer | type[Scorer],
-    inst: Scorer | None,
+    fields: Mapping[str, Any],
+    rest: Mapping[str, Any],
     panel: Panel,
     answers: Sequence[Score | BaseException],
     t0: float,
 ) -> tuple[Scorer, Score]:
-    if inst is None:  # no judge answered: the panel's error says why
-        inst = resolve_scorer(scorer, {})
+    # The instrument is always the first judge's scorer, whichever judges answered: else a
+    # case where the first failed (panel_errors='survivors') would name another instrument.
+    opts = _without_sampling({**rest, **panel.judges[0].call_options()})
+    inst = _split(scorer, fields, opts)[0]
     return inst, panel.combine(inst, answers, t0)
 
 
@@ -727,18 +730,16 @@ def _score_sync(
         t0 = time.perf_counter()
         rest = {k: v for k, v in kwargs.items() if k not in PANEL_KEYWORDS}
         answers: list[Score | BaseException] = []
-        inst: Scorer | None = None
         for judge in panel.judges:
             try:
-                made, answer = _score_sync(scorer, fields, {**rest, **judge.call_options()}, ctx)
+                answer = _score_sync(scorer, fields, {**rest, **judge.call_options()}, ctx)[1]
             except Exception as exc:
                 if not member_error(exc):
                     raise
                 answers.append(exc)
             else:
-                inst = inst or made  # the first judge that answered names the instrument
                 answers.append(answer)
-        return _panel_result(scorer, inst, panel, answers, t0)
+        return _panel_result(scorer, fields, rest, panel, answers, t0)
     swap = _swapping(scorer, kwargs)
     plan = _sampling(scorer, kwargs, ctx)
     options = _without_sampling(kwargs)
@@ -826,9 +827,8 @@ async def _score_async(
         for d in done:
             if isinstance(d, BaseException) and not member_error(d):
                 raise d
-        inst = next((d[0] for d in done if not isinstance(d, BaseException)), None)
         answers = [d if isinstance(d, BaseException) else d[1] for d in done]
-        return _panel_result(scorer, inst, panel, answers, t0)
+        return _panel_result(scorer, fields, rest, panel, answers, t0)
     swap = _swapping(scorer, kwargs)
     plan = _sampling(scorer, kwargs, ctx)
     options = _without_sampling(kwargs)

@@ -203,3 +203,37 @@ def test_a_judge_repr_and_label_mask_credentials_in_any_endpoint() -> None:
     no_scheme = Judge("m", base_url="user:pw-SECRET@127.0.0.1:9/v1")
     assert "SECRET" not in no_scheme.label and "127.0.0.1:9" in no_scheme.label
     assert "SECRET" not in repr(no_scheme) + json.dumps(no_scheme.describe())
+
+
+def test_two_judges_asking_the_same_question_are_refused(
+    judge_server: OpenAITestServer, ctx: ScoringContext
+) -> None:
+    # a name or a key is not in the cache key: the second judge would read the first's answer,
+    # and a majority of [a, a', b] would count a's verdict twice
+    same = [
+        Judge("a", base_url=judge_server.base_url, name="a1"),
+        Judge("a", base_url=judge_server.base_url, name="a2", api_key="sk-other"),
+        "b",
+    ]
+    with pytest.raises(ScorerConfigError, match="same question"):
+        score("closed_qa", **QA, judges=same, panel_reduce="majority")
+    assert judge_server.requests_to("chat") == []
+    judge_server.set_default(lambda body: choice("Y"))
+    warm = Judge("a", base_url=judge_server.base_url, name="a2", options={"temperature": 0.7})
+    s = score("closed_qa", **QA, judges=[same[0], warm])
+    assert [m["cached"] for m in s.metadata["panel"]] == [False, False]
+
+
+def test_the_panel_instrument_does_not_depend_on_which_judge_answered(
+    judge_server: OpenAITestServer, second: OpenAITestServer, ctx: ScoringContext
+) -> None:
+    from pytest_llmeval.engine.assertions import _instrument_of, _score_sync
+
+    judges = [Judge("a", base_url=judge_server.base_url), Judge("b", base_url=second.base_url)]
+    kwargs = {"criteria": "c", "judges": judges, "panel_errors": "survivors"}
+    judge_server.enqueue(choice("Y"), error(500, "judge a is down"))
+    second.set_default(lambda body: choice("Y"))
+    both, _ = _score_sync("closed_qa", {"input": "q", "output": "4"}, kwargs, ctx)
+    only_b, s = _score_sync("closed_qa", {"input": "q", "output": "5"}, kwargs, ctx)
+    assert s.metadata["panel"][0]["score"] is None  # judge a failed, b survived
+    assert _instrument_of(both, ctx, kwargs).digest == _instrument_of(only_b, ctx, kwargs).digest
