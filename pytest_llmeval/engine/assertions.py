@@ -298,15 +298,16 @@ class _Sampling:
         rep = scores[chosen]
         listed = ", ".join(f"{v:.4g}" for v in values)
         head = f"{self.k} judge samples ({listed}), {self.how} {value:.4g}"
+        metadata = {**rep.metadata, "judge_samples": asks, "judge_reduce": self.how}
+        if self.how == "mean" and len({s.metadata.get("choice") for s in scores}) > 1:
+            # the mean of split asks is no one choice: the agreement's choice table must not
+            # count it as the representative ask's (each ask's choice is in judge_samples)
+            metadata.pop("choice", None)
         return Score(
             value=value,
             scorer=inst.name,
             rationale=f"{head}; ask {chosen + 1}: {rep.rationale}" if rep.rationale else head,
-            metadata={
-                **rep.metadata,
-                "judge_samples": asks,
-                "judge_reduce": self.how,
-            },
+            metadata=metadata,
             usage=usage,
             cached=all(s.cached for s in scores),
             duration_s=time.perf_counter() - t0,
@@ -363,11 +364,15 @@ class _Swap:
             f"{self.fields[0]} and {self.fields[1]} exchanged (read back {mirrored:.4g}): "
             f"{word}, mean {value:.4g}"
         )
+        metadata = {**first.metadata, "swap": swap}
+        if not consistent:
+            # (the orders disagree: the first order's choice is not the verdict)
+            metadata.pop("choice", None)
         return Score(
             value=value,
             scorer=inst.name,
             rationale=f"{head}; first order: {first.rationale}" if first.rationale else head,
-            metadata={**first.metadata, "swap": swap},
+            metadata=metadata,
             usage=usage,
             cached=first.cached and second.cached,
             duration_s=time.perf_counter() - t0,

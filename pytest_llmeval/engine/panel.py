@@ -225,16 +225,20 @@ class Panel:
                 + ", ".join(j.label for j, _ in failed)
             )
         rationale = f"{head}; {rep_judge.label}: {rep.rationale}" if rep.rationale else head
+        metadata = {
+            **rep.metadata,
+            "panel": members,
+            "panel_reduce": self.reduce,
+            "panel_errors": self.errors,
+        }
+        if self.reduce == "mean" and len({s.metadata.get("choice") for _, s in scored}) > 1:
+            # the mean of split judges is no one judge's choice (each judge's is in "panel")
+            metadata.pop("choice", None)
         return Score(
             value=value,
             scorer=inst.name,
             rationale=rationale,
-            metadata={
-                **rep.metadata,
-                "panel": members,
-                "panel_reduce": self.reduce,
-                "panel_errors": self.errors,
-            },
+            metadata=metadata,
             usage=usage,
             cached=all(s.cached for _, s in scored) and not failed,
             duration_s=time.perf_counter() - t0,

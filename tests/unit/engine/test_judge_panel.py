@@ -237,3 +237,17 @@ def test_the_panel_instrument_does_not_depend_on_which_judge_answered(
     only_b, s = _score_sync("closed_qa", {"input": "q", "output": "5"}, kwargs, ctx)
     assert s.metadata["panel"][0]["score"] is None  # judge a failed, b survived
     assert _instrument_of(both, ctx, kwargs).digest == _instrument_of(only_b, ctx, kwargs).digest
+
+
+def test_a_split_panel_mean_claims_no_one_choice(
+    judge_server: OpenAITestServer, second: OpenAITestServer, ctx: ScoringContext
+) -> None:
+    judge_server.enqueue(choice("Y"))
+    second.enqueue(choice("N"))
+    s = score("closed_qa", **QA, judges=panel(judge_server, second))
+    assert s.value == 0.5 and "choice" not in s.metadata
+    judge_server.enqueue(choice("Y"))
+    second.enqueue(choice("N"))
+    five = {**QA, "output": "5"}
+    strict = score("closed_qa", **five, judges=panel(judge_server, second), panel_reduce="min")
+    assert strict.value == 0.0 and strict.metadata["choice"] == "N"

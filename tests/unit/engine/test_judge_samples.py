@@ -270,3 +270,22 @@ def test_swap_refuses_a_scorer_with_an_unbounded_range(cached_ctx: ScoringContex
 
     with pytest.raises(ScorerConfigError, match="unbounded"):
         assert_score(Margin, output="bad", expected="good", swap=True, min=1.0)
+
+
+def test_a_split_verdict_claims_no_one_choice(
+    judge_server: OpenAITestServer, cached_ctx: ScoringContext
+) -> None:
+    # the agreement's choice table reads metadata["choice"]: a mean of Y and N (0.5), or two
+    # orders that disagree, is not the first ask's "Y"
+    judge_server.enqueue(choice("Y"), choice("N"))
+    split = score("closed_qa", **QA, judge_samples=2)
+    assert split.value == 0.5 and "choice" not in split.metadata
+    judge_server.enqueue(choice("Y"), choice("Y"))
+    same = score("closed_qa", **{**QA, "output": "four"}, judge_samples=2)
+    assert same.metadata["choice"] == "Y"
+    judge_server.enqueue(choice("Yes"), choice("Yes"))
+    inconsistent = score("battle", **BATTLE, swap=True)
+    assert inconsistent.value == 0.5 and "choice" not in inconsistent.metadata
+    judge_server.enqueue(choice("Yes"), choice("No"))
+    consistent = score("battle", **{**BATTLE, "output": "OUT-hey"}, swap=True)
+    assert consistent.metadata["choice"] == "Yes"
