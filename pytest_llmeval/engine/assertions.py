@@ -430,6 +430,23 @@ def _swapping(scorer: str | Scorer | type[Scorer], kwargs: Mapping[str, Any]) ->
             f"[{lo}, {hi}] is unbounded",
             hint="swap= needs a scorer with a bounded range",
         )
+    choices = getattr(_scorer_class(scorer), "choice_scores", None)
+    if isinstance(choices, Mapping):
+        values = [float(v) for v in choices.values()]
+        lonely = next(
+            (v for v in values if not any(abs(lo + hi - v - w) <= 1e-9 for w in values)), None
+        )
+        if lonely is not None:
+            # a choice whose mirrored score is no choice cannot be read back: a judge that
+            # answered it in both orders would get their mean, which is not what it said
+            raise ScorerConfigError(
+                name,
+                "swap",
+                f"reads the second order's choice back as {lo:g} + {hi:g} - its score, and the "
+                f"choice scored {lonely:g} has no mirror among the choices' scores "
+                f"({', '.join(f'{v:g}' for v in sorted(set(values)))})",
+                hint="Score the choices symmetrically (e.g. a tie 0.5) to ask in both orders",
+            )
     return _Swap(pair)
 
 

@@ -289,3 +289,33 @@ def test_a_split_verdict_claims_no_one_choice(
     judge_server.enqueue(choice("Yes"), choice("No"))
     consistent = score("battle", **{**BATTLE, "output": "OUT-hey"}, swap=True)
     assert consistent.metadata["choice"] == "Yes"
+
+
+def test_swap_refuses_choices_that_cannot_be_read_back(
+    judge_server: OpenAITestServer, cached_ctx: ScoringContext
+) -> None:
+    # "same" (0.3) read back in the other order is 0.7, no choice: a judge that said "same"
+    # in both orders would get 0.5 and pass min=0.5, though it said 0.3 twice
+    from pytest_llmeval import assert_score, llm_classifier
+
+    cls = llm_classifier(
+        "kinder_lopsided",
+        "Is {{a}} kinder than {{b}}?",
+        {"better": 1.0, "same": 0.3, "worse": 0.0},
+        use_cot=False,
+        swap_fields=("a", "b"),
+        register=False,
+    )
+    judge_server.set_default(lambda body: tool_call({"choice": "same"}))
+    with pytest.raises(ScorerConfigError, match="no mirror"):
+        assert_score(cls, a="A", b="B", swap=True, min=0.5)
+    assert judge_server.requests_to("chat") == []
+    fair = llm_classifier(
+        "kinder_fair",
+        "Is {{a}} kinder than {{b}}?",
+        {"better": 1.0, "same": 0.5, "worse": 0.0},
+        use_cot=False,
+        swap_fields=("a", "b"),
+        register=False,
+    )
+    assert score(fair, a="A", b="B", swap=True).value == 0.5
