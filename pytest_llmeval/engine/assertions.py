@@ -29,7 +29,7 @@ from pytest_llmeval.core.errors import (
 from pytest_llmeval.core.model import Instrument
 from pytest_llmeval.core.records import EMPTY_MAPPING, ScoreRecord, current_recorder
 from pytest_llmeval.core.redaction import redact_text
-from pytest_llmeval.core.scores import Score
+from pytest_llmeval.core.scores import Score, Usage
 from pytest_llmeval.core.settings import Secret
 from pytest_llmeval.core.usage import UsageCollector, current_usage
 from pytest_llmeval.engine import context as _context_module
@@ -770,14 +770,39 @@ def _score_sync(
     def once(fields: Mapping[str, Any], options: Mapping[str, Any]) -> tuple[Scorer, Score]:
         if plan is None:
             return _score_sync_one(scorer, fields, options, ctx)
-        asks = [_score_sync_one(scorer, fields, opts, ctx, ask) for ask, opts in plan.asks(options)]
+        asks: list[tuple[Scorer, Score]] = []
+        for ask, opts in plan.asks(options):
+            try:
+                asks.append(_score_sync_one(scorer, fields, opts, ctx, ask))
+            except Exception as exc:
+                _paid_before(exc, [s for _, s in asks])
+                raise
         return asks[0][0], plan.reduce(asks[0][0], [s for _, s in asks], t0)
 
     inst, first = once(fields, options)
     if swap is None:
         return inst, first
-    _, second = once(*swap.exchange(fields, options))
+    try:
+        _, second = once(*swap.exchange(fields, options))
+    except Exception as exc:
+        _paid_before(exc, [first])
+        raise
     return inst, swap.combine(inst, first, second, t0)
+
+
+def _paid_before(exc: BaseException, answered: Sequence[Score]) -> None:
+    """Make ``exc`` (the error of one ask or order) carry, besides its own judge calls, those
+    of the asks that answered before it failed: the case's record shows what it paid (their
+    answers are cached, so the next run does not pay them again)."""
+    total: Usage | None = getattr(exc, "llm_eval_usage", None)
+    for s in answered:
+        if s.usage is not None and not s.cached:
+            total = s.usage if total is None else total + s.usage
+    if total is not None:
+        try:
+            exc.llm_eval_usage = total  # type: ignore[attr-defined]
+        except AttributeError:
+            pass
 
 
 def _score_sync_one(
@@ -859,17 +884,35 @@ async def _score_async(
     async def once(fields: Mapping[str, Any], options: Mapping[str, Any]) -> tuple[Scorer, Score]:
         if plan is None:
             return await _score_async_one(scorer, fields, options, ctx)
-        asks = await asyncio.gather(
-            *(_score_async_one(scorer, fields, o, ctx, ask) for ask, o in plan.asks(options))
+        asks = _all_answered(
+            await asyncio.gather(
+                *(_score_async_one(scorer, fields, o, ctx, ask) for ask, o in plan.asks(options)),
+                return_exceptions=True,
+            )
         )
         return asks[0][0], plan.reduce(asks[0][0], [s for _, s in asks], t0)
 
     if swap is None:
         return await once(fields, options)
-    (inst, first), (_, second) = await asyncio.gather(
-        once(fields, options), once(*swap.exchange(fields, options))
+    (inst, first), (_, second) = _all_answered(
+        await asyncio.gather(
+            once(fields, options), once(*swap.exchange(fields, options)), return_exceptions=True
+        )
     )
     return inst, swap.combine(inst, first, second, t0)
+
+
+def _all_answered(
+    done: Sequence[tuple[Scorer, Score] | BaseException],
+) -> list[tuple[Scorer, Score]]:
+    """The answers of asks run together, or the first one's error carrying what the others
+    paid (see :func:`_paid_before`)."""
+    answered = [d for d in done if not isinstance(d, BaseException)]
+    failed = next((d for d in done if isinstance(d, BaseException)), None)
+    if failed is not None:
+        _paid_before(failed, [s for _, s in answered])
+        raise failed
+    return answered
 
 
 async def _score_async_one(

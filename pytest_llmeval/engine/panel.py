@@ -183,7 +183,7 @@ class Panel:
         ]
         scored = [(j, a) for j, a in zip(self.judges, answers, strict=True) if isinstance(a, Score)]
         if failed and (self.errors == "error" or not scored):
-            raise self._failure(failed, len(scored))
+            raise self._failure(failed, [s for _, s in scored])
         values = [s.value for _, s in scored]
         if self.reduce == "mean":
             value = math.fsum(values) / len(values)
@@ -244,7 +244,10 @@ class Panel:
             duration_s=time.perf_counter() - t0,
         )
 
-    def _failure(self, failed: Sequence[tuple[Judge, BaseException]], answered: int) -> JudgeError:
+    def _failure(
+        self, failed: Sequence[tuple[Judge, BaseException]], scored: Sequence[Score]
+    ) -> JudgeError:
+        answered = len(scored)
         causes = "; ".join(
             f"{j.label}: {redact_text(f'{type(e).__name__}: {e}')}" for j, e in failed
         )
@@ -260,7 +263,9 @@ class Panel:
             else " (panel_errors='survivors' would reduce the judges that answered)"
         )
         err = JudgeError(f"judge panel for scorer {self.scorer!r}: {what}: {causes}{hint}")
+        # what the failed judges paid, and the judges that answered (cached: not paid again)
         spent = [getattr(e, "llm_eval_usage", None) for _, e in failed]
+        spent += [s.usage for s in scored if not s.cached]
         total = None
         for u in spent:
             if u is not None:

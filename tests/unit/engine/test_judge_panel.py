@@ -251,3 +251,14 @@ def test_a_split_panel_mean_claims_no_one_choice(
     five = {**QA, "output": "5"}
     strict = score("closed_qa", **five, judges=panel(judge_server, second), panel_reduce="min")
     assert strict.value == 0.0 and strict.metadata["choice"] == "N"
+
+
+def test_a_panel_error_carries_what_the_judges_that_answered_paid(
+    judge_server: OpenAITestServer, second: OpenAITestServer, ctx: ScoringContext
+) -> None:
+    judge_server.enqueue(choice("Y"))
+    second.enqueue(error(500, "judge b is down"))
+    with pytest.raises(JudgeError) as info:
+        score("closed_qa", **QA, judges=panel(judge_server, second))
+    spent = info.value.llm_eval_usage  # type: ignore[attr-defined]
+    assert spent.calls == 1 and spent.prompt_tokens == 100  # a's answer (cached for next time)

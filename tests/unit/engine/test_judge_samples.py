@@ -319,3 +319,28 @@ def test_swap_refuses_choices_that_cannot_be_read_back(
         register=False,
     )
     assert score(fair, a="A", b="B", swap=True).value == 0.5
+
+
+def test_a_failed_ask_or_order_carries_what_the_answered_ones_paid(
+    judge_server: OpenAITestServer, cached_ctx: ScoringContext
+) -> None:
+    # the case's record shows the judge calls of the asks that answered before one failed
+    judge_server.enqueue(choice("Y"), *[error(500, "boom")] * 3)
+    with pytest.raises(JudgeError) as info:
+        score("closed_qa", **QA, judge_samples=2)
+    alone = 0  # (a failed try is no answered call)
+    assert info.value.llm_eval_usage.calls == alone + 1  # type: ignore[attr-defined]
+    judge_server.enqueue(choice("Yes"), *[error(500, "boom")] * 3)
+    with pytest.raises(JudgeError) as info:
+        score("battle", **BATTLE, swap=True)
+    assert info.value.llm_eval_usage.calls == alone + 1  # type: ignore[attr-defined]
+
+    async def main() -> None:
+        judge_server.set_default(
+            lambda body: error(500, "boom") if body.get("seed") == 1 else choice("Y")
+        )
+        with pytest.raises(JudgeError) as info:
+            await score_async("closed_qa", **{**QA, "output": "four"}, judge_samples=3)
+        assert info.value.llm_eval_usage.calls == alone + 2  # type: ignore[attr-defined]
+
+    asyncio.run(main())
