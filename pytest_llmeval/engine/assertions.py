@@ -757,6 +757,7 @@ def _score_sync(
                 answer = _score_sync(scorer, fields, {**rest, **judge.call_options()}, ctx)[1]
             except Exception as exc:
                 if not member_error(exc):
+                    _paid_before(exc, [a for a in answers if isinstance(a, Score)])
                     raise
                 answers.append(exc)
             else:
@@ -873,6 +874,7 @@ async def _score_async(
         )
         for d in done:
             if isinstance(d, BaseException) and not member_error(d):
+                _paid_before(d, [a[1] for a in done if not isinstance(a, BaseException)])
                 raise d
         answers = [d if isinstance(d, BaseException) else d[1] for d in done]
         return _panel_result(scorer, fields, rest, panel, answers, t0)
