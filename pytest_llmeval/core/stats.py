@@ -1115,8 +1115,12 @@ def labelled_pairs(cases: Sequence[CaseSamples], reducer: str = "mean") -> list[
                 groups.setdefault((s.index, s.human), []).append(s)
         for (_, human), group in groups.items():
             bounded = next((s for s in group if not s.errored), group[0])
-            bmin = bounded.min if bounded.min is not None else c.min
-            bmax = bounded.max if bounded.max is not None else c.max
+            # the assertion's own bound, both ends (a max-only assertion has no min: the case's,
+            # another assertion's, would judge it against a bound it never had)
+            if bounded.min is not None or bounded.max is not None:
+                bmin, bmax = bounded.min, bounded.max
+            else:
+                bmin, bmax = c.min, c.max
             judged = _reduce(c.case, group, bmin, bmax, reducer)
             if judged.passed is not None and judged.n_errors == 0:
                 pairs.append((human, judged.passed))

@@ -29,7 +29,7 @@ from pytest_llmeval.core.errors import (
 from pytest_llmeval.core.model import Instrument
 from pytest_llmeval.core.records import EMPTY_MAPPING, ScoreRecord, current_recorder
 from pytest_llmeval.core.redaction import redact_text
-from pytest_llmeval.core.scores import Score
+from pytest_llmeval.core.scores import Score, Usage
 from pytest_llmeval.core.settings import Secret
 from pytest_llmeval.core.usage import UsageCollector, current_usage
 from pytest_llmeval.engine import context as _context_module
@@ -298,15 +298,16 @@ class _Sampling:
         rep = scores[chosen]
         listed = ", ".join(f"{v:.4g}" for v in values)
         head = f"{self.k} judge samples ({listed}), {self.how} {value:.4g}"
+        metadata = {**rep.metadata, "judge_samples": asks, "judge_reduce": self.how}
+        if self.how == "mean" and len({s.metadata.get("choice") for s in scores}) > 1:
+            # the mean of split asks is no one choice: the agreement's choice table must not
+            # count it as the representative ask's (each ask's choice is in judge_samples)
+            metadata.pop("choice", None)
         return Score(
             value=value,
             scorer=inst.name,
             rationale=f"{head}; ask {chosen + 1}: {rep.rationale}" if rep.rationale else head,
-            metadata={
-                **rep.metadata,
-                "judge_samples": asks,
-                "judge_reduce": self.how,
-            },
+            metadata=metadata,
             usage=usage,
             cached=all(s.cached for s in scores),
             duration_s=time.perf_counter() - t0,
@@ -363,11 +364,15 @@ class _Swap:
             f"{self.fields[0]} and {self.fields[1]} exchanged (read back {mirrored:.4g}): "
             f"{word}, mean {value:.4g}"
         )
+        metadata = {**first.metadata, "swap": swap}
+        if not consistent:
+            # (the orders disagree: the first order's choice is not the verdict)
+            metadata.pop("choice", None)
         return Score(
             value=value,
             scorer=inst.name,
             rationale=f"{head}; first order: {first.rationale}" if first.rationale else head,
-            metadata={**first.metadata, "swap": swap},
+            metadata=metadata,
             usage=usage,
             cached=first.cached and second.cached,
             duration_s=time.perf_counter() - t0,
@@ -380,13 +385,16 @@ def _panel(scorer: str | Scorer | type[Scorer], kwargs: Mapping[str, Any]) -> Pa
 
 def _panel_result(
     scorer: str | Scorer | type[Scorer],
-    inst: Scorer | None,
+    fields: Mapping[str, Any],
+    rest: Mapping[str, Any],
     panel: Panel,
     answers: Sequence[Score | BaseException],
     t0: float,
 ) -> tuple[Scorer, Score]:
-    if inst is None:  # no judge answered: the panel's error says why
-        inst = resolve_scorer(scorer, {})
+    # The instrument is always the first judge's scorer, whichever judges answered: else a
+    # case where the first failed (panel_errors='survivors') would name another instrument.
+    opts = _without_sampling({**rest, **panel.judges[0].call_options()})
+    inst = _split(scorer, fields, opts)[0]
     return inst, panel.combine(inst, answers, t0)
 
 
@@ -411,6 +419,34 @@ def _swapping(scorer: str | Scorer | type[Scorer], kwargs: Mapping[str, Any]) ->
             hint="swap= works with battle, summary, summary_quality and classifiers defined "
             "with swap_fields=(a, b)",
         )
+    lo, hi = (float(x) for x in _scorer_class(scorer).score_range)
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        # the second order is read back as lo + hi - s: an unbounded end has no mirror (it
+        # would read every answer back as infinity, a pass for any min=)
+        raise ScorerConfigError(
+            name,
+            "swap",
+            f"reads the second order back on the mirrored range, and this scorer's range "
+            f"[{lo}, {hi}] is unbounded",
+            hint="swap= needs a scorer with a bounded range",
+        )
+    choices = getattr(_scorer_class(scorer), "choice_scores", None)
+    if isinstance(choices, Mapping):
+        values = [float(v) for v in choices.values()]
+        lonely = next(
+            (v for v in values if not any(abs(lo + hi - v - w) <= 1e-9 for w in values)), None
+        )
+        if lonely is not None:
+            # a choice whose mirrored score is no choice cannot be read back: a judge that
+            # answered it in both orders would get their mean, which is not what it said
+            raise ScorerConfigError(
+                name,
+                "swap",
+                f"reads the second order's choice back as {lo:g} + {hi:g} - its score, and the "
+                f"choice scored {lonely:g} has no mirror among the choices' scores "
+                f"({', '.join(f'{v:g}' for v in sorted(set(values)))})",
+                hint="Score the choices symmetrically (e.g. a tie 0.5) to ask in both orders",
+            )
     return _Swap(pair)
 
 
@@ -716,18 +752,17 @@ def _score_sync(
         t0 = time.perf_counter()
         rest = {k: v for k, v in kwargs.items() if k not in PANEL_KEYWORDS}
         answers: list[Score | BaseException] = []
-        inst: Scorer | None = None
         for judge in panel.judges:
             try:
-                made, answer = _score_sync(scorer, fields, {**rest, **judge.call_options()}, ctx)
+                answer = _score_sync(scorer, fields, {**rest, **judge.call_options()}, ctx)[1]
             except Exception as exc:
                 if not member_error(exc):
+                    _paid_before(exc, [a for a in answers if isinstance(a, Score)])
                     raise
                 answers.append(exc)
             else:
-                inst = inst or made  # the first judge that answered names the instrument
                 answers.append(answer)
-        return _panel_result(scorer, inst, panel, answers, t0)
+        return _panel_result(scorer, fields, rest, panel, answers, t0)
     swap = _swapping(scorer, kwargs)
     plan = _sampling(scorer, kwargs, ctx)
     options = _without_sampling(kwargs)
@@ -736,14 +771,39 @@ def _score_sync(
     def once(fields: Mapping[str, Any], options: Mapping[str, Any]) -> tuple[Scorer, Score]:
         if plan is None:
             return _score_sync_one(scorer, fields, options, ctx)
-        asks = [_score_sync_one(scorer, fields, opts, ctx, ask) for ask, opts in plan.asks(options)]
+        asks: list[tuple[Scorer, Score]] = []
+        for ask, opts in plan.asks(options):
+            try:
+                asks.append(_score_sync_one(scorer, fields, opts, ctx, ask))
+            except Exception as exc:
+                _paid_before(exc, [s for _, s in asks])
+                raise
         return asks[0][0], plan.reduce(asks[0][0], [s for _, s in asks], t0)
 
     inst, first = once(fields, options)
     if swap is None:
         return inst, first
-    _, second = once(*swap.exchange(fields, options))
+    try:
+        _, second = once(*swap.exchange(fields, options))
+    except Exception as exc:
+        _paid_before(exc, [first])
+        raise
     return inst, swap.combine(inst, first, second, t0)
+
+
+def _paid_before(exc: BaseException, answered: Sequence[Score]) -> None:
+    """Make ``exc`` (the error of one ask or order) carry, besides its own judge calls, those
+    of the asks that answered before it failed: the case's record shows what it paid (their
+    answers are cached, so the next run does not pay them again)."""
+    total: Usage | None = getattr(exc, "llm_eval_usage", None)
+    for s in answered:
+        if s.usage is not None and not s.cached:
+            total = s.usage if total is None else total + s.usage
+    if total is not None:
+        try:
+            exc.llm_eval_usage = total  # type: ignore[attr-defined]
+        except AttributeError:
+            pass
 
 
 def _score_sync_one(
@@ -814,10 +874,10 @@ async def _score_async(
         )
         for d in done:
             if isinstance(d, BaseException) and not member_error(d):
+                _paid_before(d, [a[1] for a in done if not isinstance(a, BaseException)])
                 raise d
-        inst = next((d[0] for d in done if not isinstance(d, BaseException)), None)
         answers = [d if isinstance(d, BaseException) else d[1] for d in done]
-        return _panel_result(scorer, inst, panel, answers, t0)
+        return _panel_result(scorer, fields, rest, panel, answers, t0)
     swap = _swapping(scorer, kwargs)
     plan = _sampling(scorer, kwargs, ctx)
     options = _without_sampling(kwargs)
@@ -826,17 +886,35 @@ async def _score_async(
     async def once(fields: Mapping[str, Any], options: Mapping[str, Any]) -> tuple[Scorer, Score]:
         if plan is None:
             return await _score_async_one(scorer, fields, options, ctx)
-        asks = await asyncio.gather(
-            *(_score_async_one(scorer, fields, o, ctx, ask) for ask, o in plan.asks(options))
+        asks = _all_answered(
+            await asyncio.gather(
+                *(_score_async_one(scorer, fields, o, ctx, ask) for ask, o in plan.asks(options)),
+                return_exceptions=True,
+            )
         )
         return asks[0][0], plan.reduce(asks[0][0], [s for _, s in asks], t0)
 
     if swap is None:
         return await once(fields, options)
-    (inst, first), (_, second) = await asyncio.gather(
-        once(fields, options), once(*swap.exchange(fields, options))
+    (inst, first), (_, second) = _all_answered(
+        await asyncio.gather(
+            once(fields, options), once(*swap.exchange(fields, options)), return_exceptions=True
+        )
     )
     return inst, swap.combine(inst, first, second, t0)
+
+
+def _all_answered(
+    done: Sequence[tuple[Scorer, Score] | BaseException],
+) -> list[tuple[Scorer, Score]]:
+    """The answers of asks run together, or the first one's error carrying what the others
+    paid (see :func:`_paid_before`)."""
+    answered = [d for d in done if not isinstance(d, BaseException)]
+    failed = next((d for d in done if isinstance(d, BaseException)), None)
+    if failed is not None:
+        _paid_before(failed, [s for _, s in answered])
+        raise failed
+    return answered
 
 
 async def _score_async_one(

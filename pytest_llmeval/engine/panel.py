@@ -77,10 +77,19 @@ class Judge:
         from urllib.parse import urlsplit
 
         try:
-            host = urlsplit(self.base_url).netloc.rpartition("@")[2] or self.base_url
+            host = urlsplit(self.base_url).netloc.rpartition("@")[2]
         except ValueError:
-            host = redact_url(self.base_url)
-        return f"{self.model}@{host}"
+            host = ""
+        # (no host without a scheme: "user:pw@host/v1" is shown masked)
+        return f"{self.model}@{host or redact_url(self.base_url)}"
+
+    def __repr__(self) -> str:
+        # the endpoint may hold credentials (user-info, a key in the query); the key is never shown
+        url = None if self.base_url is None else redact_url(self.base_url)
+        return (
+            f"Judge(model={self.model!r}, base_url={url!r}, name={self.name!r}, "
+            f"options={dict(self.options)!r})"
+        )
 
     def call_options(self) -> dict[str, Any]:
         out: dict[str, Any] = {"model": self.model, **self.options}
@@ -174,7 +183,7 @@ class Panel:
         ]
         scored = [(j, a) for j, a in zip(self.judges, answers, strict=True) if isinstance(a, Score)]
         if failed and (self.errors == "error" or not scored):
-            raise self._failure(failed, len(scored))
+            raise self._failure(failed, [s for _, s in scored])
         values = [s.value for _, s in scored]
         if self.reduce == "mean":
             value = math.fsum(values) / len(values)
@@ -216,22 +225,29 @@ class Panel:
                 + ", ".join(j.label for j, _ in failed)
             )
         rationale = f"{head}; {rep_judge.label}: {rep.rationale}" if rep.rationale else head
+        metadata = {
+            **rep.metadata,
+            "panel": members,
+            "panel_reduce": self.reduce,
+            "panel_errors": self.errors,
+        }
+        if self.reduce == "mean" and len({s.metadata.get("choice") for _, s in scored}) > 1:
+            # the mean of split judges is no one judge's choice (each judge's is in "panel")
+            metadata.pop("choice", None)
         return Score(
             value=value,
             scorer=inst.name,
             rationale=rationale,
-            metadata={
-                **rep.metadata,
-                "panel": members,
-                "panel_reduce": self.reduce,
-                "panel_errors": self.errors,
-            },
+            metadata=metadata,
             usage=usage,
             cached=all(s.cached for _, s in scored) and not failed,
             duration_s=time.perf_counter() - t0,
         )
 
-    def _failure(self, failed: Sequence[tuple[Judge, BaseException]], answered: int) -> JudgeError:
+    def _failure(
+        self, failed: Sequence[tuple[Judge, BaseException]], scored: Sequence[Score]
+    ) -> JudgeError:
+        answered = len(scored)
         causes = "; ".join(
             f"{j.label}: {redact_text(f'{type(e).__name__}: {e}')}" for j, e in failed
         )
@@ -247,7 +263,9 @@ class Panel:
             else " (panel_errors='survivors' would reduce the judges that answered)"
         )
         err = JudgeError(f"judge panel for scorer {self.scorer!r}: {what}: {causes}{hint}")
+        # what the failed judges paid, and the judges that answered (cached: not paid again)
         spent = [getattr(e, "llm_eval_usage", None) for _, e in failed]
+        spent += [s.usage for s in scored if not s.cached]
         total = None
         for u in spent:
             if u is not None:
@@ -314,6 +332,19 @@ def panel_of(scorer: str, scorer_cls: type[Scorer], kwargs: Mapping[str, Any]) -
             "judges",
             f"names the judge {dup!r} twice",
             hint="Give each judge its own name= when two share a model and endpoint",
+        )
+    asks = [(j.model, j.base_url, sorted(j.options.items())) for j in members]
+    same = next((i for i, x in enumerate(asks) if asks.index(x) != i), None)
+    if same is not None:
+        # (the cache key holds no name and no key: the second would read the first's answer)
+        raise ScorerConfigError(
+            scorer,
+            "judges",
+            f"asks {members[asks.index(asks[same])].label!r} and {members[same].label!r} the "
+            "same question (one model, endpoint and options): the second would read the "
+            "first's cached answer, one verdict counted twice",
+            hint="Ask one judge several times with judge_samples=K, or give the two different "
+            "options (e.g. temperature)",
         )
     if how is not None and how not in PANEL_REDUCERS:
         raise ScorerConfigError(

@@ -253,3 +253,26 @@ def test_corrected_in_the_gate_option_and_through_json() -> None:
         parse_gate_option("t.py::test:factuality:min_pass_rate=0.8,corrected=maybe")
     with pytest.raises(ValueError, match="corrected must be True or False"):
         spec_from_json({**rule.spec.to_json(), "corrected": "true"}).validate()
+
+
+def test_each_assertion_of_a_case_is_judged_against_its_own_bound() -> None:
+    # Two assertions of one scorer in each case: the first bounded by max=0.8 only, the second
+    # by min=0.5 only. People fail every second output, which the judge passed (0.9 >= 0.5): a
+    # false pass. Judged against min=0.5 and the first assertion's max=0.8 it looked like a
+    # fail, an agreement that hid the judge's false passes from min_true_fail.
+    data = [
+        CaseSamples(
+            f"t.py::test[c{i}]",
+            (
+                Sample(score=0.1, passed=True, index=0, max=0.8, human=True),
+                Sample(score=0.9, passed=True, index=1, min=0.5, human=False),
+            ),
+            max=0.8,
+        )
+        for i in range(30)
+    ]
+    spec = GateSpec("factuality", min_true_fail=0.8)
+    result = evaluate_gate(spec, data)
+    (c,) = result.checks
+    assert c.interval is not None and c.interval.estimate == 0.0
+    assert result.verdict == "fail"

@@ -195,3 +195,70 @@ def test_min_is_the_strictest_judge_for_a_lower_is_better_scorer() -> None:
     assert strict.value == 0.7  # the judge that found it most toxic
     most = Panel("toxicity", judges, "majority").combine(Toxicity(), answers, 0.0)  # type: ignore[arg-type]
     assert most.value == 0.2  # two of three judges say at most 0.2
+
+
+def test_a_judge_repr_and_label_mask_credentials_in_any_endpoint() -> None:
+    with_scheme = Judge("m", base_url="https://user:pw-SECRET@host/v1?api-key=SECRET2")
+    assert "SECRET" not in repr(with_scheme) and "host" in repr(with_scheme)
+    no_scheme = Judge("m", base_url="user:pw-SECRET@127.0.0.1:9/v1")
+    assert "SECRET" not in no_scheme.label and "127.0.0.1:9" in no_scheme.label
+    assert "SECRET" not in repr(no_scheme) + json.dumps(no_scheme.describe())
+
+
+def test_two_judges_asking_the_same_question_are_refused(
+    judge_server: OpenAITestServer, ctx: ScoringContext
+) -> None:
+    # a name or a key is not in the cache key: the second judge would read the first's answer,
+    # and a majority of [a, a', b] would count a's verdict twice
+    same = [
+        Judge("a", base_url=judge_server.base_url, name="a1"),
+        Judge("a", base_url=judge_server.base_url, name="a2", api_key="sk-other"),
+        "b",
+    ]
+    with pytest.raises(ScorerConfigError, match="same question"):
+        score("closed_qa", **QA, judges=same, panel_reduce="majority")
+    assert judge_server.requests_to("chat") == []
+    judge_server.set_default(lambda body: choice("Y"))
+    warm = Judge("a", base_url=judge_server.base_url, name="a2", options={"temperature": 0.7})
+    s = score("closed_qa", **QA, judges=[same[0], warm])
+    assert [m["cached"] for m in s.metadata["panel"]] == [False, False]
+
+
+def test_the_panel_instrument_does_not_depend_on_which_judge_answered(
+    judge_server: OpenAITestServer, second: OpenAITestServer, ctx: ScoringContext
+) -> None:
+    from pytest_llmeval.engine.assertions import _instrument_of, _score_sync
+
+    judges = [Judge("a", base_url=judge_server.base_url), Judge("b", base_url=second.base_url)]
+    kwargs = {"criteria": "c", "judges": judges, "panel_errors": "survivors"}
+    judge_server.enqueue(choice("Y"), error(500, "judge a is down"))
+    second.set_default(lambda body: choice("Y"))
+    both, _ = _score_sync("closed_qa", {"input": "q", "output": "4"}, kwargs, ctx)
+    only_b, s = _score_sync("closed_qa", {"input": "q", "output": "5"}, kwargs, ctx)
+    assert s.metadata["panel"][0]["score"] is None  # judge a failed, b survived
+    assert _instrument_of(both, ctx, kwargs).digest == _instrument_of(only_b, ctx, kwargs).digest
+
+
+def test_a_split_panel_mean_claims_no_one_choice(
+    judge_server: OpenAITestServer, second: OpenAITestServer, ctx: ScoringContext
+) -> None:
+    judge_server.enqueue(choice("Y"))
+    second.enqueue(choice("N"))
+    s = score("closed_qa", **QA, judges=panel(judge_server, second))
+    assert s.value == 0.5 and "choice" not in s.metadata
+    judge_server.enqueue(choice("Y"))
+    second.enqueue(choice("N"))
+    five = {**QA, "output": "5"}
+    strict = score("closed_qa", **five, judges=panel(judge_server, second), panel_reduce="min")
+    assert strict.value == 0.0 and strict.metadata["choice"] == "N"
+
+
+def test_a_panel_error_carries_what_the_judges_that_answered_paid(
+    judge_server: OpenAITestServer, second: OpenAITestServer, ctx: ScoringContext
+) -> None:
+    judge_server.enqueue(choice("Y"))
+    second.enqueue(error(500, "judge b is down"))
+    with pytest.raises(JudgeError) as info:
+        score("closed_qa", **QA, judges=panel(judge_server, second))
+    spent = info.value.llm_eval_usage  # type: ignore[attr-defined]
+    assert spent.calls == 1 and spent.prompt_tokens == 100  # a's answer (cached for next time)

@@ -250,3 +250,97 @@ def test_bad_swaps_say_what_to_do(cached_ctx: ScoringContext) -> None:
     with pytest.raises(ScorerConfigError, match="two different field names"):
         llm_classifier("k3", "Is {{a}} kind?", {"Y": 1.0, "N": 0.0}, swap_fields="ab")
     assert score("exact_match", output="a", expected="a", swap=False).value == 1.0
+
+
+def test_swap_refuses_a_scorer_with_an_unbounded_range(cached_ctx: ScoringContext) -> None:
+    # lo + hi - s on [0, inf) reads every second answer back as inf: min= would always pass
+    from pytest_llmeval import assert_score
+    from pytest_llmeval.core.scores import Score
+    from pytest_llmeval.engine.scoring import Scorer
+
+    class Margin(Scorer):
+        name = "pairwise_margin"
+        score_range = (0.0, float("inf"))
+        uses_judge = True
+        swap_fields = ("output", "expected")
+        required_inputs = ("output", "expected")
+
+        def compute(self, inputs: Any, ctx: Any) -> Score:
+            return Score(value=0.0 if inputs["output"] == "bad" else 5.0)
+
+    with pytest.raises(ScorerConfigError, match="unbounded"):
+        assert_score(Margin, output="bad", expected="good", swap=True, min=1.0)
+
+
+def test_a_split_verdict_claims_no_one_choice(
+    judge_server: OpenAITestServer, cached_ctx: ScoringContext
+) -> None:
+    # the agreement's choice table reads metadata["choice"]: a mean of Y and N (0.5), or two
+    # orders that disagree, is not the first ask's "Y"
+    judge_server.enqueue(choice("Y"), choice("N"))
+    split = score("closed_qa", **QA, judge_samples=2)
+    assert split.value == 0.5 and "choice" not in split.metadata
+    judge_server.enqueue(choice("Y"), choice("Y"))
+    same = score("closed_qa", **{**QA, "output": "four"}, judge_samples=2)
+    assert same.metadata["choice"] == "Y"
+    judge_server.enqueue(choice("Yes"), choice("Yes"))
+    inconsistent = score("battle", **BATTLE, swap=True)
+    assert inconsistent.value == 0.5 and "choice" not in inconsistent.metadata
+    judge_server.enqueue(choice("Yes"), choice("No"))
+    consistent = score("battle", **{**BATTLE, "output": "OUT-hey"}, swap=True)
+    assert consistent.metadata["choice"] == "Yes"
+
+
+def test_swap_refuses_choices_that_cannot_be_read_back(
+    judge_server: OpenAITestServer, cached_ctx: ScoringContext
+) -> None:
+    # "same" (0.3) read back in the other order is 0.7, no choice: a judge that said "same"
+    # in both orders would get 0.5 and pass min=0.5, though it said 0.3 twice
+    from pytest_llmeval import assert_score, llm_classifier
+
+    cls = llm_classifier(
+        "kinder_lopsided",
+        "Is {{a}} kinder than {{b}}?",
+        {"better": 1.0, "same": 0.3, "worse": 0.0},
+        use_cot=False,
+        swap_fields=("a", "b"),
+        register=False,
+    )
+    judge_server.set_default(lambda body: tool_call({"choice": "same"}))
+    with pytest.raises(ScorerConfigError, match="no mirror"):
+        assert_score(cls, a="A", b="B", swap=True, min=0.5)
+    assert judge_server.requests_to("chat") == []
+    fair = llm_classifier(
+        "kinder_fair",
+        "Is {{a}} kinder than {{b}}?",
+        {"better": 1.0, "same": 0.5, "worse": 0.0},
+        use_cot=False,
+        swap_fields=("a", "b"),
+        register=False,
+    )
+    assert score(fair, a="A", b="B", swap=True).value == 0.5
+
+
+def test_a_failed_ask_or_order_carries_what_the_answered_ones_paid(
+    judge_server: OpenAITestServer, cached_ctx: ScoringContext
+) -> None:
+    # the case's record shows the judge calls of the asks that answered before one failed
+    judge_server.enqueue(choice("Y"), *[error(500, "boom")] * 3)
+    with pytest.raises(JudgeError) as info:
+        score("closed_qa", **QA, judge_samples=2)
+    alone = 0  # (a failed try is no answered call)
+    assert info.value.llm_eval_usage.calls == alone + 1  # type: ignore[attr-defined]
+    judge_server.enqueue(choice("Yes"), *[error(500, "boom")] * 3)
+    with pytest.raises(JudgeError) as info:
+        score("battle", **BATTLE, swap=True)
+    assert info.value.llm_eval_usage.calls == alone + 1  # type: ignore[attr-defined]
+
+    async def main() -> None:
+        judge_server.set_default(
+            lambda body: error(500, "boom") if body.get("seed") == 1 else choice("Y")
+        )
+        with pytest.raises(JudgeError) as info:
+            await score_async("closed_qa", **{**QA, "output": "four"}, judge_samples=3)
+        assert info.value.llm_eval_usage.calls == alone + 2  # type: ignore[attr-defined]
+
+    asyncio.run(main())
