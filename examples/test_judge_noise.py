@@ -12,8 +12,7 @@
 * `judges=[...]` asks a panel. Here both judges are the same local model sampling at
   temperature 0.8 with two seeds (a real panel would put a hosted model beside it, with its own
   `base_url` and `api_key`); `panel_reduce="min"` keeps the strictest, and the "judge panel"
-  section gives their agreement and each judge's verdicts and tokens. They ask what the first
-  two of the three asks above asked, so the result cache answers them: the panel costs no call.
+  section gives their agreement and each judge's verdicts and tokens.
 """
 
 from __future__ import annotations

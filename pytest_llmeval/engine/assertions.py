@@ -237,6 +237,8 @@ def _plan(scorer: str | Scorer | type[Scorer]) -> _Plan | None:
 _ASK_KEY = "\x00judge_sample"
 #: how ``judge_samples`` asks are reduced to one score
 JUDGE_REDUCERS = ("mean", "majority")
+#: the most asks one scoring may make (``judge_samples``)
+MAX_JUDGE_SAMPLES = 100
 
 
 #: the call keywords that ask the judge otherwise than once
@@ -488,6 +490,13 @@ def _sampling(
             "judge_samples",
             f"is {describe_value(k)}, not a whole number >= 1",
             hint="Give the number of times to ask the judge, e.g. judge_samples=5",
+        )
+    if k is not None and k > MAX_JUDGE_SAMPLES:
+        raise ScorerConfigError(
+            name,
+            "judge_samples",
+            f"is {k}, more asks than {MAX_JUDGE_SAMPLES} for one scoring",
+            hint="A few asks (3 to 9) show a judge's noise; more is a typo or a budget leak",
         )
     if how is not None and how not in JUDGE_REDUCERS:
         raise ScorerConfigError(

@@ -126,6 +126,7 @@ def test_the_async_forms_ask_concurrently_and_record(
         ({"judge_samples": 0}, "judge_samples.*not a whole number >= 1"),
         ({"judge_samples": True}, "judge_samples.*not a whole number"),
         ({"judge_samples": 2.0}, "judge_samples.*not a whole number"),
+        ({"judge_samples": 10**9}, "judge_samples.*more asks than 100"),
         ({"judge_samples": 3, "judge_reduce": "median"}, "judge_reduce.*'median'.*mean, majority"),
         ({"judge_reduce": "mean"}, "judge_reduce.*without judge_samples"),
     ],
