@@ -50,6 +50,7 @@ __all__ = [
     "ScorerAgreement",
     "human_verdict",
     "label_score",
+    "record_sample",
     "run_agreement",
     "scorer_agreement",
 ]
@@ -306,6 +307,21 @@ def _judged(records: Sequence[ScoreRecord]) -> tuple[list[tuple[bool, bool]], li
     return pairs, alone
 
 
+def record_sample(r: ScoreRecord) -> Sample:
+    """A record as a sample of its case, as gates and the agreement see it: an errored record
+    is an unscored sample, and the person's verdict travels with it."""
+    return Sample(
+        score=None if r.error is not None else r.score,
+        passed=None if r.error is not None else r.passed,
+        error=r.error,
+        sample=r.sample,
+        index=r.index,
+        min=r.min,
+        max=r.max,
+        human=human_verdict(r),
+    )
+
+
 def _cases(records: Sequence[ScoreRecord]) -> list[CaseSamples]:
     """The records as cases of samples (one case per file, test and case id), each sample with
     the person's verdict on it."""
@@ -315,19 +331,7 @@ def _cases(records: Sequence[ScoreRecord]) -> list[CaseSamples]:
     out = []
     for (file, test, case_id), recs in groups.items():
         recs.sort(key=lambda r: (r.sample, r.index))
-        samples = tuple(
-            Sample(
-                score=None if r.error is not None else r.score,
-                passed=None if r.error is not None else r.passed,
-                error=r.error,
-                sample=r.sample,
-                index=r.index,
-                min=r.min,
-                max=r.max,
-                human=human_verdict(r),
-            )
-            for r in recs
-        )
+        samples = tuple(record_sample(r) for r in recs)
         bounded = next((r for r in recs if r.error is None), recs[0])
         key = f"{file}::{test}[{case_id}]"
         out.append(CaseSamples(key, samples, min=bounded.min, max=bounded.max))

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, final
 
-from pytest_llmeval.analysis.agreement import human_verdict
+from pytest_llmeval.analysis.agreement import record_sample
 from pytest_llmeval.core.errors import GateError, LLMEvalError, describe_value
 from pytest_llmeval.core.model import (
     INCONCLUSIVE_POLICIES,
@@ -355,19 +355,7 @@ def case_samples(
     out = []
     for case_id in sorted(set(groups) | set(missing), key=lambda c: (c is not None, c or "")):
         recs = sorted(groups.get(case_id, ()), key=lambda r: (r.sample, r.index))
-        samples = [
-            Sample(
-                score=None if r.error is not None else r.score,
-                passed=None if r.error is not None else r.passed,
-                error=r.error,
-                sample=r.sample,
-                index=r.index,
-                min=r.min,
-                max=r.max,
-                human=human_verdict(r),
-            )
-            for r in recs
-        ]
+        samples = [record_sample(r) for r in recs]
         samples += [
             Sample(score=None, passed=None, error=why, sample=sample)
             for sample, why in sorted(missing.get(case_id, ()))
