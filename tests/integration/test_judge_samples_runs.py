@@ -186,7 +186,7 @@ def test_a_panel_in_a_run_reports_each_judge_and_their_agreement(
         other.set_default(
             lambda body: YES if "good" in json.dumps(body) or "shaky" in json.dumps(body) else NO
         )
-        pytester.makepyfile(test_panel=PANEL)
+        pytester.makepyfile(test_judges_panel=PANEL)
         (pytester.path / "cases.jsonl").write_text("".join(json.dumps(r) + "\n" for r in ROWS))
         pytester.makeini("[pytest]\nllm_eval = true\nllm_eval_max_tries = 1\n")
         pytester._monkeypatch.setenv("JUDGE_A", judge_server.base_url)
