@@ -30,12 +30,12 @@ from pytest_llmeval import assert_score
 @pytest.mark.llm_eval
 @pytest.mark.llm_eval_dataset("data/labelled_answers.jsonl")
 # The bounds come from runs against the local judge (Qwen2.5-Coder-1.5B; three runs from a cold
-# cache gave the same scores): kappa 0.800 [0.542, 1.000], true-pass rate 0.800 (8/10: it failed
+# cache gave the same scores): kappa 0.800 [0.398, 1.000], true-pass rate 0.800 (8/10: it failed
 # right-password at 0.40 and right-wall at 0.42), true-fail rate 1.000 (10/10). Each bound still
 # passes with one more disagreement (kappa 0.7, rates 0.7 and 0.9) and fails a judge that does
 # clearly worse. The slack is thin on the pass side: right-austen scores 0.517, right-gold 0.549.
 # The bounds are point estimates, without `confidence=`: 20 labels bound little (95% intervals:
-# kappa 0.54 to 1.00, true-pass rate 0.49 to 0.94), so a 95% gate at useful bounds would say
+# kappa 0.40 to 1.00, true-pass rate 0.49 to 0.94), so a 95% gate at useful bounds would say
 # "inconclusive" and fail the run.
 # `min_pass_rate` is the gate on the scores. Half of these answers are wrong on purpose (15 of the
 # 28 are right, by reading them; the judge passed 14), so its bound is low: it fails a judge that

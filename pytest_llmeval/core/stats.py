@@ -560,10 +560,34 @@ class Kappa:
         }
 
 
+def _kappa_interval(
+    kappa: float, se: float, observed: float, expected: float, n: float, confidence: float
+) -> Interval:
+    """The interval of a kappa over ``n`` records: the Wald interval ``kappa +- z * se`` (as
+    statsmodels' ``cohens_kappa``) widened to hold the Wilson interval of the observed agreement
+    carried through ``(po - pe) / (1 - pe)``, cut to [-1, 1].
+
+    The Wald interval alone collapses where its large-sample variance does: six records that
+    all agree have ``se = 0`` and the interval [1, 1], which would pass any kappa gate "at 95%".
+    The Wilson part keeps what so few records can say (six agreeing of six: agreement 0.61 to 1,
+    kappa 0.22 to 1 with chance agreement 0.5); with many records the Wald interval is the
+    wider one and decides."""
+    z = _z(confidence)
+    z2 = z * z
+    center = (n * observed + z2 / 2.0) / (n + z2)
+    half = z / (n + z2) * math.sqrt(max(n * observed * (1.0 - observed), 0.0) + z2 / 4.0)
+    po_low, po_high = max(0.0, center - half), min(1.0, center + half)
+    low = min(kappa - z * se, (po_low - expected) / (1.0 - expected))
+    high = max(kappa + z * se, (po_high - expected) / (1.0 - expected))
+    return Interval(kappa, max(-1.0, low), min(1.0, high), confidence, "wald+wilson", int(n))
+
+
 def cohen_kappa(table: Confusion | Sequence[Sequence[int]], confidence: float = 0.95) -> Kappa:
     """Cohen's (unweighted) kappa, its large-sample standard error (Fleiss, Cohen and Everitt,
-    1969) and the Wald interval ``kappa +- z * se`` cut to [-1, 1], as statsmodels'
-    ``cohens_kappa``. ``table`` is square: rows one rater, columns the other."""
+    1969, as statsmodels' ``cohens_kappa``) and an interval that holds both the Wald interval
+    ``kappa +- z * se`` and the Wilson interval of the observed agreement carried to kappa (see
+    :func:`_kappa_interval`: the Wald interval alone is [1, 1] for a few records that all
+    agree). ``table`` is square: rows one rater, columns the other."""
     _check_confidence(confidence)
     counts = table.counts if isinstance(table, Confusion) else tuple(tuple(r) for r in table)
     k = len(counts)
@@ -598,10 +622,7 @@ def cohen_kappa(table: Confusion | Sequence[Sequence[int]], confidence: float = 
     c = (kappa - expected * (1.0 - kappa)) ** 2
     var = (a + b - c) / ((1.0 - expected) ** 2 * n)
     se = math.sqrt(max(var, 0.0))
-    z = _z(confidence)
-    interval = Interval(
-        kappa, max(-1.0, kappa - z * se), min(1.0, kappa + z * se), confidence, "wald", n
-    )
+    interval = _kappa_interval(kappa, se, observed, expected, n, confidence)
     return Kappa(kappa, se, interval, n, observed, expected)
 
 
@@ -1200,14 +1221,12 @@ def _check_kappa(
     if verdict != "inconclusive":
         return _disagrees(CheckResult("kappa", "min", bound, iv, verdict, None))
     n, kappa, se = k.n, k.kappa, k.se
-    z = _z(confidence)
+    observed, expected = k.observed, k.expected
 
     def make(m: int) -> Interval:
-        # the same kappa and table shape with m records: the standard error shrinks as 1/sqrt(m)
-        half = z * se * math.sqrt(n / m)
-        return Interval(
-            kappa, max(-1.0, kappa - half), min(1.0, kappa + half), confidence, "wald", m
-        )
+        # the same table shape with m records: the standard error shrinks as 1/sqrt(m), the
+        # agreement's Wilson interval narrows with m
+        return _kappa_interval(kappa, se * math.sqrt(n / m), observed, expected, m, confidence)
 
     return CheckResult(
         "kappa", "min", bound, iv, verdict, _needed(n, make, "min", bound), _straddles(iv, bound)

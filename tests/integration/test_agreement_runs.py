@@ -86,7 +86,7 @@ def test_agreement_reaches_the_report_and_the_terminal(
         [
             "*= judge agreement =*",
             "l3score (judge): 10 labelled, 10 with both verdicts",
-            "  accuracy 0.700 [[]0.397, 0.892[]]  kappa 0.400 [[]-0.157, 0.957[]]",
+            "  accuracy 0.700 [[]0.397, 0.892[]]  kappa 0.400 [[]-0.206, 0.957[]]",
             "  true-pass rate 0.800 [[]*[]] (4/5)  true-fail rate 0.600 [[]*[]] (3/5)",
             "  corrected pass rate: not defined (the labelled records cannot tell the judge "
             "from one no better than chance (true-pass rate 0.800 of 5, true-fail rate 0.600 "

@@ -25,6 +25,7 @@ from pytest_llmeval.core.agreement import (
     mean_absolute_error,
     spearman,
 )
+from pytest_llmeval.core.stats import wilson_interval
 
 TOL = 1e-9
 
@@ -41,6 +42,7 @@ pairs = st.lists(
 @given(pairs)
 @example([("fail", "pass")] * 3 + [("fail", "fail")] * 2 + [("fail", "unsure")])  # var ~ 1e-17
 @example([("fail", "pass")] * 4 + [("fail", "fail"), ("fail", "unsure")])  # var ~ -1e-17
+@example([("pass", "fail")] + [("fail", "fail")] * 4 + [("unsure", "fail")])  # se ~ 1.8e-8
 def test_kappa_and_its_interval_match_sklearn_and_statsmodels(data: list[tuple[str, str]]) -> None:
     labels = [a for a, _ in data]
     judged = [b for _, b in data]
@@ -60,20 +62,40 @@ def test_kappa_and_its_interval_match_sklearn_and_statsmodels(data: list[tuple[s
     res = sm_cohens_kappa(np.array(table.counts, dtype=float))
     assert math.isclose(k.kappa, res.kappa, abs_tol=TOL)
     # The variances agree to 1e-12. Where the true variance is 0 (a degenerate table), both
-    # are rounding errors of about 1e-17, negative as often as not (statsmodels' sqrt is then
-    # nan), and a square root turns them into standard errors of a few 1e-9: compared there
-    # as "both zero to 1e-8", elsewhere to 1e-9.
+    # are rounding errors of up to a few 1e-16, negative as often as not (statsmodels' sqrt is
+    # then nan), and a square root turns them into standard errors of up to a few 1e-8:
+    # compared there to sqrt(1e-12) = 1e-6 (what the variances' agreement implies), elsewhere
+    # to 1e-9.
     ref_var = float(res.var_kappa)
     assert math.isclose(k.se**2, max(ref_var, 0.0), abs_tol=1e-12)
     ref_se = math.sqrt(max(ref_var, 0.0))
-    tol = TOL if ref_var > 1e-12 else 1e-8
+    tol = TOL if ref_var > 1e-12 else 1e-6
     assert math.isclose(k.se, ref_se, abs_tol=tol)
     z = 1.959963984540054
     if not math.isnan(res.std_kappa):
         assert math.isclose(ref_se * z, res.kappa_upp - res.kappa, abs_tol=TOL)
-    assert math.isclose(k.interval.low, max(-1.0, res.kappa - z * ref_se), abs_tol=2 * tol)
-    assert math.isclose(k.interval.high, min(1.0, res.kappa + z * ref_se), abs_tol=2 * tol)
+    # The interval holds statsmodels' Wald interval and the Wilson interval of the agreement
+    # carried to kappa, and is the union of the two.
+    wald = (max(-1.0, res.kappa - z * ref_se), min(1.0, res.kappa + z * ref_se))
+    agree = sum(table.counts[i][i] for i in range(3))
+    wil = wilson_interval(agree, len(data))
+    pe = k.expected
+    carried = ((wil.low - pe) / (1 - pe), (wil.high - pe) / (1 - pe))
+    assert math.isclose(k.interval.low, max(-1.0, min(wald[0], carried[0])), abs_tol=2 * tol)
+    assert math.isclose(k.interval.high, min(1.0, max(wald[1], carried[1])), abs_tol=2 * tol)
     assert k.n == len(data)
+
+
+def test_a_few_records_that_all_agree_do_not_make_kappa_certain() -> None:
+    """Six labelled records, all agreeing: the Wald variance is 0 and its interval [1, 1]
+    would pass any kappa gate at 95%; the agreement's Wilson interval (0.61 to 1 for 6 of 6)
+    keeps kappa's lower bound at 0.22 with chance agreement 0.5."""
+    k = cohen_kappa([[3, 0], [0, 3]])
+    assert k.kappa == 1.0 and k.se == 0.0
+    assert k.interval is not None
+    wil = wilson_interval(6, 6)
+    assert k.interval.low == pytest.approx((wil.low - 0.5) / 0.5, abs=1e-12)
+    assert 0.21 < k.interval.low < 0.23 and k.interval.high == 1.0
 
 
 def test_kappa_of_a_known_table() -> None:

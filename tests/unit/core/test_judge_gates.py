@@ -10,7 +10,13 @@ from sklearn.metrics import cohen_kappa_score
 from statsmodels.stats.inter_rater import cohens_kappa
 
 from pytest_llmeval.analysis.gates import GateError, make_spec
-from pytest_llmeval.core.stats import CaseSamples, GateSpec, Sample, evaluate_gate
+from pytest_llmeval.core.stats import (
+    CaseSamples,
+    GateSpec,
+    Sample,
+    evaluate_gate,
+    wilson_interval,
+)
 
 
 def cases(pairs: list[tuple[bool | None, bool]]) -> list[CaseSamples]:
@@ -52,7 +58,11 @@ def test_a_judge_that_agrees_passes_the_kappa_gate() -> None:
     judges = [j for _, j in agreeing(40, 40, 1, 1)]
     assert math.isclose(c.interval.estimate, cohen_kappa_score(humans, judges), abs_tol=1e-12)
     ref = cohens_kappa([[39, 1], [1, 39]])
-    assert math.isclose(c.interval.low, ref.kappa_low, abs_tol=1e-9)
+    # the interval holds statsmodels' Wald interval and the agreement's Wilson interval (78 of
+    # 80) carried to kappa, which is the wider one here
+    wil = wilson_interval(78, 80)
+    assert math.isclose(c.interval.low, min(ref.kappa_low, (wil.low - 0.5) / 0.5), abs_tol=1e-9)
+    assert c.interval.low < ref.kappa_low
 
 
 def test_a_judge_that_disagrees_fails_and_a_close_one_is_inconclusive_with_a_count() -> None:
@@ -156,7 +166,7 @@ def test_repeated_samples_of_a_labelled_case_count_once() -> None:
     assert once.verdict == five.verdict == "inconclusive"
     assert five.checks[0].interval == once.checks[0].interval
     assert five.checks[0].interval is not None and five.checks[0].interval.n == 10
-    flat = evaluate_gate(spec, cases(data * 5))  # fifty distinct outputs do decide it
+    flat = evaluate_gate(spec, cases(data * 10))  # a hundred distinct outputs do decide it
     assert flat.verdict == "pass"
 
 
