@@ -286,3 +286,14 @@ def test_each_assertion_of_a_case_is_judged_against_its_own_bound() -> None:
     (c,) = result.checks
     assert c.interval is not None and c.interval.estimate == 0.0
     assert result.verdict == "fail"
+
+
+def test_six_agreeing_labels_do_not_pass_a_kappa_gate_at_95_percent() -> None:
+    """The Wald variance of six records that all agree is 0 (interval [1, 1]): the gate must
+    not take that as certainty. The agreement's Wilson interval keeps it inconclusive, with
+    the number of labelled records likely to decide it."""
+    spec = GateSpec("factuality", min_kappa=0.6, confidence=0.95)
+    result = evaluate_gate(spec, cases(agreeing(3, 3)))
+    (c,) = result.checks
+    assert c.verdict == "inconclusive" and c.interval is not None and c.interval.low < 0.6
+    assert c.needed is not None and c.needed > 0
