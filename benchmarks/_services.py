@@ -44,9 +44,16 @@ class TestJudge:
 
 
 @contextlib.contextmanager
-def test_judge(latency: float = 0.0) -> Iterator[TestJudge]:
-    """``python -m pytest_llmeval.testing`` answering every judge call "Yes" (with logprobs),
-    ``latency`` seconds added per reply."""
+def test_judge(
+    latency: float = 0.0,
+    *,
+    reply_text: str = "Yes",
+    top_logprobs: str = "Yes=-0.1,No=-2.5",
+    tool_arguments: str | None = None,
+) -> Iterator[TestJudge]:
+    """``python -m pytest_llmeval.testing`` answering every judge call ``reply_text`` ("Yes",
+    with the first token's ``top_logprobs``), ``latency`` seconds added per reply; a request
+    that offers tools gets a tool call with ``tool_arguments`` (JSON text) when given."""
     cmd = [
         sys.executable,
         "-m",
@@ -54,10 +61,12 @@ def test_judge(latency: float = 0.0) -> Iterator[TestJudge]:
         "--latency",
         str(latency),
         "--reply-text",
-        "Yes",
+        reply_text,
         "--top-logprobs",
-        "Yes=-0.1,No=-2.5",
+        top_logprobs,
     ]
+    if tool_arguments is not None:
+        cmd += ["--tool-arguments", tool_arguments]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
