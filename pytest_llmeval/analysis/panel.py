@@ -81,18 +81,7 @@ class ScorerPanel:
             "fleiss_kappa": self.fleiss_kappa,
             "fleiss_records": self.fleiss_n,
             "krippendorff_alpha": self.alpha,
-            "disagreements": [
-                {
-                    "file": r.file,
-                    "test": r.test,
-                    "case_id": r.case_id,
-                    "index": r.index,
-                    "sample": r.sample,
-                    "where": r.where,
-                    "panel": _entries(r),
-                }
-                for r in self.disagreements
-            ],
+            "disagreements": [{**r.locator(), "panel": _entries(r)} for r in self.disagreements],
             "unreadable": self.unreadable,
         }
 

@@ -60,12 +60,7 @@ class RecordStability:
     def to_json(self) -> dict[str, Any]:
         r = self.record
         return {
-            "file": r.file,
-            "test": r.test,
-            "case_id": r.case_id,
-            "index": r.index,
-            "sample": r.sample,
-            "where": r.where,
+            **r.locator(),
             "scores": list(self.scores),
             "passes": self.passes,
             "fails": self.fails,
@@ -116,12 +111,7 @@ class ScorerStability:
 def _swap_json(r: ScoreRecord) -> dict[str, Any]:
     swap = r.metadata.get("swap")
     return {
-        "file": r.file,
-        "test": r.test,
-        "case_id": r.case_id,
-        "index": r.index,
-        "sample": r.sample,
-        "where": r.where,
+        **r.locator(),
         "swap": dict(swap) if isinstance(swap, Mapping) else None,
     }
 

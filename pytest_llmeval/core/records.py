@@ -71,6 +71,18 @@ class ScoreRecord:
     def key(self) -> tuple[str, str, str | None, str, int, int]:
         return (self.file, self.test, self.case_id, self.scorer, self.sample, self.index)
 
+    def locator(self) -> dict[str, Any]:
+        """Where this record was made (file, test, case, assertion, sample, dataset row), as the
+        JSON reports name a record they point at."""
+        return {
+            "file": self.file,
+            "test": self.test,
+            "case_id": self.case_id,
+            "index": self.index,
+            "sample": self.sample,
+            "where": self.where,
+        }
+
     def to_json(self) -> dict[str, Any]:
         # Built by hand: dataclasses.asdict deep-copies and is the slowest part of a warm run.
         return {
