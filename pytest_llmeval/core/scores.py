@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, final
 
-__all__ = ["Score", "Usage", "canonical_json", "make_score"]
+__all__ = ["Score", "Usage", "canonical_json", "make_score", "spent_usage"]
 
 
 @final
@@ -161,6 +161,17 @@ def make_score(
     fields["rationale"] = rationale
     fields["metadata"] = {} if metadata is None else metadata
     return new
+
+
+def spent_usage(scores: Iterable[Score], also: Iterable[Usage | None] = ()) -> Usage | None:
+    """What ``scores`` cost in this run (a cached score cost nothing: its stored usage is not
+    spent again), added to the usages in ``also`` (e.g. what failed asks paid); None when
+    nothing was spent."""
+    total: Usage | None = None
+    for u in (*also, *(s.usage for s in scores if not s.cached)):
+        if u is not None:
+            total = u if total is None else total + u
+    return total
 
 
 def canonical_json(value: Any) -> str:

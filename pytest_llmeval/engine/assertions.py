@@ -29,7 +29,7 @@ from pytest_llmeval.core.errors import (
 from pytest_llmeval.core.model import Instrument
 from pytest_llmeval.core.records import EMPTY_MAPPING, ScoreRecord, current_recorder
 from pytest_llmeval.core.redaction import redact_text
-from pytest_llmeval.core.scores import Score, Usage
+from pytest_llmeval.core.scores import Score, spent_usage
 from pytest_llmeval.core.settings import Secret
 from pytest_llmeval.core.usage import UsageCollector, current_usage
 from pytest_llmeval.engine import context as _context_module
@@ -283,10 +283,7 @@ class _Sampling:
             )
             chosen = order[len(values) // 2]
             value = values[chosen]
-        usage = None
-        for s in scores:
-            if s.usage is not None and not s.cached:
-                usage = s.usage if usage is None else usage + s.usage
+        usage = spent_usage(scores)
         asks = []
         for i, s in enumerate(scores):
             one: dict[str, Any] = {"value": s.value, "cached": s.cached}
@@ -346,10 +343,7 @@ class _Swap:
         mirrored = lo + hi - second.value
         value = (first.value + mirrored) / 2.0
         consistent = abs(first.value - mirrored) <= 1e-9
-        usage = None
-        for s in (first, second):
-            if s.usage is not None and not s.cached:
-                usage = s.usage if usage is None else usage + s.usage
+        usage = spent_usage((first, second))
         swap: dict[str, Any] = {
             "fields": list(self.fields),
             "first": first.value,
@@ -804,10 +798,7 @@ def _paid_before(exc: BaseException, answered: Sequence[Score]) -> None:
     """Make ``exc`` (the error of one ask or order) carry, besides its own judge calls, those
     of the asks that answered before it failed: the case's record shows what it paid (their
     answers are cached, so the next run does not pay them again)."""
-    total: Usage | None = getattr(exc, "llm_eval_usage", None)
-    for s in answered:
-        if s.usage is not None and not s.cached:
-            total = s.usage if total is None else total + s.usage
+    total = spent_usage(answered, (getattr(exc, "llm_eval_usage", None),))
     if total is not None:
         try:
             exc.llm_eval_usage = total  # type: ignore[attr-defined]

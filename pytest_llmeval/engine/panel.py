@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, final
 
 from pytest_llmeval.core.errors import BudgetExceededError, JudgeError, ScorerConfigError
 from pytest_llmeval.core.redaction import redact_text, redact_url
-from pytest_llmeval.core.scores import Score, Usage
+from pytest_llmeval.core.scores import Score, Usage, spent_usage
 from pytest_llmeval.core.settings import Secret
 
 if TYPE_CHECKING:
@@ -264,12 +264,7 @@ class Panel:
         )
         err = JudgeError(f"judge panel for scorer {self.scorer!r}: {what}: {causes}{hint}")
         # what the failed judges paid, and the judges that answered (cached: not paid again)
-        spent = [getattr(e, "llm_eval_usage", None) for _, e in failed]
-        spent += [s.usage for s in scored if not s.cached]
-        total = None
-        for u in spent:
-            if u is not None:
-                total = u if total is None else total + u
+        total = spent_usage(scored, (getattr(e, "llm_eval_usage", None) for _, e in failed))
         if total is not None:
             err.llm_eval_usage = total  # type: ignore[attr-defined]
         return err
