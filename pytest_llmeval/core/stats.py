@@ -473,14 +473,21 @@ def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> Interva
         raise ValueError(f"a Wilson interval needs at least one trial, got n={n}")
     if not 0 <= successes <= n:
         raise ValueError(f"successes must be in [0, {n}], got {successes}")
-    z = _z(confidence)
     p = successes / n
+    low, high = _wilson_ends(p, n, _z(confidence))
+    low = 0.0 if successes == 0 else max(0.0, low)
+    high = 1.0 if successes == n else min(1.0, high)
+    return Interval(p, low, high, confidence, "wilson", n)
+
+
+def _wilson_ends(p: float, n: float, z: float) -> tuple[float, float]:
+    """The Wilson score interval's two ends for the proportion ``p`` of ``n`` trials (``n`` may
+    be a hypothetical count: kappa's "records needed" asks it of a proportion kept fixed), not
+    cut to [0, 1]."""
     z2 = z * z
     center = (n * p + z2 / 2.0) / (n + z2)
-    half = z / (n + z2) * math.sqrt(n * p * (1.0 - p) + z2 / 4.0)
-    low = 0.0 if successes == 0 else max(0.0, center - half)
-    high = 1.0 if successes == n else min(1.0, center + half)
-    return Interval(p, low, high, confidence, "wilson", n)
+    half = z / (n + z2) * math.sqrt(max(n * p * (1.0 - p), 0.0) + z2 / 4.0)
+    return center - half, center + half
 
 
 # -- agreement of two raters (issue 20; more in core/agreement.py) ----------------------------
@@ -573,10 +580,8 @@ def _kappa_interval(
     kappa 0.22 to 1 with chance agreement 0.5); with many records the Wald interval is the
     wider one and decides."""
     z = _z(confidence)
-    z2 = z * z
-    center = (n * observed + z2 / 2.0) / (n + z2)
-    half = z / (n + z2) * math.sqrt(max(n * observed * (1.0 - observed), 0.0) + z2 / 4.0)
-    po_low, po_high = max(0.0, center - half), min(1.0, center + half)
+    po_low, po_high = _wilson_ends(observed, n, z)
+    po_low, po_high = max(0.0, po_low), min(1.0, po_high)
     low = min(kappa - z * se, (po_low - expected) / (1.0 - expected))
     high = max(kappa + z * se, (po_high - expected) / (1.0 - expected))
     return Interval(kappa, max(-1.0, low), min(1.0, high), confidence, "wald+wilson", int(n))
