@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextvars
 import dataclasses
+import json
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -17,6 +18,8 @@ __all__ = [
     "TestRecorder",
     "aggregate",
     "current_recorder",
+    "records_from_wire",
+    "records_to_wire",
 ]
 
 
@@ -115,6 +118,60 @@ class ScoreRecord:
             "label_score": self.label_score,
         }
 
+    def to_row(self) -> list[Any]:
+        """The record as a JSON array, its fields in :data:`ROW_FIELDS` order: how an xdist
+        worker ships it (:func:`records_to_wire`), no key repeated per record."""
+        return [
+            self.file,
+            self.test,
+            self.case_id,
+            self.scorer,
+            self.index,
+            self.score,
+            self.min,
+            self.max,
+            self.passed,
+            self.cached,
+            self.duration_s,
+            self.rationale,
+            self.error,
+            self.where,
+            dict(self.metadata),
+            self.prompt_tokens,
+            self.completion_tokens,
+            self.judge_calls,
+            self.cost_usd,
+            list(self.judge_models),
+            self.sample,
+            self.gated,
+            dict(self.inputs),
+            self.cached_prompt_tokens,
+            self.instrument,
+            self.label,
+            self.label_score,
+        ]
+
+    @classmethod
+    def from_row(cls, row: Any, strings: dict[str, str]) -> ScoreRecord:
+        """The record a :meth:`to_row` array describes, each value's JSON type checked (a
+        ``ValueError`` naming the field otherwise); ``strings`` as for :meth:`from_json`."""
+        if type(row) is not list or len(row) != len(ROW_FIELDS):
+            raise ValueError(f"a record row is a JSON array of {len(ROW_FIELDS)} values")
+        out: ScoreRecord = object.__new__(cls)
+        for (name, types), value in zip(_ROW_TYPES, row, strict=True):
+            if type(value) not in types:
+                raise ValueError(f"record field {name!r}: {type(value).__name__} is not allowed")
+            if type(value) is str and name in _SHARED:
+                value = strings.setdefault(value, value)
+            elif type(value) is dict and not value:
+                value = EMPTY_MAPPING
+            elif type(value) is list:  # judge_models
+                if not all(type(m) is str for m in value):
+                    raise ValueError(f"record field {name!r}: a list of strings")
+                value = tuple(strings.setdefault(m, m) for m in value)
+            _set_field(out, name, value)
+        return out
+
     @classmethod
     def from_json(
         cls, data: Mapping[str, Any], strings: dict[str, str] | None = None
@@ -158,6 +215,68 @@ EMPTY_MAPPING: Mapping[str, Any] = MappingProxyType({})
 #: the record fields whose values most records of a run share
 _SHARED = ("file", "test", "scorer", "instrument")
 _set_field = object.__setattr__
+
+
+#: the fields of a record in declaration order: the positions of :meth:`ScoreRecord.to_row`
+ROW_FIELDS = tuple(f.name for f in dataclasses.fields(ScoreRecord))
+_NONE: type = type(None)
+_NUMBER: frozenset[type] = frozenset({int, float})
+_OPT_NUMBER: frozenset[type] = frozenset({int, float, _NONE})
+_OPT_STR: frozenset[type] = frozenset({str, _NONE})
+_INT: frozenset[type] = frozenset({int})
+_BOOL: frozenset[type] = frozenset({bool})
+#: the JSON types each row position may hold (as :func:`json.loads` makes them)
+_ROW_TYPE_OF: dict[str, frozenset[type]] = {
+    "file": frozenset({str}),
+    "test": frozenset({str}),
+    "case_id": _OPT_STR,
+    "scorer": frozenset({str}),
+    "index": _INT,
+    "score": _OPT_NUMBER,
+    "min": _OPT_NUMBER,
+    "max": _OPT_NUMBER,
+    "passed": frozenset({bool, _NONE}),
+    "cached": _BOOL,
+    "duration_s": _NUMBER,
+    "rationale": _OPT_STR,
+    "error": _OPT_STR,
+    "where": _OPT_STR,
+    "metadata": frozenset({dict}),
+    "prompt_tokens": _INT,
+    "completion_tokens": _INT,
+    "judge_calls": _INT,
+    "cost_usd": _OPT_NUMBER,
+    "judge_models": frozenset({list}),
+    "sample": _INT,
+    "gated": _BOOL,
+    "inputs": frozenset({dict}),
+    "cached_prompt_tokens": _INT,
+    "instrument": _OPT_STR,
+    "label": frozenset({bool, int, float, str, _NONE}),
+    "label_score": _OPT_NUMBER,
+}
+_ROW_TYPES = tuple((name, _ROW_TYPE_OF[name]) for name in ROW_FIELDS)
+#: the version of the records' wire form (:func:`records_to_wire`)
+WIRE_VERSION = 1
+
+
+def records_to_wire(records: Iterable[ScoreRecord]) -> str:
+    """The records of one test as an xdist worker ships them to the controller: JSON, one
+    array per record (:meth:`ScoreRecord.to_row`) under the wire form's version."""
+    return json.dumps({"v": WIRE_VERSION, "rows": [r.to_row() for r in records]}, allow_nan=False)
+
+
+def records_from_wire(text: str, strings: dict[str, str]) -> list[ScoreRecord]:
+    """The records :func:`records_to_wire` wrote; ``ValueError`` (or ``TypeError``) for anything
+    else, e.g. a worker running another version of pytest-llmeval."""
+    data = json.loads(text)
+    version, rows = (data.get("v"), data.get("rows")) if type(data) is dict else (None, None)
+    if version != WIRE_VERSION or type(rows) is not list:
+        raise ValueError(
+            f"not score records of wire version {WIRE_VERSION} (got version {version!r}): "
+            "every xdist worker must run the same pytest-llmeval as the controller"
+        )
+    return [ScoreRecord.from_row(row, strings) for row in rows]
 
 
 #: the fields of a record; those a reader may leave out (filled in as older reports imply), and

@@ -23,7 +23,12 @@ import pytest
 from pytest_llmeval.core.errors import DatasetError, LLMEvalError
 from pytest_llmeval.core.errors import Skipped as ScoringSkipped
 from pytest_llmeval.core.model import KNOWN_INSTRUMENTS
-from pytest_llmeval.core.records import ScoreRecord, TestRecorder, current_recorder
+from pytest_llmeval.core.records import (
+    ScoreRecord,
+    TestRecorder,
+    current_recorder,
+    records_to_wire,
+)
 from pytest_llmeval.engine.context import ScoringContext, get_context, set_context
 from pytest_llmeval.engine.dataset import Case, load_dataset
 from pytest_llmeval.engine.registry import default_registry
@@ -408,11 +413,7 @@ def pytest_runtest_makereport(
                     report.nodeid, recorder.records, _new_instruments(item.config, recorder)
                 )
             else:
-                setattr(
-                    report,
-                    RECORDS_ATTR,
-                    json.dumps([r.to_json() for r in recorder.records], allow_nan=False),
-                )
+                setattr(report, RECORDS_ATTR, records_to_wire(recorder.records))
                 new = _new_instruments(item.config, recorder)
                 if new:
                     setattr(report, INSTRUMENTS_ATTR, json.dumps(new, allow_nan=False))

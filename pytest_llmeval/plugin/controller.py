@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_llmeval.core.model import Instrument, Run, RunFileError, RunSettings, sort_key
-from pytest_llmeval.core.records import ScoreRecord
+from pytest_llmeval.core.records import ScoreRecord, records_from_wire
 from pytest_llmeval.core.slots import SlotWaits, slot_waits_line
 from pytest_llmeval.plugin.keys import SLOT_WAITS_KEY
 
@@ -156,7 +156,7 @@ class RunController:
             return
         try:
             strings = self._strings
-            records = [ScoreRecord.from_json(d, strings) for d in json.loads(payload or "[]")]
+            records = records_from_wire(payload, strings) if payload else []
             instruments = json.loads(shipped or "{}")
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
             self._unreadable(report.nodeid, exc)

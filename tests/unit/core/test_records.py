@@ -90,3 +90,96 @@ def test_records_read_with_a_memo_share_the_strings_most_records_repeat() -> Non
         a.metadata["x"] = 1  # type: ignore[index]
     assert a == ScoreRecord.from_json(json.loads(texts[0]))  # without the memo: equal
     assert not hasattr(a, "__dict__")  # slots: no per-record dict (issue 24's memory target)
+
+
+def _every_field_set() -> ScoreRecord:
+    """A record whose every field differs from its default (so a field out of place shows)."""
+    return rec(
+        "judge",
+        0.25,
+        False,
+        rationale="why",
+        error=None,
+        where="d.jsonl:2",
+        metadata={"a": [1, 2]},
+        prompt_tokens=3,
+        completion_tokens=4,
+        judge_calls=1,
+        cost_usd=0.001,
+        judge_models=("gpt-x", "gpt-y"),
+        sample=2,
+        gated=True,
+        inputs={"output": "o"},
+        cached_prompt_tokens=1,
+        instrument="d" * 64,
+        label="B",
+        label_score=0.5,
+        max=0.9,
+        index=3,
+        cached=True,
+    )
+
+
+def test_records_cross_the_wire_as_rows_and_come_back_equal() -> None:
+    """xdist workers ship rows (no key per record); each position is the field of the same
+    name, and the controller's copy equals the worker's, field for field."""
+    from pytest_llmeval.core.records import ROW_FIELDS, records_from_wire, records_to_wire
+
+    r = _every_field_set()
+    assert r.to_row() == [r.to_json()[name] for name in ROW_FIELDS]
+    plain = rec("exact_match", 1.0, True)
+    strings: dict[str, str] = {}
+    back = records_from_wire(records_to_wire([r, plain, plain]), strings)
+    assert back == [r, plain, plain]
+    assert back[1].file is back[2].file and back[1].metadata is back[2].metadata
+    assert back[0].judge_models == ("gpt-x", "gpt-y") and back[0].label == "B"
+    assert records_from_wire(records_to_wire([]), {}) == []
+
+
+@pytest.mark.parametrize(
+    ("field", "bad"),
+    [
+        ("file", 1),
+        ("scorer", None),
+        ("index", True),  # a bool is not an index
+        ("index", 1.5),
+        ("score", "1.0"),
+        ("passed", 1),  # 1 is not True
+        ("cached", None),
+        ("duration_s", None),
+        ("metadata", []),
+        ("judge_models", ["a", 1]),
+        ("judge_models", "a"),
+        ("inputs", "x"),
+        ("label", []),
+        ("label_score", "0.5"),
+    ],
+)
+def test_a_row_with_a_value_of_the_wrong_type_is_refused_naming_the_field(
+    field: str, bad: object
+) -> None:
+    from pytest_llmeval.core.records import ROW_FIELDS, WIRE_VERSION, records_from_wire
+
+    row = _every_field_set().to_row()
+    row[ROW_FIELDS.index(field)] = bad
+    with pytest.raises(ValueError, match=f"record field '{field}'"):
+        records_from_wire(json.dumps({"v": WIRE_VERSION, "rows": [row]}), {})
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '[{"file": 1}]',  # the old form: a list of objects
+        '{"v": 2, "rows": []}',  # another version
+        '{"rows": []}',
+        '{"v": 1, "rows": {}}',
+        '{"v": 1, "rows": [[1, 2]]}',  # too short
+        '{"v": 1, "rows": [{"file": "t.py"}]}',
+        '"x"',
+    ],
+)
+def test_anything_but_rows_of_this_wire_version_is_refused(text: str) -> None:
+    from pytest_llmeval.core.records import records_from_wire
+
+    with pytest.raises(ValueError, match="wire version 1|JSON array of 27 values"):
+        records_from_wire(text, {})
