@@ -1,0 +1,263 @@
+"""Real agents, real instrumentation, through ``llm_eval_trace`` (issue 21, part 5): plain openai
+with tools under the official OpenTelemetry GenAI instrumentation, a pydantic-ai agent with
+instrumentation on, an OpenAI Agents SDK agent (its own tracing), and a LangGraph agent through
+OpenInference's LangChain instrumentation. Each runs against the project's test server
+scripted to call ``get_weather`` once and then answer, and each inner test asserts the exact
+trajectory: tool names, arguments, results, call ids, model calls, tokens.
+
+Every run is a pytest subprocess under ``--llm-eval`` (the plugin installs the tracer
+provider; instrumentors patch process-wide state). Versions: the dev extra's pins."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_llmeval.testing import OpenAITestServer, text, tool_call
+
+pytest.importorskip("opentelemetry.sdk.trace", reason="the otel extra (pinned in the dev extra)")
+
+#: what every inner test checks of its trace, after the framework-specific lines
+COMMON = """
+
+def check_trajectory(trace, *, call_id="call_1", result=None):
+    assert trace.tool_names == ("get_weather",), trace.render()
+    (tool,) = trace.tool_calls
+    assert tool.arguments == {"city": "Paris"}
+    assert tool.result == (result if result is not None else {"city": "Paris", "forecast": "sunny"})
+    assert tool.call_id == call_id
+    assert tool.error is None
+    first, second = trace.model_calls
+    assert (first.model, second.model) == ("gpt-test", "gpt-test")
+    assert (first.input_tokens, first.output_tokens) == (50, 10)
+    assert (second.input_tokens, second.output_tokens) == (70, 8)
+    assert trace.total_tokens == 138
+    assert first.requested_tools == ("get_weather",)
+    assert first.output_messages[-1]["tool_calls"][0]["arguments"] == {"city": "Paris"}
+    assert second.output_messages[-1]["content"] == "It is sunny in Paris."
+    assert [m["role"] for m in second.input_messages][-3:] == ["user", "assistant", "tool"]
+    # the tool ran between the two model calls, inside the run
+    spans = {s.span_id: s for s in trace.spans}
+    tool_span = spans[tool.span_id]
+    assert spans[first.span_id].end_ns <= tool_span.start_ns <= spans[second.span_id].start_ns
+    assert trace.errors == ()
+"""
+
+
+def _run(pytester: pytest.Pytester, server: OpenAITestServer, source: str) -> None:
+    server.enqueue(
+        tool_call({"city": "Paris"}, name="get_weather", usage=(50, 10)),
+        text("It is sunny in Paris.", usage=(70, 8)),
+    )
+    pytester.makepyfile(test_agent=COMMON + source.replace("BASE_URL", repr(server.base_url)))
+    result = pytester.runpytest_subprocess("--llm-eval", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    # the agent really ran the tool and sent its result back
+    first, second = (r.body for r in server.requests_to("chat"))
+    assert first["messages"][-1]["content"] == "Weather in Paris?"
+    tool_message = second["messages"][-1]
+    assert tool_message["role"] == "tool" and tool_message["tool_call_id"] == "call_1"
+    assert "sunny" in tool_message["content"]
+
+
+def test_plain_openai_with_tools_under_the_official_instrumentation(
+    pytester: pytest.Pytester, judge_server: OpenAITestServer
+) -> None:
+    pytest.importorskip("opentelemetry.instrumentation.genai.openai")
+    _run(
+        pytester,
+        judge_server,
+        """
+import json
+import pytest
+from openai import OpenAI
+from opentelemetry.instrumentation.genai.openai import OpenAIInstrumentor
+from opentelemetry.util.genai.handler import TelemetryHandler
+
+TOOLS = [{"type": "function", "function": {
+    "name": "get_weather", "description": "Weather of a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                   "required": ["city"]}}}]
+
+
+@pytest.fixture
+def handler(monkeypatch):
+    # content on the spans (the instrumentation records none by default)
+    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "span_only")
+    instrumentor = OpenAIInstrumentor()
+    instrumentor.instrument()
+    yield TelemetryHandler()
+    instrumentor.uninstrument()
+
+
+def test_agent(handler, llm_eval_trace):
+    client = OpenAI(base_url=BASE_URL, api_key="test")
+    messages = [{"role": "user", "content": "Weather in Paris?"}]
+    with handler.invoke_local_agent(agent_name="weather", request_model="gpt-test"):
+        while True:
+            reply = client.chat.completions.create(model="gpt-test", messages=messages, tools=TOOLS)
+            message = reply.choices[0].message
+            if not message.tool_calls:
+                break
+            messages.append(message.model_dump(exclude_none=True))
+            for call in message.tool_calls:
+                with handler.tool(call.function.name) as invocation:  # the tool's own span
+                    invocation.tool_call_id = call.id
+                    args = json.loads(call.function.arguments)
+                    invocation.arguments = args
+                    result = {"city": args["city"], "forecast": "sunny"}
+                    invocation.tool_result = result
+                messages.append(
+                    {"role": "tool", "tool_call_id": call.id, "content": json.dumps(result)}
+                )
+    trace = llm_eval_trace
+    check_trajectory(trace)
+    assert [s.kind for s in trace.spans] == ["agent", "model", "tool", "model"]
+    (agent,) = trace.agent_steps
+    assert agent.name == "weather"
+    assert {s.source for s in trace.spans} == {"gen_ai"}
+    assert [c.provider for c in trace.model_calls] == ["openai", "openai"]
+    assert trace.model_calls[0].finish_reasons == ("tool_calls",)
+    assert len(trace.roots) == 1 and trace.roots[0].kind == "agent"
+""",
+    )
+
+
+def test_pydantic_ai_agent_with_instrumentation(
+    pytester: pytest.Pytester, judge_server: OpenAITestServer
+) -> None:
+    pytest.importorskip("pydantic_ai")
+    _run(
+        pytester,
+        judge_server,
+        """
+from pydantic_ai import Agent
+from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.providers.openai import OpenAIProvider
+
+
+def test_agent(llm_eval_trace):
+    model = OpenAIChatModel(
+        "gpt-test", provider=OpenAIProvider(base_url=BASE_URL, api_key="test")
+    )
+    agent = Agent(model, name="weather")
+    agent.instrument = True
+
+    @agent.tool_plain
+    def get_weather(city: str) -> dict:
+        return {"city": city, "forecast": "sunny"}
+
+    assert agent.run_sync("Weather in Paris?").output == "It is sunny in Paris."
+    trace = llm_eval_trace
+    check_trajectory(trace)
+    assert [s.kind for s in trace.spans] == ["agent", "model", "tool", "model"]
+    assert [s.name for s in trace.spans] == [
+        "invoke_agent weather", "chat gpt-test", "execute_tool get_weather", "chat gpt-test"
+    ]
+    assert trace.agent_steps[0].name == "weather"
+    assert trace.find(kind="tool", attributes={"gen_ai.agent.name": "weather"})[0].name == (
+        "execute_tool get_weather"
+    )
+""",
+    )
+
+
+def test_openai_agents_sdk_agent_through_its_own_tracing(
+    pytester: pytest.Pytester, judge_server: OpenAITestServer
+) -> None:
+    pytest.importorskip("agents")
+    _run(
+        pytester,
+        judge_server,
+        """
+from agents import Agent, Runner, function_tool, set_trace_processors
+from agents.models.openai_chatcompletions import OpenAIChatCompletionsModel
+from openai import AsyncOpenAI
+
+# export nothing (the default processor sends traces to OpenAI); before llm_eval_trace's setup,
+# which adds its own processor
+set_trace_processors([])
+
+
+@function_tool
+def get_weather(city: str) -> dict:
+    \"\"\"Weather of a city.\"\"\"
+    return {"city": city, "forecast": "sunny"}
+
+
+def test_agent(llm_eval_trace):
+    client = AsyncOpenAI(base_url=BASE_URL, api_key="test")
+    agent = Agent(
+        name="weather",
+        instructions="Answer briefly.",
+        tools=[get_weather],
+        model=OpenAIChatCompletionsModel(model="gpt-test", openai_client=client),
+    )
+    assert Runner.run_sync(agent, "Weather in Paris?").final_output == "It is sunny in Paris."
+    trace = llm_eval_trace
+    # the SDK's function span records str(output) and no call id
+    check_trajectory(trace, call_id=None, result="{'city': 'Paris', 'forecast': 'sunny'}")
+    assert trace.agent_steps[0].name == "weather"
+    assert {s.source for s in trace.spans} == {"openai_agents"}
+    system = {"role": "system", "content": "Answer briefly."}
+    assert trace.model_calls[0].input_messages[0] == system
+    # the agent span holds the turns, the turns the generations and the tool
+    (agent,) = trace.find(kind="agent")
+    turns = trace.find("turn")
+    assert [t.parent_id for t in turns] == [agent.span_id, agent.span_id]
+    tool = trace.find(kind="tool")[0]
+    assert trace.parent(tool) is not None and trace.parent(tool).name == "turn"
+""",
+    )
+
+
+def test_langgraph_agent_through_openinference(
+    pytester: pytest.Pytester, judge_server: OpenAITestServer
+) -> None:
+    pytest.importorskip("langgraph")
+    pytest.importorskip("openinference.instrumentation.langchain")
+    _run(
+        pytester,
+        judge_server,
+        """
+import pytest
+from langchain_core.tools import tool
+from langchain_openai import ChatOpenAI
+from langgraph.prebuilt import create_react_agent
+from openinference.instrumentation.langchain import LangChainInstrumentor
+
+pytestmark = pytest.mark.filterwarnings("ignore:create_react_agent has been moved")
+
+
+@tool
+def get_weather(city: str) -> dict:
+    \"\"\"Weather of a city.\"\"\"
+    return {"city": city, "forecast": "sunny"}
+
+
+@pytest.fixture
+def instrumented():
+    instrumentor = LangChainInstrumentor()
+    instrumentor.instrument()
+    yield
+    instrumentor.uninstrument()
+
+
+def test_agent(instrumented, llm_eval_trace):
+    model = ChatOpenAI(model="gpt-test", base_url=BASE_URL, api_key="test")
+    agent = create_react_agent(model, [get_weather], name="weather")
+    result = agent.invoke({"messages": [("user", "Weather in Paris?")]})
+    assert result["messages"][-1].content == "It is sunny in Paris."
+    trace = llm_eval_trace
+    check_trajectory(trace)
+    assert {s.source for s in trace.spans} == {"openinference"}
+    # OpenInference keeps only the text of a one-argument tool's input: the arguments come
+    # from the model's request with the same call id; the span's own text is kept and flagged
+    (tool_span,) = trace.find(kind="tool")
+    assert tool_span.detail.arguments == "Paris" and "arguments-not-json" in tool_span.flags
+    assert trace.tool_calls[0].arguments_raw == "Paris"
+    assert [s.name for s in trace.roots] == ["weather"]
+    assert [s.kind for s in trace.roots] == ["chain"]
+    assert [a.name for a in trace.agent_steps] == ["agent", "agent"]
+    assert trace.count("model") == 2 and trace.count("tool") == 1
+""",
+    )
