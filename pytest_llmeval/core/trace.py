@@ -180,7 +180,7 @@ class Trace:
     ends in); every query reads a consistent snapshot. Spans are ordered by start time.
     """
 
-    __slots__ = ("_lock", "_spans", "dropped", "late", "limits", "unfinished")
+    __slots__ = ("__weakref__", "_lock", "_spans", "dropped", "limits", "unfinished")
 
     def __init__(self, limits: TraceLimits | None = None) -> None:
         self.limits = limits if limits is not None else TraceLimits()
@@ -188,8 +188,6 @@ class Trace:
         self._lock = threading.Lock()
         #: spans not kept because the trace held ``limits.max_spans`` already
         self.dropped = 0
-        #: spans of this test that ended after the test did (counted, not kept)
-        self.late = 0
         #: spans of this test still open when its capture ended
         self.unfinished = 0
 
@@ -404,7 +402,6 @@ class Trace:
             f"{n} {what}"
             for n, what in (
                 (self.dropped, "dropped"),
-                (self.late, "ended after the test"),
                 (self.unfinished, "unfinished"),
             )
             if n

@@ -125,10 +125,14 @@ class _Reader:
             return text[: self.limits.max_chars]
         return text
 
-    def json(self, value: Any, where: str, *, flag_text: str | None = None) -> tuple[Any, bool]:
-        """(the parsed value, True) for JSON text; (the value bounded, False) otherwise."""
+    def json(
+        self, value: Any, where: str, *, flag_text: str | None = None, bound: bool = True
+    ) -> tuple[Any, bool]:
+        """(the parsed value, True) for JSON text; (the value bounded, False) otherwise.
+        ``bound=False`` leaves a parsed value whole, for a reader that bounds what it keeps
+        of it (the message readers: each content and argument is cut as it is read)."""
         if not isinstance(value, str):
-            return self.bounded(value, where), True
+            return (self.bounded(value, where) if bound else value), True
         if len(value) > self.limits.max_json_chars:
             self.flag(f"too-large:{where}")
             return self.cut(value, where), False
@@ -138,18 +142,23 @@ class _Reader:
             if flag_text is not None:
                 self.flag(flag_text)
             return self.cut(value, where), False
-        return self.bounded(parsed, where), True
+        return (self.bounded(parsed, where) if bound else parsed), True
 
     def bounded(self, value: Any, where: str, depth: int = 0) -> Any:
         """A JSON-like copy of ``value`` with strings, lists and depth bounded."""
-        if value is None or isinstance(value, (bool, int, float)):
+        kind = type(value)  # the exact JSON types first: no ABC checks on the hot path
+        if kind is str:
+            return value if len(value) <= self.limits.max_chars else self.cut(value, where)
+        if value is None or kind is int or kind is float or kind is bool:
+            return value
+        if isinstance(value, (bool, int, float)):
             return value
         if isinstance(value, str):
             return self.cut(value, where)
         if depth > 20:
             self.flag(f"too-deep:{where}")
             return self.cut(repr(value), where)
-        if isinstance(value, Mapping):
+        if kind is dict or isinstance(value, Mapping):
             items = list(value.items())
             if len(items) > self.limits.max_items:
                 self.flag(f"truncated:{where}")
@@ -439,14 +448,15 @@ def _gen_ai_messages(
             values["gen_ai.system_instructions"],
             "gen_ai.system_instructions",
             flag_text="messages-not-json:gen_ai.system_instructions",
+            bound=False,
         )
         if ok:
             text = _parts_text(parts if isinstance(parts, list) else [parts])
             if text is not None:
-                inputs.append({"role": "system", "content": text})
+                inputs.append({"role": "system", "content": r.cut(text, "system_instructions")})
     for key, into in (("gen_ai.input.messages", inputs), ("gen_ai.output.messages", outputs)):
         if key in values:
-            parsed, ok = r.json(values[key], key, flag_text=f"messages-not-json:{key}")
+            parsed, ok = r.json(values[key], key, flag_text=f"messages-not-json:{key}", bound=False)
             if ok:
                 into.extend(_parts_messages(r, parsed, key))
     if not inputs and not outputs:
@@ -473,18 +483,23 @@ def _parts_messages(r: _Reader, parsed: Any, where: str) -> list[Mapping[str, An
     if not isinstance(parsed, list):
         r.flag(f"bad-message:{where}")
         return []
+    if len(parsed) > r.limits.max_items:
+        r.flag(f"truncated:{where}")
+        parsed = parsed[: r.limits.max_items]
     out: list[Mapping[str, Any]] = []
     for message in parsed:
         if not isinstance(message, Mapping):
             r.flag(f"bad-message:{where}")
             continue
-        role = str(message.get("role") or "")
+        role = r.cut(str(message.get("role") or ""), where)
         parts = message.get("parts")
         if not isinstance(parts, list):
             # an OpenAI-style message already (some emitters): read it as one
             out.append(_openai_message(r, message, where))
             continue
         content = _parts_text(parts)
+        if content is not None:
+            content = r.cut(content, where)
         calls = [
             _tool_request(r, p.get("id"), p.get("name"), p.get("arguments"), where)
             for p in parts
@@ -792,8 +807,8 @@ def _tool_request(
     they are JSON text (else kept as text, flagged)."""
     parsed, _ = _arguments(r, arguments, where=where)
     return {
-        "id": None if call_id is None else str(call_id),
-        "name": None if name is None else str(name),
+        "id": None if call_id is None else r.cut(str(call_id), where),
+        "name": None if name is None else r.cut(str(name), where),
         "arguments": parsed,
     }
 
@@ -857,6 +872,9 @@ def _seconds(raw: RawSpan) -> float:
     return max(0, raw.end_ns - raw.start_ns) / 1e9
 
 
+_MESSAGE_KEYS = frozenset(
+    {"gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.system_instructions"}
+)
 _MESSAGE_PREFIXES = (
     "llm.input_messages.",
     "llm.output_messages.",
@@ -871,9 +889,7 @@ def _kept_attributes(r: _Reader) -> Mapping[str, Any]:
     kept: dict[str, Any] = {}
     skipped = 0
     for key, value in r.attrs.items():
-        if key in ("gen_ai.input.messages", "gen_ai.output.messages") or key.startswith(
-            _MESSAGE_PREFIXES
-        ):
+        if key in _MESSAGE_KEYS or key.startswith(_MESSAGE_PREFIXES):
             continue
         if len(kept) >= r.limits.max_attributes:
             skipped += 1

@@ -14,8 +14,8 @@ its tasks, ``run_in_executor`` on the case loop) is that test's, if the test cap
 started where the context was not propagated (a thread the agent started) falls back to its
 parent span's test, then to the test that owns its trace id. Spans no capturing test claims are
 ignored. The choice is made at start and kept, so a span that ends after its test ended is
-counted as *late* (on that test's trace, and in the terminal summary), never attached to the
-test that happens to run next; spans still open when the capture ends are counted as
+counted as *late* (in the terminal summary, by test), never attached to the test that happens
+to run next; spans still open when the capture ends are counted as
 ``unfinished`` (a warning on the test).
 
 **No provider.** With only the API's default (proxy) provider there is nowhere to add a
@@ -64,12 +64,16 @@ class TraceCaptureWarning(UserWarning):
 
 @final
 class _Sink:
+    """One capture. Once closed it drops its trace (the router may keep the sink a while, to
+    count stragglers, and must not keep what the test captured: memory stays bounded over
+    thousands of tests) and keeps only its node id for the late count."""
+
     __slots__ = ("closed", "nodeid", "recorder", "trace")
 
     def __init__(self, recorder: TestRecorder, nodeid: str, trace: Trace) -> None:
-        self.recorder = recorder
+        self.recorder: TestRecorder | None = recorder
         self.nodeid = nodeid
-        self.trace = trace
+        self.trace: Trace | None = trace
         self.closed = False
 
 
@@ -91,12 +95,12 @@ class SpanRouter:
         self.forgotten = 0
 
     def open(self, recorder: TestRecorder, nodeid: str, limits: TraceLimits) -> Trace:
-        sink = _Sink(recorder, nodeid, Trace(limits))
+        trace = Trace(limits)
         with self._lock:
             if id(recorder) in self._active:
                 raise RuntimeError(f"{nodeid}: a trace capture is already open for this test")
-            self._active[id(recorder)] = sink
-        return sink.trace
+            self._active[id(recorder)] = _Sink(recorder, nodeid, trace)
+        return trace
 
     def close(self, trace: Trace) -> int:
         """End the capture of ``trace``; returns its spans still open (now counted there)."""
@@ -104,8 +108,9 @@ class SpanRouter:
             sink = next((s for s in self._active.values() if s.trace is trace), None)
             if sink is None:
                 return 0
-            sink.closed = True
             del self._active[id(sink.recorder)]
+            sink.closed = True
+            sink.trace = sink.recorder = None
             for key in [k for k, s in self._traces.items() if s is sink]:
                 del self._traces[key]
                 self._closed_traces[key] = sink
@@ -141,11 +146,10 @@ class SpanRouter:
             sink = self._open.pop(key, None)
             if sink is None:
                 return
-            if sink.closed:
-                sink.trace.late += 1
+            trace = sink.trace
+            if sink.closed or trace is None:
                 self.late[sink.nodeid] = self.late.get(sink.nodeid, 0) + 1
                 return
-            trace = sink.trace
         trace.add(summarise(raw(), trace.limits))
 
     def take_late(self) -> dict[str, int]:
@@ -317,16 +321,30 @@ def _attach_agents() -> None:
     global _agents_processor
     if "agents" not in sys.modules:
         return
-    from agents.tracing import add_trace_processor, get_trace_provider
+    from agents.tracing import add_trace_processor
 
     with _SETUP_LOCK:
         if _agents_processor is None:
             _agents_processor = _make_agents_processor()
-        multi = getattr(get_trace_provider(), "_multi_processor", None)
-        current = getattr(multi, "_processors", None)
-        if current is not None and any(p is _agents_processor for p in current):
+        if _agents_attached() is True:
             return
         add_trace_processor(_agents_processor)
+
+
+def _agents_attached() -> bool | None:
+    """Whether our processor is among the Agents SDK's (None: the SDK not imported, or its
+    processor list not readable). The SDK has no public getter: its provider keeps them in
+    ``_multi_processor._processors`` (agents/tracing/provider.py); if that moves, we add ours
+    at every setup, which is harmless (a span started twice is routed once)."""
+    if _agents_processor is None or "agents" not in sys.modules:
+        return None
+    from agents.tracing import get_trace_provider
+
+    multi = getattr(get_trace_provider(), "_multi_processor", None)
+    current = getattr(multi, "_processors", None)
+    if not isinstance(current, tuple):
+        return None
+    return any(p is _agents_processor for p in current)
 
 
 # -- the fixture's body --------------------------------------------------------------------------
@@ -362,10 +380,21 @@ def capture(item: pytest.Item, limits: TraceLimits | None = None) -> Iterator[Tr
     if recorder is None:
         pytest.fail(f"llm_eval_trace: {item.nodeid} has no recorder (is the plugin disabled?)")
     trace = _ROUTER.open(recorder, item.nodeid, limits or TraceLimits())
+    agents_before = _agents_attached()
     try:
         yield trace
     finally:
         unfinished = _ROUTER.close(trace)
+        if agents_before is True and _agents_attached() is False:
+            warnings.warn(
+                TraceCaptureWarning(
+                    f"llm_eval_trace: the OpenAI Agents SDK's trace processors were replaced "
+                    f"during {item.nodeid} (set_trace_processors), so its spans from then on "
+                    "are not in the trace; replace them before the test: at import, or in a "
+                    "fixture the test requests before llm_eval_trace"
+                ),
+                stacklevel=1,
+            )
         if unfinished:
             warnings.warn(
                 TraceCaptureWarning(

@@ -39,7 +39,7 @@ def test_second(llm_eval_trace):
     with tracer.start_as_current_span("second"):
         pass
     assert [s.name for s in llm_eval_trace.spans] == ["second"]
-    assert (llm_eval_trace.late, llm_eval_trace.unfinished) == (0, 0)
+    assert llm_eval_trace.unfinished == 0
 """
 
 
@@ -140,7 +140,7 @@ def test_spans_of_threads_follow_their_parent_and_late_spans_are_counted_and_rep
         def test_next(llm_eval_trace):
             RELEASE.set()
             assert DONE.wait(10)
-            assert len(llm_eval_trace) == 0 and llm_eval_trace.late == 0
+            assert len(llm_eval_trace) == 0
         """
     )
     result = pytester.runpytest_subprocess("--llm-eval", "-p", "no:cacheprovider", "-W", "default")
@@ -238,3 +238,52 @@ def test_without_the_otel_extra_the_fixture_names_what_to_install(
         ]
     )
     assert "During handling" not in result.stdout.str()
+
+
+def test_agents_sdk_spans_are_captured_and_replacing_its_processors_is_a_warning(
+    pytester: pytest.Pytester,
+) -> None:
+    pytest.importorskip("agents")
+    pytester.makepyfile(
+        test_sdk="""
+        from agents import set_trace_processors
+        from agents.tracing import custom_span, function_span, trace
+
+        set_trace_processors([])  # export nothing
+
+
+        def test_spans(llm_eval_trace):
+            with trace("workflow"):
+                with custom_span("step", data={"k": 1}):
+                    with function_span("add", input='{"a": 1}', output="2"):
+                        pass
+            step, add = llm_eval_trace.spans
+            assert (step.kind, step.source, step.name) == ("span", "openai_agents", "step")
+            assert add.parent_id == step.span_id
+            (call,) = llm_eval_trace.tool_calls
+            assert (call.name, call.arguments, call.result) == ("add", {"a": 1}, 2)
+
+
+        def test_replaced_inside(llm_eval_trace):
+            set_trace_processors([])
+            with trace("workflow"):
+                with custom_span("lost"):
+                    pass
+            assert len(llm_eval_trace) == 0
+
+
+        def test_again(llm_eval_trace):  # the next capture adds it back
+            with trace("workflow"):
+                with custom_span("found"):
+                    pass
+            assert [s.name for s in llm_eval_trace.spans] == ["found"]
+        """
+    )
+    result = pytester.runpytest_subprocess("--llm-eval", "-p", "no:cacheprovider", "-W", "default")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(
+        [
+            "*TraceCaptureWarning: llm_eval_trace: the OpenAI Agents SDK's trace processors were "
+            "replaced during test_sdk.py::test_replaced_inside (set_trace_processors)*"
+        ]
+    )

@@ -472,3 +472,31 @@ def test_bad_limits_are_a_clear_error() -> None:
         ValueError, match=r"TraceLimits.max_chars must be a whole number >= 1, got 0"
     ):
         TraceLimits(max_chars=0)
+
+
+def test_current_form_messages_are_bounded_per_content_and_count() -> None:
+    limits = TraceLimits(max_chars=10, max_items=3)
+    many = [{"role": "user", "parts": [{"type": "text", "content": "z" * 50}]}] * 7
+    span = summarise(
+        raw(
+            "chat",
+            {
+                "gen_ai.operation.name": "chat",
+                "gen_ai.system_instructions": json.dumps([{"type": "text", "content": "s" * 50}]),
+                "gen_ai.input.messages": json.dumps(many),
+            },
+        ),
+        limits,
+    )
+    call = span.detail
+    assert isinstance(call, ModelCall)
+    assert list(call.input_messages) == [
+        {"role": "system", "content": "s" * 10},
+        {"role": "user", "content": "z" * 10},
+        {"role": "user", "content": "z" * 10},
+    ]
+    assert set(span.flags) == {
+        "truncated:system_instructions",
+        "truncated:gen_ai.input.messages",
+        "truncated:input",
+    }
