@@ -51,6 +51,13 @@ def test_under_llm_eval_a_provider_is_installed_and_spans_stay_with_their_test(
     result.assert_outcomes(passed=3)
 
 
+def test_under_xdist_each_worker_captures_its_own_tests(pytester: pytest.Pytester) -> None:
+    pytest.importorskip("xdist")
+    pytester.makepyfile(test_two=TWO_TESTS)
+    result = pytester.runpytest_subprocess("--llm-eval", "-p", "no:cacheprovider", "-n", "2")
+    result.assert_outcomes(passed=3)
+
+
 def test_without_llm_eval_and_no_provider_the_fixture_says_how_to_turn_it_on(
     pytester: pytest.Pytester,
 ) -> None:

@@ -132,6 +132,7 @@ def test_pydantic_ai_agent_with_instrumentation(
         """
 from pydantic_ai import Agent
 from pydantic_ai.models.openai import OpenAIChatModel
+from pytest_llmeval import assert_score
 from pydantic_ai.providers.openai import OpenAIProvider
 
 
@@ -157,6 +158,15 @@ def test_agent(llm_eval_trace):
     assert trace.find(kind="tool", attributes={"gen_ai.agent.name": "weather"})[0].name == (
         "execute_tool get_weather"
     )
+    # the calls, as the agent scorers take them
+    calls = [{"name": c.name, "arguments": c.arguments} for c in trace.tool_calls]
+    got = assert_score(
+        "tool_call_accuracy",
+        output=calls,
+        expected=[{"name": "get_weather", "arguments": {"city": "Paris"}}],
+        min=1,
+    )
+    assert got.value == 1.0
 """,
     )
 
