@@ -271,3 +271,57 @@ def test_agent(instrumented, llm_eval_trace):
     assert trace.count("model") == 2 and trace.count("tool") == 1
 """,
     )
+
+
+def test_openai_agents_sdk_handoff_and_a_failing_tool(
+    pytester: pytest.Pytester, judge_server: OpenAITestServer
+) -> None:
+    pytest.importorskip("agents")
+    judge_server.enqueue(
+        tool_call({}, name="transfer_to_billing", usage=(30, 5)),
+        tool_call({"order": "42"}, name="refund", usage=(40, 6)),
+        text("Order 42 was not found.", usage=(60, 7)),
+    )
+    pytester.makepyfile(
+        test_handoff="""
+from agents import Agent, Runner, function_tool, set_trace_processors
+from agents.models.openai_chatcompletions import OpenAIChatCompletionsModel
+from openai import AsyncOpenAI
+
+set_trace_processors([])
+
+
+@function_tool
+def refund(order: str) -> str:
+    \"\"\"Refund an order.\"\"\"
+    raise ValueError(f"order {order} not found")
+
+
+def test_agent(llm_eval_trace):
+    client = AsyncOpenAI(base_url=BASE_URL, api_key="test")
+    model = OpenAIChatCompletionsModel(model="gpt-test", openai_client=client)
+    billing = Agent(name="billing", instructions="Refunds.", tools=[refund], model=model)
+    triage = Agent(name="triage", instructions="Route.", handoffs=[billing], model=model)
+    assert Runner.run_sync(triage, "Refund order 42").final_output == "Order 42 was not found."
+    trace = llm_eval_trace
+    (handoff,) = trace.handoffs
+    assert (handoff.from_agent, handoff.to_agent, handoff.name) == (
+        "triage", "billing", "triage -> billing"
+    )
+    assert [a.name for a in trace.agent_steps if a.kind == "agent"] == ["triage", "billing"]
+    assert [c.requested_tools for c in trace.model_calls] == [
+        ("transfer_to_billing",), ("refund",), ()
+    ]
+    (call,) = trace.tool_calls
+    assert (call.name, call.arguments) == ("refund", {"order": "42"})
+    assert call.error.startswith("Error running tool (non-fatal): ")
+    assert [s.name for s in trace.errors] == ["refund"]
+    assert (trace.input_tokens, trace.output_tokens) == (130, 18)
+    # the refund ran under the billing agent, after the handoff
+    (tool_span,) = trace.find(kind="tool")
+    assert [s.name for s in trace.ancestors(tool_span)][:2] == ["turn", "billing"]
+""".replace("BASE_URL", repr(judge_server.base_url)),
+    )
+    result = pytester.runpytest_subprocess("--llm-eval", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    assert len(judge_server.requests_to("chat")) == 3
