@@ -165,7 +165,10 @@ def test_spans_of_threads_follow_their_parent_and_late_spans_are_counted_and_rep
     )
 
 
-def test_concurrent_cases_each_get_their_own_spans(pytester: pytest.Pytester) -> None:
+@pytest.mark.parametrize("concurrency", [1, 3])
+def test_concurrent_cases_each_get_their_own_spans(
+    pytester: pytest.Pytester, concurrency: int
+) -> None:
     ids = [f"c{i}" for i in range(6)]
     write_cases(pytester, ids)
     pytester.makepyfile(
@@ -185,7 +188,7 @@ def test_concurrent_cases_each_get_their_own_spans(pytester: pytest.Pytester) ->
 
 
         @pytest.mark.llm_eval
-        @pytest.mark.llm_eval_dataset("cases.jsonl", concurrency=3)
+        @pytest.mark.llm_eval_dataset("cases.jsonl", concurrency=CONCURRENCY)
         async def test_case(case, llm_eval_trace):
             IN_FLIGHT.append(case.id)
             MOST[0] = max(MOST[0], len(IN_FLIGHT))
@@ -207,7 +210,7 @@ def test_concurrent_cases_each_get_their_own_spans(pytester: pytest.Pytester) ->
             names = sorted(s.name for s in llm_eval_trace.spans)
             with open(f"names-{case.id}.json", "w") as f:
                 json.dump({"names": names, "most": MOST[0]}, f)
-        """
+        """.replace("CONCURRENCY", str(concurrency))
     )
     result = pytester.runpytest_subprocess("--llm-eval", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=6)
@@ -216,7 +219,26 @@ def test_concurrent_cases_each_get_their_own_spans(pytester: pytest.Pytester) ->
         seen = json.loads((pytester.path / f"names-{i}.json").read_text())
         assert seen["names"] == [f"a-{i}", f"agent-{i}", f"b-{i}", f"thread-{i}"]
         most = max(most, seen["most"])
-    assert most == 3  # the cases really overlapped
+    assert most == concurrency  # with 3, the cases really overlapped
+
+
+def test_a_provider_that_takes_no_processor_is_a_clear_error(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(
+        """
+        from opentelemetry import trace
+        trace.set_tracer_provider(trace.NoOpTracerProvider())
+        """
+    )
+    pytester.makepyfile(test_plain="def test_trace(llm_eval_trace):\n    pass\n")
+    result = pytester.runpytest_subprocess("--llm-eval", "-p", "no:cacheprovider")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "llm_eval_trace: the global tracer provider is a NoOpTracerProvider, which takes no "
+            "span processor, so no span can be captured; set an SDK TracerProvider "
+            "(opentelemetry.sdk.trace.TracerProvider) instead"
+        ]
+    )
 
 
 def test_without_the_otel_extra_the_fixture_names_what_to_install(
