@@ -3,7 +3,8 @@
 :class:`~pytest_llmeval.core.trace.Trace`.
 
 Sources: the process's OpenTelemetry tracer provider (a ``SpanProcessor`` added once per
-process) and, when the OpenAI Agents SDK is imported, its own tracing (a ``TracingProcessor``
+process), its logger provider (GenAI events sent through the Logs API join the span they were
+emitted in) and, when the OpenAI Agents SDK is imported, its own tracing (a ``TracingProcessor``
 added with ``agents.add_trace_processor``, again if a test replaced the processors). Neither
 package is imported until a test asks for the fixture: importing the plugin stays cheap.
 
@@ -27,11 +28,12 @@ A provider that has ``add_span_processor`` (the SDK's, Logfire's) is used as it 
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import threading
 import warnings
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, final
 
@@ -89,6 +91,7 @@ class SpanRouter:
         self._open: dict[str, _Sink] = {}  # started, not ended
         self._traces: dict[str, _Sink] = {}  # trace key -> the active capture that owns it
         self._closed_traces: OrderedDict[str, _Sink] = OrderedDict()
+        self._events: dict[str, list[SpanEvent]] = {}  # log events of open spans
         #: node id -> spans that ended after their test's capture ended
         self.late: dict[str, int] = {}
         #: spans forgotten because more than ``_MAX_OPEN`` were open at once
@@ -134,23 +137,41 @@ class SpanRouter:
             if sink is None:
                 return
             if len(self._open) >= _MAX_OPEN:
-                del self._open[next(iter(self._open))]
+                oldest = next(iter(self._open))
+                del self._open[oldest]
+                self._events.pop(oldest, None)
                 self.forgotten += 1
             self._open[key] = sink
             if not sink.closed:
                 self._traces.setdefault(trace_key, sink)
 
+    def event(self, key: str, event: SpanEvent) -> None:
+        """An event emitted through the Logs API inside an open span (the older GenAI events:
+        ``gen_ai.user.message``, ``gen_ai.choice``, ...): kept with that span until it ends,
+        if a capture claimed the span (at most ``max_items`` events a span)."""
+        with self._lock:
+            sink = self._open.get(key)
+            if sink is None or sink.trace is None:
+                return
+            pending = self._events.setdefault(key, [])
+            if len(pending) < sink.trace.limits.max_items:
+                pending.append(event)
+
     def ended(self, key: str, raw: Callable[[], RawSpan]) -> None:
         """A span ended: summarised into its test's trace, or counted late."""
         with self._lock:
             sink = self._open.pop(key, None)
+            events = self._events.pop(key, None)
             if sink is None:
                 return
             trace = sink.trace
             if sink.closed or trace is None:
                 self.late[sink.nodeid] = self.late.get(sink.nodeid, 0) + 1
                 return
-        trace.add(summarise(raw(), trace.limits))
+        span = raw()
+        if events:
+            span = dataclasses.replace(span, events=span.events + tuple(events))
+        trace.add(summarise(span, trace.limits))
 
     def take_late(self) -> dict[str, int]:
         """The late counts so far, forgotten once taken (for the terminal summary)."""
@@ -164,6 +185,8 @@ _SETUP_LOCK = threading.Lock()
 _otel_processor: Any = None  # our SpanProcessor, made on first use
 _otel_providers: list[Any] = []  # the providers it was added to
 _agents_processor: Any = None
+_log_processor: Any = None
+_log_providers: list[Any] = []
 
 
 def router() -> SpanRouter:
@@ -274,6 +297,66 @@ def _attach_otel(config: pytest.Config) -> None:
         if not any(p is provider for p in _otel_providers):
             provider.add_span_processor(_otel_processor)
             _otel_providers.append(provider)
+        _attach_logs(install=_enabled(config))
+
+
+def _make_log_processor() -> Any:
+    from opentelemetry.sdk._logs import LogRecordProcessor
+
+    class LLMEvalLogProcessor(LogRecordProcessor):
+        """Hands GenAI events emitted through the Logs API to the span they were emitted in
+        (pytest-llmeval)."""
+
+        def on_emit(self, log_record: Any) -> None:
+            record = getattr(log_record, "log_record", log_record)
+            name = getattr(record, "event_name", None)
+            span_id = getattr(record, "span_id", None)
+            if not name or not span_id or not str(name).startswith("gen_ai."):
+                return
+            body = record.body
+            attributes = dict(record.attributes or {})
+            if isinstance(body, Mapping):
+                attributes.update(body)
+            elif body is not None:
+                attributes["content"] = body
+            _ROUTER.event("otel:" + _hex(int(span_id), 16), SpanEvent(str(name), attributes))
+
+        def shutdown(self) -> None:
+            pass
+
+        def force_flush(self, timeout_millis: int = 30000) -> bool:
+            return True
+
+    return LLMEvalLogProcessor()
+
+
+def _attach_logs(install: bool) -> None:
+    """Our log processor on the global logger provider, for GenAI events sent through the Logs
+    API (the older conventions' ``gen_ai.user.message``, ``gen_ai.choice``): installing an SDK
+    ``LoggerProvider`` when ``install`` (under --llm-eval) and none is set. The Logs API is
+    still experimental in Python (``opentelemetry._logs``): if it cannot be had, events are
+    simply not captured (the spans are)."""
+    global _log_processor
+    try:
+        from opentelemetry import _logs
+        from opentelemetry.sdk._logs import LoggerProvider
+    except ImportError:
+        return
+    provider = _logs.get_logger_provider()
+    if not hasattr(provider, "add_log_record_processor"):
+        # the API's default is its proxy (not exported by opentelemetry._logs): only that one
+        # can still be replaced
+        if not install or type(provider).__name__ != "ProxyLoggerProvider":
+            return
+        _logs.set_logger_provider(LoggerProvider())
+        provider = _logs.get_logger_provider()
+        if not hasattr(provider, "add_log_record_processor"):
+            return
+    if _log_processor is None:
+        _log_processor = _make_log_processor()
+    if not any(p is provider for p in _log_providers):
+        provider.add_log_record_processor(_log_processor)
+        _log_providers.append(provider)
 
 
 # -- the OpenAI Agents SDK -----------------------------------------------------------------------

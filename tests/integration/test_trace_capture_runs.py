@@ -316,3 +316,48 @@ def test_agents_sdk_spans_are_captured_and_replacing_its_processors_is_a_warning
             "replaced during test_sdk.py::test_replaced_inside (set_trace_processors)*"
         ]
     )
+
+
+def test_gen_ai_events_sent_through_the_logs_api_reach_their_span(
+    pytester: pytest.Pytester,
+) -> None:
+    # the older GenAI conventions (and opentelemetry-instrumentation-openai-v2's default mode)
+    # send message content as events through the Logs API, inside the model call's span
+    pytester.makepyfile(
+        test_events="""
+        from opentelemetry import _logs, trace
+
+        tracer = trace.get_tracer("app")
+
+
+        def test_chat(llm_eval_trace):
+            logger = _logs.get_logger("app")
+            attrs = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "m"}
+            with tracer.start_as_current_span("chat m", attributes=attrs):
+                logger.emit(_logs.LogRecord(event_name="gen_ai.system.message",
+                                            body={"content": "Be brief."},
+                                            attributes={"gen_ai.system": "openai"}))
+                logger.emit(_logs.LogRecord(event_name="gen_ai.user.message",
+                                            body={"content": "Weather in Paris?"}))
+                logger.emit(_logs.LogRecord(
+                    event_name="gen_ai.choice",
+                    body={"index": 0, "finish_reason": "tool_calls", "message": {
+                        "role": "assistant",
+                        "tool_calls": [{"id": "call_1", "type": "function", "function": {
+                            "name": "get_weather", "arguments": '{"city": "Paris"}'}}]}},
+                ))
+            logger.emit(_logs.LogRecord(event_name="gen_ai.user.message", body={"content": "x"}))
+            (call,) = llm_eval_trace.model_calls
+            assert list(call.input_messages) == [
+                {"role": "system", "content": "Be brief."},
+                {"role": "user", "content": "Weather in Paris?"},
+            ]
+            assert list(call.output_messages) == [{
+                "role": "assistant", "content": None, "finish_reason": "tool_calls",
+                "tool_calls": [{"id": "call_1", "name": "get_weather",
+                                "arguments": {"city": "Paris"}}],
+            }]
+        """
+    )
+    result = pytester.runpytest_subprocess("--llm-eval", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)

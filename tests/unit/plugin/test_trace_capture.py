@@ -116,6 +116,38 @@ def test_a_closed_capture_keeps_no_trace_alive_while_stragglers_are_open() -> No
     assert router.take_late() == {"t.py::a": 1}
 
 
+def test_log_events_join_their_open_span_only() -> None:
+    from pytest_llmeval.core.trace_conventions import SpanEvent
+
+    router = SpanRouter()
+    a = rec("a")
+    trace = router.open(a, "t.py::a", LIMITS)
+    start_in(a, router, "chat", None, "T")
+    router.event("chat", SpanEvent("gen_ai.user.message", {"content": "hi"}))
+    router.event("other", SpanEvent("gen_ai.user.message", {"content": "lost"}))  # unclaimed
+
+    def chat(key: str = "chat") -> RawSpan:
+        return RawSpan(
+            name=key,
+            span_id=key,
+            parent_id=None,
+            trace_id="T",
+            start_ns=1,
+            end_ns=2,
+            attributes={"gen_ai.operation.name": "chat"},
+        )
+
+    router.ended("chat", chat)
+    (call,) = trace.model_calls
+    assert list(call.input_messages) == [{"role": "user", "content": "hi"}]
+    start_in(a, router, "other", None, "T")  # claimed only now: the early event is gone
+    router.ended("other", lambda: chat("other"))
+    assert [c.input_messages for c in trace.model_calls] == [
+        ({"role": "user", "content": "hi"},),
+        (),
+    ]
+
+
 def test_a_reused_recorder_id_never_reaches_a_closed_capture() -> None:
     router = SpanRouter()
     a = rec("a")
