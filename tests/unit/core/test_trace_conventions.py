@@ -500,3 +500,38 @@ def test_current_form_messages_are_bounded_per_content_and_count() -> None:
         "truncated:gen_ai.input.messages",
         "truncated:input",
     }
+
+
+def test_traceloop_tool_agent_and_workflow_spans() -> None:
+    tool = summarise(
+        raw(
+            "get_weather.tool",
+            {
+                "traceloop.span.kind": "tool",
+                "traceloop.entity.name": "get_weather",
+                "traceloop.entity.input": '{"city": "Paris"}',
+                "traceloop.entity.output": '"sunny"',
+            },
+        )
+    )
+    assert (tool.kind, tool.source) == ("tool", "traceloop")
+    assert isinstance(tool.detail, ToolCall)
+    assert (tool.detail.name, tool.detail.arguments, tool.detail.result) == (
+        "get_weather",
+        {"city": "Paris"},
+        "sunny",
+    )
+    agent = summarise(raw("a", {"traceloop.span.kind": "agent", "traceloop.entity.name": "triage"}))
+    assert isinstance(agent.detail, AgentStep) and agent.detail.name == "triage"
+    flow = summarise(raw("w", {"traceloop.span.kind": "workflow"}))
+    assert (flow.kind, flow.detail) == ("chain", None)
+
+
+def test_a_span_whose_reader_breaks_is_kept_generic_and_flagged() -> None:
+    class Weird(dict):  # type: ignore[type-arg]
+        def get(self, *a: object) -> object:
+            raise RuntimeError("boom")
+
+    span = summarise(raw("odd", Weird({"gen_ai.operation.name": "chat"})))
+    assert (span.kind, span.source, span.detail) == ("span", "unknown", None)
+    assert "unreadable:RuntimeError" in span.flags
