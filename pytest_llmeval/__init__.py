@@ -23,7 +23,15 @@ from pytest_llmeval.core.errors import (
 )
 from pytest_llmeval.core.scores import Score, Usage
 from pytest_llmeval.core.settings import JudgeSettings, Secret, Settings
-from pytest_llmeval.core.trace import AgentStep, ModelCall, Span, ToolCall, Trace, TraceLimits
+from pytest_llmeval.core.trace import (
+    AgentStep,
+    EmptyTraceError,
+    ModelCall,
+    Span,
+    ToolCall,
+    Trace,
+    TraceLimits,
+)
 from pytest_llmeval.core.version import __version__
 from pytest_llmeval.engine.assertions import (
     BatchResult,
@@ -51,6 +59,7 @@ __all__ = [
     "CacheMissError",
     "Case",
     "DatasetError",
+    "EmptyTraceError",
     "InvalidCacheEntryError",
     "Judge",
     "JudgeError",

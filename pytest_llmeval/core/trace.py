@@ -20,9 +20,12 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, final
 
+from pytest_llmeval.core.errors import LLMEvalError
+
 __all__ = [
     "SPAN_KINDS",
     "AgentStep",
+    "EmptyTraceError",
     "ModelCall",
     "Span",
     "SpanKind",
@@ -144,6 +147,20 @@ class AgentStep:
 
 Detail = ModelCall | ToolCall | AgentStep
 
+#: how to turn on the instrumentation of the frameworks whose spans the trace reads
+INSTRUMENTATION_HINT = (
+    "pydantic-ai: agent.instrument = True (or Agent.instrument_all()); plain openai: "
+    "OpenAIInstrumentor().instrument() from opentelemetry-instrumentation-genai-openai; "
+    "LangChain / LangGraph: LangChainInstrumentor().instrument() from "
+    "openinference-instrumentation-langchain; the OpenAI Agents SDK: import agents before the "
+    "test and leave its tracing on"
+)
+
+
+class EmptyTraceError(LLMEvalError, ValueError):
+    """A trace asked for its spans has none: the message says whether spans were started in the
+    process but claimed by no test (attribution) or none at all (instrumentation missing)."""
+
 
 @final
 @dataclass(frozen=True, slots=True)
@@ -180,7 +197,7 @@ class Trace:
     ends in); every query reads a consistent snapshot. Spans are ordered by start time.
     """
 
-    __slots__ = ("__weakref__", "_lock", "_spans", "dropped", "limits", "unfinished")
+    __slots__ = ("__weakref__", "_lock", "_spans", "dropped", "limits", "unclaimed", "unfinished")
 
     def __init__(self, limits: TraceLimits | None = None) -> None:
         self.limits = limits if limits is not None else TraceLimits()
@@ -190,6 +207,8 @@ class Trace:
         self.dropped = 0
         #: spans of this test still open when its capture ended
         self.unfinished = 0
+        #: spans started in the process while this trace was capturing that no test claimed
+        self.unclaimed = 0
 
     # -- filling ----------------------------------------------------------------------------
 
@@ -200,6 +219,29 @@ class Trace:
                 self.dropped += 1
                 return
             self._spans.append(span)
+
+    def require_spans(self) -> Trace:
+        """This trace, if it has spans; else :class:`EmptyTraceError` saying why there may be
+        none: spans started elsewhere that no test claimed, or no span at all (instrumentation
+        missing). For a test that must see its agent's spans::
+
+            llm_eval_trace.require_spans()
+        """
+        if len(self):
+            return self
+        if self.unclaimed:
+            raise EmptyTraceError(
+                f"llm_eval_trace: no span was captured for this test, though "
+                f"{self.unclaimed} span(s) were started in this process meanwhile that no test "
+                "claimed: they were started where the test's context does not reach (a thread "
+                "or process of the agent's own) and under no captured span. Start the agent's "
+                "work from the test (threads: contextvars.copy_context().run), or under a span "
+                "started in the test"
+            )
+        raise EmptyTraceError(
+            "llm_eval_trace: no span was captured for this test, and none was started in this "
+            "process while it ran: is the code under test instrumented? " + INSTRUMENTATION_HINT
+        )
 
     # -- the tree ---------------------------------------------------------------------------
 

@@ -135,6 +135,9 @@ class SpanRouter:
             if sink is None:
                 sink = self._traces.get(trace_key) or self._closed_traces.get(trace_key)
             if sink is None:
+                for active in self._active.values():  # for require_spans' diagnosis
+                    if active.trace is not None:
+                        active.trace.unclaimed += 1
                 return
             if len(self._open) >= _MAX_OPEN:
                 oldest = next(iter(self._open))

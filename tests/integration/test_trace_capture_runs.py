@@ -361,3 +361,23 @@ def test_gen_ai_events_sent_through_the_logs_api_reach_their_span(
     )
     result = pytester.runpytest_subprocess("--llm-eval", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
+
+
+def test_require_spans_on_an_uninstrumented_test_is_an_error_naming_instrumentation(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(
+        test_bare="""
+        def test_agent(llm_eval_trace):
+            answer = "sunny"  # an agent that emits no span
+            llm_eval_trace.require_spans()
+        """
+    )
+    result = pytester.runpytest_subprocess("--llm-eval", "-p", "no:cacheprovider")
+    result.assert_outcomes(errors=1)  # not a quality failure: the trace is unusable
+    result.stdout.fnmatch_lines(
+        [
+            "*EmptyTraceError: llm_eval_trace: no span was captured for this test, and none was "
+            "started in this process while it ran: is the code under test instrumented?*"
+        ]
+    )

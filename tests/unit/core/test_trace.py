@@ -9,6 +9,7 @@ import pytest
 
 from pytest_llmeval.core.trace import (
     AgentStep,
+    EmptyTraceError,
     ModelCall,
     Span,
     ToolCall,
@@ -166,3 +167,19 @@ def test_empty_trace_says_so() -> None:
     trace = Trace()
     assert (trace.render(), trace.duration_s, trace.total_tokens) == ("(no spans)", 0.0, 0)
     assert repr(trace) == "<Trace 0 spans: 0 model calls, 0 tool calls [], 0 tokens>"
+
+
+def test_require_spans_says_why_a_trace_is_empty() -> None:
+    trace = agent_run()
+    assert trace.require_spans() is trace
+    empty = Trace()
+    with pytest.raises(EmptyTraceError) as missing:
+        empty.require_spans()
+    assert str(missing.value).startswith(
+        "llm_eval_trace: no span was captured for this test, and none was started in this "
+        "process while it ran: is the code under test instrumented? pydantic-ai: "
+        "agent.instrument = True"
+    )
+    empty.unclaimed = 2
+    with pytest.raises(EmptyTraceError, match=r"though 2 span\(s\) were started in this process"):
+        empty.require_spans()

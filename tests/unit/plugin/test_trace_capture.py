@@ -77,6 +77,7 @@ def test_spans_nobody_captures_are_ignored() -> None:
     router.ended("s", lambda: raw("s"))
     router.ended("t", lambda: raw("t"))
     assert len(trace) == 0
+    assert trace.unclaimed == 2  # what require_spans tells the user
 
 
 def test_late_spans_are_counted_not_attached_to_the_next_test() -> None:
