@@ -441,14 +441,16 @@ class _LateSpans:
     """Terminal summary of spans that ended after their test (registered on first capture)."""
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        """Worker side and the only process: each process reports its own stragglers (an xdist
+        worker's summary is not shown; its tests' traces were never polluted either way)."""
         late = _ROUTER.take_late()
         if not late:
             return
         total = sum(late.values())
         terminalreporter.write_sep("-", "llm-eval trace")
         terminalreporter.write_line(
-            f"{total} span(s) ended after their test had ended (counted on that test's trace, "
-            "not attached to another):"
+            f"{total} span(s) ended after their test had ended (counted here, not attached "
+            "to another test):"
         )
         for nodeid, n in sorted(late.items()):
             terminalreporter.write_line(f"  {nodeid}: {n}")

@@ -158,8 +158,8 @@ def test_spans_of_threads_follow_their_parent_and_late_spans_are_counted_and_rep
             "test_threads.py::test_thread_spans_and_a_straggler were still open when the test "
             "ended*",
             "*- llm-eval trace -*",
-            "1 span(s) ended after their test had ended (counted on that test's trace, not "
-            "attached to another):",
+            "1 span(s) ended after their test had ended (counted here, not attached to another "
+            "test):",
             "  test_threads.py::test_thread_spans_and_a_straggler: 1",
         ]
     )
