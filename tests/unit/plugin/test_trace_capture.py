@@ -149,6 +149,21 @@ def test_log_events_join_their_open_span_only() -> None:
     ]
 
 
+def test_a_thousand_captures_leave_the_router_holding_nothing_but_recent_trace_ids() -> None:
+    router = SpanRouter()
+    for i in range(1_000):
+        r = rec(f"t{i}")
+        trace = router.open(r, f"t.py::t{i}", LIMITS)
+        for k in range(5):
+            start_in(r, router, f"{i}-{k}", None, f"T{i}")
+            router.ended(f"{i}-{k}", lambda i=i, k=k: raw(f"{i}-{k}"))
+        router.close(trace)
+        assert len(trace) == 5
+    assert (router._active, router._open, router._traces, router._events) == ({}, {}, {}, {})
+    assert len(router._closed_traces) == 1_000  # ids only: every sink there dropped its trace
+    assert all(s.trace is None for s in router._closed_traces.values())
+
+
 def test_a_reused_recorder_id_never_reaches_a_closed_capture() -> None:
     router = SpanRouter()
     a = rec("a")
