@@ -183,7 +183,8 @@ def test_a_reused_recorder_id_never_reaches_a_closed_capture() -> None:
 
 @pytest.fixture
 def provider() -> Iterator[object]:
-    from opentelemetry.sdk.trace import TracerProvider
+    sdk = pytest.importorskip("opentelemetry.sdk.trace", reason="the otel extra (dev pins it)")
+    TracerProvider = sdk.TracerProvider
 
     from pytest_llmeval.plugin import trace_capture
 
