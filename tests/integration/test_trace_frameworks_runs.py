@@ -10,9 +10,13 @@ provider; instrumentors patch process-wide state). Versions: the dev extra's pin
 
 from __future__ import annotations
 
-import pytest
+import json
+from typing import Any
 
-from pytest_llmeval.testing import OpenAITestServer, text, tool_call
+import pytest
+from case_files import write_dataset
+
+from pytest_llmeval.testing import ChatReply, OpenAITestServer, text, tool_call
 
 pytest.importorskip("opentelemetry.sdk.trace", reason="the otel extra (pinned in the dev extra)")
 
@@ -325,3 +329,66 @@ def test_agent(llm_eval_trace):
     result = pytester.runpytest_subprocess("--llm-eval", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
     assert len(judge_server.requests_to("chat")) == 3
+
+
+def _weather_reply(body: dict[str, Any]) -> ChatReply:
+    """The server's answer to any weather agent: ask for the city's weather, then answer."""
+    last = body["messages"][-1]
+    if last["role"] == "tool":
+        city = json.loads(last["content"])["city"]
+        return text(f"It is sunny in {city}.", usage=(70, 8))
+    city = str(last["content"]).removeprefix("Weather in ").rstrip("?")
+    return tool_call({"city": city}, name="get_weather", usage=(50, 10))
+
+
+def test_pydantic_ai_agents_in_concurrent_cases_each_get_their_own_trajectory(
+    pytester: pytest.Pytester, judge_server: OpenAITestServer
+) -> None:
+    pytest.importorskip("pydantic_ai")
+    judge_server.set_default(_weather_reply)
+    judge_server.latency = 0.2  # every call takes a while: the cases' calls interleave
+    cities = ["Paris", "Rome", "Oslo", "Lima"]
+    write_dataset(pytester.path / "cities.jsonl", [{"id": c.lower(), "input": c} for c in cities])
+    pytester.makepyfile(
+        test_cities="""
+import json
+import pytest
+from pydantic_ai import Agent
+from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.providers.openai import OpenAIProvider
+
+model = OpenAIChatModel("gpt-test", provider=OpenAIProvider(base_url=BASE_URL, api_key="test"))
+agent = Agent(model, name="weather")
+agent.instrument = True
+IN_FLIGHT, MOST = set(), [0]
+
+
+@agent.tool_plain
+def get_weather(city: str) -> dict:
+    return {"city": city, "forecast": "sunny"}
+
+
+@pytest.mark.llm_eval
+@pytest.mark.llm_eval_dataset("cities.jsonl", concurrency=4)
+async def test_city(case, llm_eval_trace):
+    IN_FLIGHT.add(case.id)
+    MOST[0] = max(MOST[0], len(IN_FLIGHT))
+    result = await agent.run(f"Weather in {case.input}?")
+    IN_FLIGHT.discard(case.id)
+    assert result.output == f"It is sunny in {case.input}."
+    trace = llm_eval_trace
+    assert trace.tool_names == ("get_weather",), trace.render()
+    assert trace.tool_calls[0].arguments == {"city": case.input}
+    assert trace.tool_calls[0].result == {"city": case.input, "forecast": "sunny"}
+    assert len(trace.model_calls) == 2 and trace.total_tokens == 138
+    assert trace.model_calls[0].input_messages[-1]["content"] == f"Weather in {case.input}?"
+    assert len(trace.roots) == 1 and trace.roots[0].name == "invoke_agent weather"
+    with open(f"most-{case.id}.json", "w") as f:
+        json.dump(MOST[0], f)
+""".replace("BASE_URL", repr(judge_server.base_url)),
+    )
+    result = pytester.runpytest_subprocess("--llm-eval", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=4)
+    assert len(judge_server.requests_to("chat")) == 8
+    most = max(json.loads((pytester.path / f"most-{c.lower()}.json").read_text()) for c in cities)
+    assert most == 4  # the four agents really ran at once
