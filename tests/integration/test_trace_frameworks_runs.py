@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from case_files import write_dataset
 
-from pytest_llmeval.testing import ChatReply, OpenAITestServer, text, tool_call
+from pytest_llmeval.testing import ChatReply, OpenAITestServer, error, text, tool_call
 
 pytest.importorskip("opentelemetry.sdk.trace", reason="the otel extra (pinned in the dev extra)")
 
@@ -392,3 +392,41 @@ async def test_city(case, llm_eval_trace):
     assert len(judge_server.requests_to("chat")) == 8
     most = max(json.loads((pytester.path / f"most-{c.lower()}.json").read_text()) for c in cities)
     assert most == 4  # the four agents really ran at once
+
+
+def test_a_failed_model_call_under_the_official_instrumentation(
+    pytester: pytest.Pytester, judge_server: OpenAITestServer
+) -> None:
+    pytest.importorskip("opentelemetry.instrumentation.genai.openai")
+    judge_server.enqueue(error(400, "model gpt-test does not exist"))
+    pytester.makepyfile(
+        test_failed="""
+import pytest
+from openai import BadRequestError, OpenAI
+from opentelemetry.instrumentation.genai.openai import OpenAIInstrumentor
+
+
+@pytest.fixture
+def instrumented():
+    instrumentor = OpenAIInstrumentor()
+    instrumentor.instrument()
+    yield
+    instrumentor.uninstrument()
+
+
+def test_agent(instrumented, llm_eval_trace):
+    client = OpenAI(base_url=BASE_URL, api_key="test", max_retries=0)
+    with pytest.raises(BadRequestError):
+        client.chat.completions.create(
+            model="gpt-test", messages=[{"role": "user", "content": "hi"}]
+        )
+    (call,) = llm_eval_trace.model_calls
+    assert call.error == "Error code: 400 - model gpt-test does not exist"
+    assert (call.input_tokens, call.output_tokens, call.output_messages) == (None, None, ())
+    (span,) = llm_eval_trace.errors
+    assert span.attributes["error.type"] == "openai.BadRequestError"
+    assert llm_eval_trace.total_tokens == 0
+""".replace("BASE_URL", repr(judge_server.base_url)),
+    )
+    result = pytester.runpytest_subprocess("--llm-eval", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
