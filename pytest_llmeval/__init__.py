@@ -23,6 +23,15 @@ from pytest_llmeval.core.errors import (
 )
 from pytest_llmeval.core.scores import Score, Usage
 from pytest_llmeval.core.settings import JudgeSettings, Secret, Settings
+from pytest_llmeval.core.trace import (
+    AgentStep,
+    EmptyTraceError,
+    ModelCall,
+    Span,
+    ToolCall,
+    Trace,
+    TraceLimits,
+)
 from pytest_llmeval.core.version import __version__
 from pytest_llmeval.engine.assertions import (
     BatchResult,
@@ -44,11 +53,13 @@ from pytest_llmeval.engine.registry import default_registry
 from pytest_llmeval.engine.scoring import Scorer
 
 __all__ = [
+    "AgentStep",
     "BatchResult",
     "BudgetExceededError",
     "CacheMissError",
     "Case",
     "DatasetError",
+    "EmptyTraceError",
     "InvalidCacheEntryError",
     "Judge",
     "JudgeError",
@@ -56,6 +67,7 @@ __all__ = [
     "JudgeSpecError",
     "LLMEvalAssertionError",
     "LLMEvalError",
+    "ModelCall",
     "Score",
     "Scorer",
     "ScorerConfigError",
@@ -64,6 +76,10 @@ __all__ = [
     "ScoringContext",
     "Secret",
     "Settings",
+    "Span",
+    "ToolCall",
+    "Trace",
+    "TraceLimits",
     "UnknownScorerError",
     "Usage",
     "__version__",

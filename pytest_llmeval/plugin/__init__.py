@@ -29,6 +29,7 @@ from pytest_llmeval.core.records import (
     current_recorder,
     records_to_wire,
 )
+from pytest_llmeval.core.trace import Trace
 from pytest_llmeval.engine.context import ScoringContext, get_context, set_context
 from pytest_llmeval.engine.dataset import Case, load_dataset
 from pytest_llmeval.engine.registry import default_registry
@@ -306,6 +307,24 @@ def case() -> Case:
 def llm_eval_context(request: pytest.FixtureRequest) -> ScoringContext:
     """The run's scoring context (settings, judge clients, cache)."""
     return get_context()
+
+
+@pytest.fixture
+def llm_eval_trace(request: pytest.FixtureRequest) -> Iterator[Trace]:
+    """The trace of what the code under test does during this test (or concurrent case): the
+    OpenTelemetry spans it emits (and the OpenAI Agents SDK's own spans) summarised into model
+    calls, tool calls, agent steps and the span tree. It fills as spans end; read it after the
+    agent has run (``llm_eval_trace.tool_names``, ``.model_calls``, ``.find(...)``).
+
+    Needs the ``otel`` extra. Adds a span processor to the process's SDK tracer provider; with
+    none set, installs one under ``--llm-eval`` and otherwise fails the setup saying how to turn
+    it on. Spans that end after the test are counted in the terminal summary, not attached to
+    another test; spans still open at its end are counted in ``unfinished`` (and a warning).
+    """
+    from pytest_llmeval.plugin.trace_capture import capture
+
+    with capture(request.node) as trace:
+        yield trace
 
 
 # -- recording -----------------------------------------------------------------------------

@@ -2,4 +2,16 @@
 
 from __future__ import annotations
 
-HEAVY = ("openai", "torch", "transformers", "bert_score", "scipy", "numpy", "rapidfuzz", "redis")
+#: opentelemetry and the Agents SDK (agents) load only when a test asks for llm_eval_trace
+HEAVY = (
+    "openai",
+    "torch",
+    "transformers",
+    "bert_score",
+    "scipy",
+    "numpy",
+    "rapidfuzz",
+    "redis",
+    "opentelemetry",
+    "agents",
+)

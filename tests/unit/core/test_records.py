@@ -181,5 +181,5 @@ def test_a_row_with_a_value_of_the_wrong_type_is_refused_naming_the_field(
 def test_anything_but_rows_of_this_wire_version_is_refused(text: str) -> None:
     from pytest_llmeval.core.records import records_from_wire
 
-    with pytest.raises(ValueError, match="wire version 1|JSON array of 27 values"):
+    with pytest.raises(ValueError, match=r"wire version 1|JSON array of 27 values"):
         records_from_wire(text, {})

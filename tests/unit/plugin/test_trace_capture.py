@@ -1,0 +1,233 @@
+"""The span router: which capture a span belongs to (context, then parent, then trace), late
+and unfinished spans, nothing leaking between captures. The OpenTelemetry processor is driven
+by a real SDK tracer provider."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from pytest_llmeval.core.records import TestRecorder, current_recorder
+from pytest_llmeval.core.trace import TraceLimits
+from pytest_llmeval.core.trace_conventions import RawSpan
+from pytest_llmeval.plugin.trace_capture import SpanRouter
+
+LIMITS = TraceLimits()
+
+
+def rec(name: str) -> TestRecorder:
+    return TestRecorder("t.py", name, None, None)
+
+
+def raw(key: str, parent: str | None = None) -> RawSpan:
+    return RawSpan(name=key, span_id=key, parent_id=parent, trace_id="t", start_ns=1, end_ns=2)
+
+
+def start_in(
+    recorder: TestRecorder | None, router: SpanRouter, key: str, parent: str | None, trace: str
+) -> None:
+    token = current_recorder.set(recorder)
+    try:
+        router.started(key, parent, trace)
+    finally:
+        current_recorder.reset(token)
+
+
+def test_context_decides_between_two_open_captures() -> None:
+    router = SpanRouter()
+    a, b = rec("a"), rec("b")
+    ta, tb = router.open(a, "t.py::a", LIMITS), router.open(b, "t.py::b", LIMITS)
+    start_in(a, router, "s1", None, "T1")
+    start_in(b, router, "s2", None, "T2")
+    router.ended("s2", lambda: raw("s2"))
+    router.ended("s1", lambda: raw("s1"))
+    assert [s.name for s in ta.spans] == ["s1"]
+    assert [s.name for s in tb.spans] == ["s2"]
+
+
+def test_a_span_without_context_follows_its_parent_then_its_trace() -> None:
+    router = SpanRouter()
+    a = rec("a")
+    trace = router.open(a, "t.py::a", LIMITS)
+    start_in(a, router, "root", None, "T")
+    # a thread the agent started: no recorder in its context
+    done = threading.Event()
+
+    def worker() -> None:
+        router.started("child", "root", "T")  # parent still open
+        router.ended("child", lambda: raw("child", "root"))
+        done.set()
+
+    threading.Thread(target=worker).start()
+    assert done.wait(5)
+    router.ended("root", lambda: raw("root"))
+    start_in(None, router, "orphan", "gone", "T")  # parent unknown, trace known
+    router.ended("orphan", lambda: raw("orphan"))
+    assert sorted(s.name for s in trace.spans) == ["child", "orphan", "root"]
+
+
+def test_spans_nobody_captures_are_ignored() -> None:
+    router = SpanRouter()
+    a = rec("a")
+    trace = router.open(a, "t.py::a", LIMITS)
+    start_in(rec("other"), router, "s", None, "T9")  # another test, not capturing
+    start_in(None, router, "t", None, "T8")
+    router.ended("s", lambda: raw("s"))
+    router.ended("t", lambda: raw("t"))
+    assert len(trace) == 0
+    assert trace.unclaimed == 2  # what require_spans tells the user
+
+
+def test_late_spans_are_counted_not_attached_to_the_next_test() -> None:
+    router = SpanRouter()
+    a, b = rec("a"), rec("b")
+    ta = router.open(a, "t.py::a", LIMITS)
+    start_in(a, router, "slow", None, "T")
+    assert router.close(ta) == 1
+    assert ta.unfinished == 1
+    tb = router.open(b, "t.py::b", LIMITS)
+    router.ended("slow", lambda: raw("slow"))
+    # a straggler started after the test ended, in the same trace, without context
+    start_in(None, router, "after", None, "T")
+    router.ended("after", lambda: raw("after"))
+    assert (len(ta), len(tb)) == (0, 0)
+    assert router.take_late() == {"t.py::a": 2}
+    assert router.take_late() == {}
+    router.close(tb)
+
+
+def test_a_closed_capture_keeps_no_trace_alive_while_stragglers_are_open() -> None:
+    import gc
+    import weakref
+
+    router = SpanRouter()
+    a = rec("a")
+    trace = router.open(a, "t.py::a", LIMITS)
+    start_in(a, router, "s1", None, "T")
+    router.ended("s1", lambda: raw("s1"))
+    start_in(a, router, "straggler", None, "T")
+    assert router.close(trace) == 1
+    ref = weakref.ref(trace)
+    del trace
+    gc.collect()
+    assert ref() is None  # the straggler's routing entry does not hold the captured spans
+    router.ended("straggler", lambda: raw("straggler"))
+    assert router.take_late() == {"t.py::a": 1}
+
+
+def test_log_events_join_their_open_span_only() -> None:
+    from pytest_llmeval.core.trace_conventions import SpanEvent
+
+    router = SpanRouter()
+    a = rec("a")
+    trace = router.open(a, "t.py::a", LIMITS)
+    start_in(a, router, "chat", None, "T")
+    router.event("chat", SpanEvent("gen_ai.user.message", {"content": "hi"}))
+    router.event("other", SpanEvent("gen_ai.user.message", {"content": "lost"}))  # unclaimed
+
+    def chat(key: str = "chat") -> RawSpan:
+        return RawSpan(
+            name=key,
+            span_id=key,
+            parent_id=None,
+            trace_id="T",
+            start_ns=1,
+            end_ns=2,
+            attributes={"gen_ai.operation.name": "chat"},
+        )
+
+    router.ended("chat", chat)
+    (call,) = trace.model_calls
+    assert list(call.input_messages) == [{"role": "user", "content": "hi"}]
+    start_in(a, router, "other", None, "T")  # claimed only now: the early event is gone
+    router.ended("other", lambda: chat("other"))
+    assert [c.input_messages for c in trace.model_calls] == [
+        ({"role": "user", "content": "hi"},),
+        (),
+    ]
+
+
+def test_a_thousand_captures_leave_the_router_holding_nothing_but_recent_trace_ids() -> None:
+    router = SpanRouter()
+    for i in range(1_000):
+        r = rec(f"t{i}")
+        trace = router.open(r, f"t.py::t{i}", LIMITS)
+        for k in range(5):
+            start_in(r, router, f"{i}-{k}", None, f"T{i}")
+            router.ended(f"{i}-{k}", lambda i=i, k=k: raw(f"{i}-{k}"))
+        router.close(trace)
+        assert len(trace) == 5
+    assert (router._active, router._open, router._traces, router._events) == ({}, {}, {}, {})
+    assert len(router._closed_traces) == 1_000  # ids only: every sink there dropped its trace
+    assert all(s.trace is None for s in router._closed_traces.values())
+
+
+def test_a_reused_recorder_id_never_reaches_a_closed_capture() -> None:
+    router = SpanRouter()
+    a = rec("a")
+    ta = router.open(a, "t.py::a", LIMITS)
+    router.close(ta)
+    start_in(a, router, "s", None, "T")  # same recorder, capture closed: not captured
+    router.ended("s", lambda: raw("s"))
+    assert len(ta) == 0 and router.take_late() == {}
+    with pytest.raises(RuntimeError, match="a trace capture is already open"):
+        b = rec("b")
+        router.open(b, "t.py::b", LIMITS)
+        router.open(b, "t.py::b", LIMITS)
+
+
+# -- the OpenTelemetry processor on a real SDK provider -----------------------------------------
+
+
+@pytest.fixture
+def provider() -> Iterator[object]:
+    sdk = pytest.importorskip("opentelemetry.sdk.trace", reason="the otel extra (dev pins it)")
+    TracerProvider = sdk.TracerProvider
+
+    from pytest_llmeval.plugin import trace_capture
+
+    p = TracerProvider()
+    p.add_span_processor(trace_capture._make_otel_processor())
+    yield p
+    p.shutdown()
+
+
+def test_otel_processor_routes_spans_with_ids_status_and_events(provider: object) -> None:
+    from opentelemetry.trace import Status, StatusCode
+
+    from pytest_llmeval.plugin.trace_capture import router
+
+    tracer = provider.get_tracer("t")  # type: ignore[attr-defined]
+    a = rec("a")
+    trace = router().open(a, "t.py::a", LIMITS)
+    token = current_recorder.set(a)
+    try:
+        with tracer.start_as_current_span(
+            "invoke_agent x",
+            attributes={"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "x"},
+        ) as root:
+
+            def in_thread() -> None:  # a thread without the context: parent carried explicitly
+                from opentelemetry import trace as api
+
+                ctx = api.set_span_in_context(root)
+                with tracer.start_as_current_span(
+                    "execute_tool f",
+                    context=ctx,
+                    attributes={"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "f"},
+                ) as s:
+                    s.set_status(Status(StatusCode.ERROR, "tool broke"))
+
+            t = threading.Thread(target=in_thread)
+            t.start()
+            t.join()
+    finally:
+        current_recorder.reset(token)
+    router().close(trace)
+    agent, tool = trace.spans
+    assert (agent.kind, agent.name, agent.parent_id) == ("agent", "invoke_agent x", None)
+    assert (tool.kind, tool.parent_id, tool.error) == ("tool", agent.span_id, "tool broke")
+    assert len(agent.span_id) == 16 and len(agent.trace_id) == 32
+    assert tool.trace_id == agent.trace_id
