@@ -76,6 +76,7 @@ BUILTIN_SCORERS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "task_completion": ("agents", "TaskCompletion", ("TaskCompletion", "TaskCompletionMetric")),
     "trajectory_match": ("trajectory", "TrajectoryMatch", ("TrajectoryMatch",)),
     "trace_budget": ("trajectory", "TraceBudget", ("TraceBudget",)),
+    "trace_usage": ("trajectory", "TraceUsage", ("TraceUsage",)),
     "argument_correctness": (
         "agents",
         "ArgumentCorrectness",

@@ -1,8 +1,9 @@
 """Assertions on what an agent did (issue 21, part 3): ``trajectory_match`` (the tool calls made
 against an expected list, in one of five modes) and ``trace_budget`` (the limits a team gates
-on: tool calls, model calls, tokens, cost, wall time, tool errors). Both deterministic, both
+on: tool calls, model calls, tokens, cost, wall time, tool errors), both deterministic, both
 1.0 (pass) or 0.0 (fail): assert them with ``min=1`` (or ``threshold=1``); with no bound,
-``assert_score`` only records the score, as for every scorer.
+``assert_score`` only records the score, as for every scorer. ``trace_usage`` gives one of the
+budget's quantities as a lower-is-better score, for bounds and gates on the number itself.
 
 ``output`` is a captured :class:`~pytest_llmeval.core.trace.Trace` (``llm_eval_trace``);
 ``trajectory_match`` also takes the tool calls in any form the agent scorers read (chat
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, final
 
 from pytest_llmeval.core.errors import ScorerConfigError, ScorerInputError, describe_value
 from pytest_llmeval.core.scores import Score
-from pytest_llmeval.core.trace import Trace
+from pytest_llmeval.core.trace import ModelCall, Trace
 from pytest_llmeval.engine.scoring import Scorer
 from pytest_llmeval.judge.prices import price_of
 from pytest_llmeval.scorers.agents import _check_choice, _json_equal
@@ -37,7 +38,7 @@ from pytest_llmeval.scorers.traces import check_trace
 if TYPE_CHECKING:
     from pytest_llmeval.engine.context import ScoringContext
 
-__all__ = ["TraceBudget", "TrajectoryMatch"]
+__all__ = ["LIMITS", "MEASURES", "TraceBudget", "TraceUsage", "TrajectoryMatch", "measure_trace"]
 
 MODES = ("exact", "in_order", "any_order", "subset", "superset")
 ARGUMENT_MODES = ("exact", "subset", "ignore")
@@ -310,7 +311,15 @@ def _in_order(ok: list[list[bool]], n_made: int, n_wanted: int) -> dict[int, int
 
 
 def _max_matching(ok: list[list[bool]], n_made: int, n_wanted: int) -> dict[int, int]:
-    """A maximum one-to-one pairing of expected entries with calls made (augmenting paths)."""
+    """A maximum one-to-one pairing of expected entries with calls made (augmenting paths; an
+    optimal 0/1 assignment when long paths could outgrow the recursion limit)."""
+    if min(n_made, n_wanted) > 200:
+        import numpy as np
+        from scipy.optimize import linear_sum_assignment
+
+        weights = np.array([[1.0 if x else 0.0 for x in row] for row in ok], dtype=np.float64)
+        rows, cols = linear_sum_assignment(weights, maximize=True)
+        return {j: i for i, j in zip(rows.tolist(), cols.tolist(), strict=True) if ok[i][j]}
     owner: dict[int, int] = {}  # made index -> expected index
 
     def augment(j: int, seen: set[int]) -> bool:
@@ -384,20 +393,140 @@ def _call_json(index: int, call: ToolCall) -> dict[str, Any]:
     }
 
 
-# -- trace_budget ---------------------------------------------------------------------------------
+# -- trace_budget and trace_usage ----------------------------------------------------------------
 
-#: limit option -> (what it measures, whole number?)
-LIMITS: Mapping[str, tuple[str, bool]] = {
-    "max_tool_calls": ("tool calls", True),
-    "max_model_calls": ("model calls", True),
-    "max_input_tokens": ("input tokens", True),
-    "max_output_tokens": ("output tokens", True),
-    "max_total_tokens": ("total tokens", True),
-    "max_cost_usd": ("cost (USD)", False),
-    "max_duration_s": ("wall time (s)", False),
-    "max_tool_errors": ("tool errors", True),
+#: what a trace's budget measures: name -> (label, a whole number?)
+MEASURES: Mapping[str, tuple[str, bool]] = {
+    "tool_calls": ("tool calls", True),
+    "model_calls": ("model calls", True),
+    "input_tokens": ("input tokens", True),
+    "output_tokens": ("output tokens", True),
+    "total_tokens": ("total tokens", True),
+    "cost_usd": ("cost (USD)", False),
+    "duration_s": ("wall time (s)", False),
+    "tool_errors": ("tool errors", True),
 }
-_TOKEN_LIMITS = ("max_input_tokens", "max_output_tokens", "max_total_tokens")
+#: trace_budget's limit options: ``max_<measure>``
+LIMITS: Mapping[str, str] = {f"max_{m}": m for m in MEASURES}
+_TOKENS = ("input_tokens", "output_tokens", "total_tokens", "cost_usd")
+
+
+def _check_prices(scorer: str, prices: Any) -> None:
+    if prices is None:
+        return
+    if not isinstance(prices, Mapping):
+        raise ScorerConfigError(scorer, "prices", f"is {describe_value(prices)}, not a dict")
+    for model, price in prices.items():
+        if (
+            not isinstance(price, Sequence)
+            or isinstance(price, str)
+            or not 2 <= len(price) <= 3
+            or any(
+                isinstance(p, bool)
+                or not isinstance(p, (int, float))
+                or not math.isfinite(p)
+                or p < 0
+                for p in price
+            )
+        ):
+            raise ScorerConfigError(
+                scorer,
+                "prices",
+                f"has {describe_value(price)} for {model!r}",
+                hint="A price is (USD per 1M input tokens, USD per 1M output tokens), finite "
+                "numbers >= 0",
+            )
+
+
+def measure_trace(
+    scorer: str,
+    value: Any,
+    measures: Sequence[str],
+    ctx: ScoringContext,
+    prices: Mapping[str, Sequence[float]] | None = None,
+) -> dict[str, float]:
+    """``measures`` (names of :data:`MEASURES`) of the trace ``value``, checked first: never a
+    count that reads as 0 because it is unknown (see :class:`TraceBudget`)."""
+    if not isinstance(value, Trace):
+        raise ScorerInputError(
+            scorer,
+            "output",
+            f"is {describe_value(value)}, not a Trace",
+            hint="Pass output=llm_eval_trace (the trace the fixture captured)",
+        )
+    trace = value
+    check_trace(
+        scorer, "output", trace, tools="tool_calls" in measures or "tool_errors" in measures
+    )
+    models = trace.model_calls
+    of_models = [m for m in measures if m in _TOKENS or m == "model_calls"]
+    if of_models and not models:
+        raise ScorerInputError(
+            scorer,
+            "output",
+            "is a trace with no model call captured, so "
+            + ", ".join(MEASURES[m][0] for m in of_models)
+            + " cannot be counted (the model's instrumentation seems missing)",
+            hint="Instrument the model calls too, or leave those limits out",
+        )
+    of_tokens = [m for m in measures if m in _TOKENS]
+    if of_tokens:
+        unreported = [c.name for c in models if c.input_tokens is None or c.output_tokens is None]
+        negative = [
+            c.name for c in models if (c.input_tokens or 0) < 0 or (c.output_tokens or 0) < 0
+        ]
+        if unreported or negative:
+            bad = unreported or negative
+            what = "reported no token counts" if unreported else "reported negative token counts"
+            raise ScorerInputError(
+                scorer,
+                "output",
+                f"has {len(bad)} model call(s) that {what} "
+                f"({', '.join(sorted(set(bad))[:3])}), so "
+                + ", ".join(MEASURES[m][0] for m in of_tokens)
+                + " cannot be checked (an unknown count is not 0)",
+                hint="Use an instrumentation that records usage (gen_ai.usage.*), or leave "
+                "the token and cost limits out",
+            )
+    out: dict[str, float] = {}
+    for m in measures:
+        if m == "tool_calls":
+            out[m] = len(trace.tool_calls)
+        elif m == "model_calls":
+            out[m] = len(models)
+        elif m == "input_tokens":
+            out[m] = trace.input_tokens
+        elif m == "output_tokens":
+            out[m] = trace.output_tokens
+        elif m == "total_tokens":
+            out[m] = trace.total_tokens
+        elif m == "duration_s":
+            out[m] = trace.duration_s
+        elif m == "tool_errors":
+            out[m] = sum(1 for c in trace.tool_calls if c.error is not None)
+        else:
+            out[m] = _cost(scorer, models, {**ctx.settings.prices, **(prices or {})})
+    return out
+
+
+def _cost(scorer: str, models: Sequence[ModelCall], overrides: Mapping[str, Any]) -> float:
+    total = 0.0
+    for call in models:
+        names = [n for n in (call.response_model, call.model) if n]
+        price = next((p for p in (price_of(n, overrides) for n in names) if p is not None), None)
+        if price is None:
+            shown = " / ".join(repr(n) for n in names) or "(no model name recorded)"
+            raise ScorerConfigError(
+                scorer,
+                "prices",
+                f"has no price for the model {shown} of model call {call.name!r}, so the "
+                "trace's cost is unknown (never counted as 0)",
+                hint="Give prices={'<model>': (usd_per_1m_input, usd_per_1m_output)} or add it "
+                "to llm_eval_prices in the ini file",
+            )
+        p_in, p_out, _ = price
+        total += ((call.input_tokens or 0) * p_in + (call.output_tokens or 0) * p_out) / 1e6
+    return total
 
 
 class TraceBudget(Scorer):
@@ -418,22 +547,21 @@ class TraceBudget(Scorer):
     error.
 
     Never a silent zero: a token or cost limit on a trace with a model call that reported no
-    token counts, or with no model call captured, is an input error, as is a cost limit for
-    a model without a price (a configuration error naming ``prices``); a tool-call limit on a
-    trace whose model asked for tools while no tool run was captured is an input error.
+    (or negative) token counts, or a token, cost or model-call limit on a trace with no model
+    call captured, is an input error, as is a cost limit for a model without a price (a
+    configuration error naming ``prices``); a tool-call or tool-error limit on a trace whose
+    model asked for tools while no tool run was captured is an input error.
 
     ``rationale`` names each limit exceeded, by how much (``tool calls 7 > max 5 (+2)``);
-    ``metadata``: ``measured`` (every quantity a limit was given for), ``limits``,
-    ``exceeded`` (limit, measured, max, over).
+    ``metadata``: ``measured`` (every quantity a limit was given for, by limit), ``limits``,
+    ``exceeded`` (limit, measured, max, over). For a number to gate on (a dataset's mean
+    tokens), see ``trace_usage``.
     """
 
     name = "trace_budget"
     aliases = ("TraceBudget",)
     required_inputs = ("output",)
-    default_options: ClassVar[Mapping[str, Any]] = {
-        **dict.fromkeys(LIMITS),
-        "prices": None,
-    }
+    default_options: ClassVar[Mapping[str, Any]] = {**dict.fromkeys(LIMITS), "prices": None}
     description = "a trace within limits: tool calls, model calls, tokens, cost, wall time, errors"
 
     def validate_options(self) -> None:
@@ -446,7 +574,7 @@ class TraceBudget(Scorer):
                 hint=f"Give at least one of: {', '.join(LIMITS)}",
             )
         for option, value in given.items():
-            whole = LIMITS[option][1]
+            whole = MEASURES[LIMITS[option]][1]
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 problem = f"is {describe_value(value)}, not a number"
             elif not math.isfinite(value):
@@ -463,32 +591,7 @@ class TraceBudget(Scorer):
                 problem,
                 hint=f"Give {option}= a {'whole ' if whole else ''}number >= 0 (or leave it out)",
             )
-        prices = self.options["prices"]
-        if prices is not None:
-            if not isinstance(prices, Mapping):
-                raise ScorerConfigError(
-                    self.name, "prices", f"is {describe_value(prices)}, not a dict"
-                )
-            for model, price in prices.items():
-                if (
-                    not isinstance(price, Sequence)
-                    or isinstance(price, str)
-                    or not 2 <= len(price) <= 3
-                    or any(
-                        isinstance(p, bool)
-                        or not isinstance(p, (int, float))
-                        or not math.isfinite(p)
-                        or p < 0
-                        for p in price
-                    )
-                ):
-                    raise ScorerConfigError(
-                        self.name,
-                        "prices",
-                        f"has {describe_value(price)} for {model!r}",
-                        hint="A price is (USD per 1M input tokens, USD per 1M output tokens), "
-                        "finite numbers >= 0",
-                    )
+        _check_prices(self.name, self.options["prices"])
 
     def is_self_contained(self) -> bool:
         return type(self) is TraceBudget
@@ -498,116 +601,79 @@ class TraceBudget(Scorer):
         return type(self) is not TraceBudget
 
     def compute(self, inputs: Mapping[str, Any], ctx: ScoringContext) -> Score:
-        trace = inputs.get("output")
-        if not isinstance(trace, Trace):
-            raise ScorerInputError(
-                self.name,
-                "output",
-                f"is {describe_value(trace)}, not a Trace",
-                hint="Pass output=llm_eval_trace (the trace the fixture captured)",
-            )
         limits = {k: self.options[k] for k in LIMITS if self.options[k] is not None}
-        check_trace(
+        values = measure_trace(
             self.name,
-            "output",
-            trace,
-            tools="max_tool_calls" in limits or "max_tool_errors" in limits,
+            inputs.get("output"),
+            [LIMITS[k] for k in limits],
+            ctx,
+            self.options["prices"],
         )
-        measured: dict[str, float] = {}
-        models = trace.model_calls
-        needs_models = [k for k in limits if k in _TOKEN_LIMITS or k == "max_cost_usd"]
-        if (needs_models or "max_model_calls" in limits) and not models:
-            raise ScorerInputError(
-                self.name,
-                "output",
-                "is a trace with no model call captured, so "
-                + ", ".join(LIMITS[k][0] for k in [*needs_models, "max_model_calls"] if k in limits)
-                + " cannot be counted (the model's instrumentation seems missing)",
-                hint="Instrument the model calls too, or leave those limits out",
-            )
-        if needs_models:
-            unreported = [
-                c.name for c in models if c.input_tokens is None or c.output_tokens is None
-            ]
-            if unreported:
-                raise ScorerInputError(
-                    self.name,
-                    "output",
-                    f"has {len(unreported)} model call(s) that reported no token counts "
-                    f"({', '.join(sorted(set(unreported))[:3])}), so "
-                    + ", ".join(LIMITS[k][0] for k in needs_models)
-                    + " cannot be checked (an unknown count is not 0)",
-                    hint="Use an instrumentation that records usage (gen_ai.usage.*), or leave "
-                    "the token and cost limits out",
-                )
-        for option in limits:
-            measured[option] = self._measure(option, trace, ctx)
+        measured = {k: values[LIMITS[k]] for k in limits}
         exceeded = [
-            {
-                "limit": option,
-                "measured": measured[option],
-                "max": limits[option],
-                "over": measured[option] - limits[option],
-            }
-            for option in limits
-            if measured[option] > limits[option]
+            {"limit": k, "measured": measured[k], "max": limits[k], "over": measured[k] - limits[k]}
+            for k in limits
+            if measured[k] > limits[k]
         ]
-        passed = not exceeded
-        if passed:
+        if not exceeded:
             rationale = "within budget: " + "; ".join(
-                f"{LIMITS[o][0]} {_num(measured[o])} <= max {_num(limits[o])}" for o in limits
+                f"{MEASURES[LIMITS[k]][0]} {_num(measured[k])} <= max {_num(limits[k])}"
+                for k in limits
             )
         else:
             rationale = "over budget: " + "; ".join(
-                f"{LIMITS[e['limit']][0]} {_num(e['measured'])} > max {_num(e['max'])} "
-                f"(+{_num(e['over'])})"
+                f"{MEASURES[LIMITS[e['limit']]][0]} {_num(e['measured'])} > max "
+                f"{_num(e['max'])} (+{_num(e['over'])})"
                 for e in exceeded
             )
         return make_score(
-            1.0 if passed else 0.0,
+            0.0 if exceeded else 1.0,
             self.name,
             rationale=rationale,
             metadata={"measured": measured, "limits": dict(limits), "exceeded": exceeded},
         )
 
-    def _measure(self, option: str, trace: Trace, ctx: ScoringContext) -> float:
-        if option == "max_tool_calls":
-            return len(trace.tool_calls)
-        if option == "max_model_calls":
-            return len(trace.model_calls)
-        if option == "max_input_tokens":
-            return trace.input_tokens
-        if option == "max_output_tokens":
-            return trace.output_tokens
-        if option == "max_total_tokens":
-            return trace.total_tokens
-        if option == "max_duration_s":
-            return trace.duration_s
-        if option == "max_tool_errors":
-            return sum(1 for c in trace.tool_calls if c.error is not None)
-        return self._cost(trace, ctx)
 
-    def _cost(self, trace: Trace, ctx: ScoringContext) -> float:
-        overrides = {**ctx.settings.prices, **(self.options["prices"] or {})}
-        total = 0.0
-        for call in trace.model_calls:
-            names = [n for n in (call.response_model, call.model) if n]
-            price = next(
-                (p for p in (price_of(n, overrides) for n in names) if p is not None), None
-            )
-            if price is None:
-                shown = " / ".join(repr(n) for n in names) or "(no model name recorded)"
-                raise ScorerConfigError(
-                    self.name,
-                    "prices",
-                    f"has no price for the model {shown} of model call {call.name!r}, so the "
-                    "trace's cost is unknown (never counted as 0)",
-                    hint="Give prices={'<model>': (usd_per_1m_input, usd_per_1m_output)} or "
-                    "add it to llm_eval_prices in the ini file",
-                )
-            p_in, p_out, _ = price
-            total += ((call.input_tokens or 0) * p_in + (call.output_tokens or 0) * p_out) / 1e6
-        return total
+class TraceUsage(Scorer):
+    """One quantity of a trace as the score, lower is better: ``measure`` is one of
+    ``tool_calls``, ``model_calls``, ``input_tokens``, ``output_tokens``, ``total_tokens``,
+    ``cost_usd``, ``duration_s``, ``tool_errors`` (measured and checked as for
+    ``trace_budget``: an unknown count or price is an error, never 0).
+
+    A bound is a limit: ``assert_score("trace_usage", output=trace, measure="total_tokens",
+    threshold=2000)`` fails above 2,000 (``threshold`` is a maximum for a lower-is-better
+    scorer), and a suite gate can bound a dataset's mean or percentile. ``prices`` as for
+    ``trace_budget``."""
+
+    name = "trace_usage"
+    aliases = ("TraceUsage",)
+    required_inputs = ("output",)
+    higher_is_better = False
+    score_range: ClassVar[tuple[float, float]] = (0.0, math.inf)
+    default_options: ClassVar[Mapping[str, Any]] = {"measure": None, "prices": None}
+    description = "one quantity of a trace (tokens, cost, calls, wall time), lower is better"
+
+    def validate_options(self) -> None:
+        _check_choice(self.name, "measure", self.options["measure"], tuple(MEASURES))
+        _check_prices(self.name, self.options["prices"])
+
+    def is_self_contained(self) -> bool:
+        return type(self) is TraceUsage
+
+    def stores_results(self) -> bool:
+        return type(self) is not TraceUsage
+
+    def compute(self, inputs: Mapping[str, Any], ctx: ScoringContext) -> Score:
+        measure = self.options["measure"]
+        (value,) = measure_trace(
+            self.name, inputs.get("output"), [measure], ctx, self.options["prices"]
+        ).values()
+        return make_score(
+            float(value),
+            self.name,
+            rationale=f"{MEASURES[measure][0]} {_num(value)}",
+            metadata={"measure": measure},
+        )
 
 
 def _num(value: float) -> str:

@@ -783,3 +783,62 @@ def test_any_scorer_keys_a_trace_by_its_whole_content() -> None:
     assert canonical_json({"output": a}) != canonical_json({"output": b})
     assert canonical_json({"output": a}) == canonical_json({"output": weather("Paris")})
     assert "Paris" in canonical_json({"output": a})
+
+
+# -- more attacks ---------------------------------------------------------------------------------
+
+
+def test_budget_on_negative_token_counts_is_an_error_not_a_smaller_total() -> None:
+    trace = Run().model(text="x", tokens=(-500, 5)).model(text="y", tokens=(600, 5)).trace
+    with pytest.raises(ScorerInputError, match="negative token counts"):
+        budget(trace, max_total_tokens=200)
+
+
+def test_nan_arguments_never_equal() -> None:
+    run = Run().model(("f", "{}"))
+    trace = run.tool("f", '{"x": NaN}', raw=True).model(text="x").trace
+    assert tm(trace, [{"name": "f", "arguments": {"x": float("nan")}}]).value == 0.0
+    assert (
+        tm(trace, [{"name": "f", "arguments": {"x": float("nan")}}], arguments="subset").value
+        == 0.0
+    )
+
+
+def test_many_calls_are_matched_one_to_one() -> None:
+    n = 250  # past the augmenting-path size: the assignment takes over
+    run = Run().model(text="go")
+    for i in range(n):
+        run.tool("step", {"i": i})
+    trace = run.trace
+    expected = [{"name": "step", "arguments": {"i": i}} for i in reversed(range(n))]
+    assert tm(trace, expected, mode="any_order").value == 1.0
+    assert tm(trace, [*expected[:-1], expected[0]], mode="any_order").value == 0.0
+    assert tm(trace, ["step"] * n, mode="superset").value == 1.0
+    assert tm(trace, ["step"] * (n + 1), mode="superset").value == 0.0
+
+
+# -- trace_usage: one quantity, lower is better ---------------------------------------------------
+
+
+def test_trace_usage_is_the_number_and_a_threshold_is_a_maximum(ctx: ScoringContext) -> None:
+    trace = weather()
+    got = assert_score("trace_usage", output=trace, measure="total_tokens", threshold=280)
+    assert got.value == 280.0 and got.max == 280 and got.min is None
+    with pytest.raises(AssertionError, match=r"score 280 is not <= 279 \(lower is better\)"):
+        assert_score("trace_usage", output=trace, measure="total_tokens", threshold=279)
+    assert score("trace_usage", output=trace, measure="tool_calls").value == 1.0
+    assert score("trace_usage", output=trace, measure="cost_usd").value == pytest.approx(
+        (250 * 2.5 + 30 * 10) / 1e6
+    )
+
+
+def test_trace_usage_needs_a_known_measure_and_known_counts(ctx: ScoringContext) -> None:
+    for measure in (None, "tokens", "max_total_tokens"):
+        with pytest.raises(ScorerConfigError, match=r"'trace_usage'.*'measure'"):
+            score("trace_usage", output=weather(), measure=measure)
+    with pytest.raises(ScorerInputError, match="reported no token counts"):
+        score("trace_usage", output=Run().model(tokens=(5, None)).trace, measure="output_tokens")
+    with pytest.raises(ScorerConfigError, match=r"'trace_usage'.*'prices'.*'m1'"):
+        score("trace_usage", output=Run().model(model="m1").trace, measure="cost_usd")
+    with pytest.raises(ScorerInputError, match=r"'trace_usage'.*no spans"):
+        score("trace_usage", output=Trace(), measure="tool_calls")
