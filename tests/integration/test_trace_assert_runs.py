@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from paths import ROOT
 
-from pytest_llmeval.testing import OpenAITestServer, tool_call
+from pytest_llmeval.testing import OpenAITestServer, text, tool_call
 
 pytest.importorskip("opentelemetry.sdk.trace", reason="the otel extra (pinned in the dev extra)")
 
@@ -119,3 +119,51 @@ def test_trace_assertions_their_failures_and_the_cache_across_runs(
     )
     assert len(judge_server.requests_to("chat")) == 2
     assert "Rome" in judge_server.requests_to("chat")[-1].body["messages"][0]["content"]
+
+
+PYDANTIC_AI = """
+from pydantic_ai import Agent
+from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.providers.openai import OpenAIProvider
+from pytest_llmeval import assert_score, score
+
+
+def test_agent(llm_eval_trace):
+    model = OpenAIChatModel("gpt-test", provider=OpenAIProvider(base_url=BASE_URL, api_key="t"))
+    agent = Agent(model, name="weather")
+    agent.instrument = True
+
+    @agent.tool_plain
+    def get_weather(city: str) -> dict:
+        return {"city": city, "forecast": "sunny"}
+
+    assert agent.run_sync("Weather in Paris?").output == "It is sunny in Paris."
+    trace = llm_eval_trace
+    expected = [{"name": "get_weather", "arguments": {"city": "Paris"}}]
+    # the trace itself, no conversion
+    assert_score("trajectory_match", output=trace, expected=expected, min=1)
+    assert_score("tool_call_accuracy", output=trace, expected=expected, min=1)
+    assert_score("tool_correctness", output=trace, expected=["get_weather"], min=1)
+    assert score("trajectory_match", output=trace,
+                 expected=[{"name": "get_weather", "arguments": {"city": "Rome"}}]).value == 0
+    # 50 + 10 and 70 + 8 tokens over two model calls; gpt-test priced by the scorer
+    assert_score("trace_budget", output=trace, max_model_calls=2, max_tool_calls=1,
+                 max_total_tokens=138, max_tool_errors=0, max_cost_usd=138e-6,
+                 prices={"gpt-test": (1.0, 1.0)}, min=1)
+    assert score("trace_budget", output=trace, max_total_tokens=137).value == 0
+    assert score("trace_usage", output=trace, measure="total_tokens").value == 138
+"""
+
+
+def test_a_pydantic_ai_agent_asserted_from_its_trace(
+    pytester: pytest.Pytester, judge_server: OpenAITestServer
+) -> None:
+    pytest.importorskip("pydantic_ai")
+    judge_server.enqueue(
+        tool_call({"city": "Paris"}, name="get_weather", usage=(50, 10)),
+        text("It is sunny in Paris.", usage=(70, 8)),
+    )
+    pytester.makepyfile(test_agent=PYDANTIC_AI.replace("BASE_URL", repr(judge_server.base_url)))
+    pytester._monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    result = pytester.runpytest_subprocess("--llm-eval", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
