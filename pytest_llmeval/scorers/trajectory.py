@@ -14,6 +14,7 @@ trajectory (:func:`pytest_llmeval.scorers.traces.check_trace`).
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, final
@@ -182,7 +183,10 @@ class TrajectoryMatch(Scorer):
     ``metadata``: ``called`` (names made), ``missing`` (expected entries not matched: index,
     name, arguments), ``extra`` (calls made not matched, where the mode forbids them: index,
     name, arguments), ``mismatched`` (an expected entry and a call of the same name whose
-    arguments differ: both, and why), ``tool_errors`` (calls that ended in an error).
+    arguments differ: both, and why), ``tool_errors`` (calls that ended in an error),
+    ``requested_not_run`` (tool names the model asked for beyond the tool runs captured: a
+    handoff, a refused call, or a tool without instrumentation; named in the rationale, not a
+    verdict of its own).
     """
 
     name = "trajectory_match"
@@ -280,6 +284,13 @@ class TrajectoryMatch(Scorer):
         if errors and not self.options["allow_tool_errors"]:
             parts.append("tool errors: " + ", ".join(f"{e['name']} ({e['error']})" for e in errors))
         rationale = "; ".join(parts) if not passed else f"the calls match ({mode})"
+        output = inputs.get("output")
+        unrun = _requested_not_run(output) if isinstance(output, Trace) else []
+        if unrun:
+            rationale += (
+                f" (the model also asked for {', '.join(unrun)}, with no tool run captured: "
+                "a handoff, a refused call, or a tool without instrumentation)"
+            )
         return make_score(
             1.0 if passed else 0.0,
             self.name,
@@ -291,8 +302,16 @@ class TrajectoryMatch(Scorer):
                 "extra": [_call_json(i, made[i]) for i in report_extra],
                 "mismatched": mismatched,
                 "tool_errors": errors,
+                "requested_not_run": unrun,
             },
         )
+
+
+def _requested_not_run(trace: Trace) -> list[str]:
+    """The tool names the trace's model calls asked for more often than a tool run of that
+    name was captured, with repeats (a handoff of the Agents SDK is asked for as a tool)."""
+    asked = Counter(name for call in trace.model_calls for name in call.requested_tools)
+    return sorted((asked - Counter(trace.tool_names)).elements())
 
 
 def _in_order(ok: list[list[bool]], n_made: int, n_wanted: int) -> dict[int, int]:

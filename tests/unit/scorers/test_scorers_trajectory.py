@@ -842,3 +842,13 @@ def test_trace_usage_needs_a_known_measure_and_known_counts(ctx: ScoringContext)
         score("trace_usage", output=Run().model(model="m1").trace, measure="cost_usd")
     with pytest.raises(ScorerInputError, match=r"'trace_usage'.*no spans"):
         score("trace_usage", output=Trace(), measure="tool_calls")
+
+
+def test_tools_asked_for_beyond_those_run_are_named() -> None:
+    run = Run().model(("a", {}), ("b", {}))
+    trace = run.tool("a", {}).model(text="x").trace
+    got = tm(trace, ["a"])
+    assert got.value == 1.0
+    assert got.metadata["requested_not_run"] == ["b"]
+    assert "also asked for b" in got.rationale
+    assert tm(calls(A), ["a"]).metadata["requested_not_run"] == []
