@@ -852,3 +852,54 @@ def test_tools_asked_for_beyond_those_run_are_named() -> None:
     assert got.metadata["requested_not_run"] == ["b"]
     assert "also asked for b" in got.rationale
     assert tm(calls(A), ["a"]).metadata["requested_not_run"] == []
+
+
+_CALL = st.tuples(st.sampled_from(["a", "b"]), st.sampled_from([{}, {"x": 1}, {"x": 2}]))
+_ENTRY = st.one_of(
+    st.sampled_from(["a", "b"]),
+    st.builds(
+        lambda n, a: {"name": n, "arguments": a},
+        st.sampled_from(["a", "b"]),
+        st.sampled_from([{}, {"x": 1}, {"x": 2}]),
+    ),
+)
+
+
+def _fits(call: tuple[str, Any], entry: Any, arguments: str) -> bool:
+    if isinstance(entry, str):
+        return call[0] == entry
+    if call[0] != entry["name"] or arguments == "ignore":
+        return bool(call[0] == entry["name"])
+    if arguments == "exact":
+        return bool(call[1] == entry["arguments"])
+    return all(call[1].get(k) == v for k, v in entry["arguments"].items())
+
+
+def test_every_mode_agrees_with_its_definition_by_brute_force() -> None:
+    from itertools import combinations, permutations
+
+    @settings(max_examples=150, deadline=None)
+    @given(
+        st.lists(_CALL, max_size=4),
+        st.lists(_ENTRY, min_size=1, max_size=4),
+        st.sampled_from(["exact", "subset", "ignore"]),
+    )
+    def check(made: list[tuple[str, Any]], wanted: list[Any], arguments: str) -> None:
+        ok = [[_fits(m, w, arguments) for w in wanted] for m in made]
+        n, k = len(made), len(wanted)
+        truth = {
+            "exact": n == k and all(ok[i][i] for i in range(n)),
+            "in_order": any(
+                all(ok[i][j] for j, i in enumerate(c)) for c in combinations(range(n), k)
+            ),
+            "any_order": n == k
+            and any(all(ok[p[j]][j] for j in range(k)) for p in permutations(range(n))),
+            "superset": any(all(ok[p[j]][j] for j in range(k)) for p in permutations(range(n), k)),
+            "subset": any(all(ok[i][p[i]] for i in range(n)) for p in permutations(range(k), n)),
+        }
+        trace = calls(*made) if made else Run().model(text="x").trace
+        for mode, expected_verdict in truth.items():
+            got = tm(trace, wanted, mode=mode, arguments=arguments).value
+            assert got == float(expected_verdict), (mode, made, wanted, arguments)
+
+    check()
