@@ -28,6 +28,7 @@ from pytest_llmeval.scorers.agents import _check_choice, _json_equal
 from pytest_llmeval.scorers.lexical import make_score
 from pytest_llmeval.scorers.messages import (
     ToolCall,
+    _compact,
     _read_arguments,
     calls_key,
     extract_tool_calls,
@@ -273,12 +274,17 @@ class TrajectoryMatch(Scorer):
         if errors and not self.options["allow_tool_errors"]:
             passed = False
         parts = []
-        if report_missing:
-            parts.append("missing: " + ", ".join(_entry_text(wanted[j]) for j in report_missing))
-        if report_extra:
-            parts.append("extra: " + ", ".join(made[i].name for i in report_extra))
+        # an entry and a call of its name whose arguments differ are said once, as a mismatch
+        explained_exp = {m["expected_index"] for m in mismatched}
+        explained_out = {m["output_index"] for m in mismatched}
+        said_missing = [j for j in report_missing if j not in explained_exp]
+        said_extra = [i for i in report_extra if i not in explained_out]
+        if said_missing:
+            parts.append("missing: " + ", ".join(_entry_text(wanted[j]) for j in said_missing))
+        if said_extra:
+            parts.append("extra: " + ", ".join(made[i].name for i in said_extra))
         for m in mismatched:
-            parts.append(f"{m['name']}: {m['why']}")
+            parts.append(f"{m['name']} (expected[{m['expected_index']}]): {m['why']}")
         if mode == "exact" and not report_missing and not report_extra and not passed:
             parts.append("the calls differ in order or number")
         if errors and not self.options["allow_tool_errors"]:
@@ -371,9 +377,11 @@ def _mismatches(
         if found is None:
             continue
         call = made[found]
+        if mode != "exact":
+            free.remove(found)
         why = call.problem or (
-            f"arguments {_json_safe(dict(call.arguments))} do not match the expected "
-            f"{_json_safe(dict(entry.arguments))}"
+            f"arguments {_short(dict(call.arguments))} do not match the expected "
+            f"{_short(dict(entry.arguments))}"
         )
         out.append(
             {
@@ -390,10 +398,16 @@ def _mismatches(
     return out
 
 
+def _short(value: Any, limit: int = 200) -> str:
+    """A value for a rationale: its JSON, cut (the metadata keeps it whole)."""
+    text = _compact(_json_safe(value))
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def _entry_text(entry: _Expected) -> str:
     if entry.arguments is None:
         return entry.name
-    return f"{entry.name}({_json_safe(dict(entry.arguments))})"
+    return f"{entry.name}({_short(dict(entry.arguments))})"
 
 
 def _entry_json(entry: _Expected) -> dict[str, Any]:

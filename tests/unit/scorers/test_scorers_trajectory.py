@@ -262,6 +262,9 @@ def test_truncated_arguments_never_match_even_the_same_text() -> None:
         assert got.value == 0.0
         (mismatch,) = got.metadata["mismatched"]
         assert "cannot be compared" in mismatch["why"]
+        # said once, as a mismatch, and short (the metadata keeps the values)
+        assert got.rationale is not None and len(got.rationale) < 500
+        assert got.rationale.startswith("write (expected[0]): arguments were cut")
     assert tm(trace, [{"name": "write", "arguments": {}}], arguments="subset").value == 0.0
     assert tm(trace, ["write"]).value == 1.0  # the name is whole
     assert tm(trace, [{"name": "write", "arguments": {"text": long_a}}], arguments="ignore").value
