@@ -48,7 +48,7 @@ from pytest_llmeval.scorers.messages import (
     render_trajectory,
 )
 from pytest_llmeval.scorers.structured import _json_safe  # the same JSON-safe metadata
-from pytest_llmeval.scorers.traces import check_trace
+from pytest_llmeval.scorers.traces import check_trace, check_trace_inputs
 
 if TYPE_CHECKING:
     from pytest_llmeval.engine.context import ScoringContext
@@ -144,6 +144,10 @@ class ToolCorrectness(Scorer):
     def validate_options(self) -> None:
         _check_choice(self.name, "match", self.options["match"], ("set", "multiset", "order"))
         _check_choice(self.name, "metric", self.options["metric"], _METRICS)
+
+    def check_inputs(self, inputs: Mapping[str, Any]) -> None:
+        super().check_inputs(inputs)
+        check_trace_inputs(self.name, inputs, tools=True)
 
     def key_inputs(self, inputs: Mapping[str, Any]) -> Mapping[str, Any]:
         return key_traces(inputs, calls_key(self.name))
@@ -253,6 +257,10 @@ class ToolCallAccuracy(Scorer):
             self._json_diff: JSONDiff | None = JSONDiff()
         else:
             self._json_diff = None
+
+    def check_inputs(self, inputs: Mapping[str, Any]) -> None:
+        super().check_inputs(inputs)
+        check_trace_inputs(self.name, inputs, tools=True)
 
     def key_inputs(self, inputs: Mapping[str, Any]) -> Mapping[str, Any]:
         return key_traces(inputs, calls_key(self.name))
@@ -472,6 +480,10 @@ class ArgumentCorrectness(ClassifierScorer):
     description = "Whether each tool call's arguments fit the request (LLM judge)."
     template = _PROMPTS["argument_correctness"]["template"]
     choice_scores = _PROMPTS["argument_correctness"]["choice_scores"]
+
+    def check_inputs(self, inputs: Mapping[str, Any]) -> None:
+        super().check_inputs(inputs)
+        check_trace_inputs(self.name, inputs, tools=True)
 
     def key_inputs(self, inputs: Mapping[str, Any]) -> Mapping[str, Any]:
         return key_traces(inputs, calls_key(self.name))

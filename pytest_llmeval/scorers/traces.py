@@ -34,6 +34,7 @@ __all__ = [
     "RENDER_MAX_CHARS",
     "TracedCall",
     "check_trace",
+    "check_trace_inputs",
     "render_trace",
     "trace_calls",
 ]
@@ -118,6 +119,14 @@ def check_trace(scorer: str, field: str, trace: Trace, *, tools: bool = False) -
                 "does), or score the requested calls explicitly: output=[{'name': ..., "
                 "'arguments': ...}, ...]",
             )
+
+
+def check_trace_inputs(scorer: str, inputs: Mapping[str, Any], *, tools: bool = False) -> None:
+    """:func:`check_trace` on every trace among ``inputs`` (a scorer's ``check_inputs``: the
+    error is raised, and located at the test's line, before any key is made)."""
+    for field, value in inputs.items():
+        if isinstance(value, Trace):
+            check_trace(scorer, field, value, tools=tools)
 
 
 def trace_calls(scorer: str, field: str, trace: Trace) -> list[TracedCall]:

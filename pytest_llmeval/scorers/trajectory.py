@@ -35,7 +35,7 @@ from pytest_llmeval.scorers.messages import (
     key_traces,
 )
 from pytest_llmeval.scorers.structured import _json_safe
-from pytest_llmeval.scorers.traces import check_trace
+from pytest_llmeval.scorers.traces import check_trace, check_trace_inputs
 
 if TYPE_CHECKING:
     from pytest_llmeval.engine.context import ScoringContext
@@ -216,6 +216,10 @@ class TrajectoryMatch(Scorer):
     def stores_results(self) -> bool:
         # cheaper than a lookup: computed every time (never a stale stored verdict either)
         return type(self) is not TrajectoryMatch
+
+    def check_inputs(self, inputs: Mapping[str, Any]) -> None:
+        super().check_inputs(inputs)
+        check_trace_inputs(self.name, inputs, tools=True)
 
     def key_inputs(self, inputs: Mapping[str, Any]) -> Mapping[str, Any]:
         return key_traces(inputs, calls_key(self.name))

@@ -906,3 +906,20 @@ def test_every_mode_agrees_with_its_definition_by_brute_force() -> None:
             assert got == float(expected_verdict), (mode, made, wanted, arguments)
 
     check()
+
+
+def test_with_the_cache_on_an_empty_trace_is_still_the_clear_error(
+    judge_server: OpenAITestServer, tmp_path: Path
+) -> None:
+    c = _cached_ctx(judge_server, tmp_path)
+    prev = set_context(c)
+    try:
+        for name in ("tool_correctness", "tool_call_accuracy", "trajectory_match"):
+            with pytest.raises(ScorerInputError, match=rf"'{name}'.*no spans.*instrumentation"):
+                score(name, output=Trace(), expected=["a"])
+        with pytest.raises(ScorerInputError, match=r"'argument_correctness'.*no spans"):
+            score("argument_correctness", output=Trace(), input="go")
+        assert judge_server.requests_to("chat") == []
+    finally:
+        set_context(prev)
+        c.close()
