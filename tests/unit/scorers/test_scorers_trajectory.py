@@ -923,3 +923,38 @@ def test_with_the_cache_on_an_empty_trace_is_still_the_clear_error(
     finally:
         set_context(prev)
         c.close()
+
+
+_VALUES = st.one_of(
+    st.integers(-3, 3), st.booleans(), st.none(), st.text(max_size=3), st.floats(-2, 2)
+)
+
+
+def test_one_changed_argument_always_changes_every_key() -> None:
+    @settings(max_examples=80, deadline=None)
+    @given(
+        st.lists(
+            st.tuples(
+                st.sampled_from(["a", "b"]),
+                st.dictionaries(st.sampled_from(["x", "y"]), _VALUES, max_size=2),
+            ),
+            min_size=1,
+            max_size=4,
+        ),
+        st.data(),
+    )
+    def check(made: list[tuple[str, dict[str, Any]]], data: st.DataObject) -> None:
+        i = data.draw(st.integers(0, len(made) - 1))
+        key = data.draw(st.sampled_from(["x", "y"]))
+        new = data.draw(_VALUES.filter(lambda v: json.dumps(v) != json.dumps(made[i][1].get(key))))
+        changed = [(n, dict(a)) for n, a in made]
+        changed[i][1][key] = new
+        before, after = calls(*made), calls(*changed)
+        inputs = {"expected": ["a"], "input": "go"}
+        for scorer in (ToolCallAccuracy(), TaskCompletion()):
+            assert canonical_json(scorer.key_inputs({**inputs, "output": before})) != (
+                canonical_json(scorer.key_inputs({**inputs, "output": after}))
+            )
+        assert canonical_json({"output": before}) != canonical_json({"output": after})
+
+    check()
