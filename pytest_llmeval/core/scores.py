@@ -175,7 +175,57 @@ def spent_usage(scores: Iterable[Score], also: Iterable[Usage | None] = ()) -> U
 
 
 def canonical_json(value: Any) -> str:
-    """Deterministic JSON text (sorted keys, no spaces) used for cache keys."""
+    """Deterministic JSON text (sorted keys, no spaces) used for cache keys. A value JSON has no
+    form for is its ``repr``, except a :class:`~pytest_llmeval.core.trace.Trace`, whose repr
+    names only its tool names and token total: it is its whole content (see
+    :func:`_trace_material`), so a scorer that reads a trace as it is never gets a stale hit
+    for a trace that changed."""
     return json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_key_default
     )
+
+
+def _key_default(value: Any) -> Any:
+    from pytest_llmeval.core.trace import Trace
+
+    if isinstance(value, Trace):
+        return {"trace": _trace_material(value)}
+    return repr(value)
+
+
+def _trace_material(trace: Any) -> dict[str, Any]:
+    """Everything a trace holds but the span and trace ids (random in every run: the tree is
+    kept as each span's parent's position) and absolute times (kept relative to the first
+    span): kinds, names, conventions, errors, flags, attributes, calls, durations, and the
+    counts of spans dropped and unfinished. The built-in scorers key a trace by the narrower
+    trajectory they read (``Scorer.key_inputs``); this is the fallback for any other scorer."""
+    spans = trace.spans
+    index = {s.span_id: i for i, s in enumerate(spans)}
+    t0 = spans[0].start_ns if spans else 0
+    out = []
+    for s in spans:
+        detail = None
+        if s.detail is not None:
+            detail = {
+                "type": type(s.detail).__name__,
+                **{
+                    f.name: getattr(s.detail, f.name)
+                    for f in dataclasses.fields(s.detail)
+                    if f.name != "span_id"
+                },
+            }
+        out.append(
+            {
+                "parent": index.get(s.parent_id) if s.parent_id is not None else None,
+                "kind": s.kind,
+                "name": s.name,
+                "source": s.source,
+                "start_ns": s.start_ns - t0,
+                "end_ns": s.end_ns - t0,
+                "error": s.error,
+                "flags": list(s.flags),
+                "attributes": dict(s.attributes),
+                "detail": detail,
+            }
+        )
+    return {"spans": out, "dropped": trace.dropped, "unfinished": trace.unfinished}

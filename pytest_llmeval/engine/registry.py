@@ -74,6 +74,9 @@ BUILTIN_SCORERS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "tool_correctness": ("agents", "ToolCorrectness", ("ToolCorrectness", "ToolCorrectnessMetric")),
     "tool_call_accuracy": ("agents", "ToolCallAccuracy", ("ToolCallAccuracy",)),
     "task_completion": ("agents", "TaskCompletion", ("TaskCompletion", "TaskCompletionMetric")),
+    "trajectory_match": ("trajectory", "TrajectoryMatch", ("TrajectoryMatch",)),
+    "trace_budget": ("trajectory", "TraceBudget", ("TraceBudget",)),
+    "trace_usage": ("trajectory", "TraceUsage", ("TraceUsage",)),
     "argument_correctness": (
         "agents",
         "ArgumentCorrectness",

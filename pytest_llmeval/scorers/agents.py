@@ -11,6 +11,12 @@ in either of two shapes, mixed freely within one list:
 - calls: ``{"name": ..., "arguments": ...}`` with arguments a dict or JSON text for an object,
   an OpenAI tool call (``{"type": "function", "function": {...}}``), or a bare name (a string).
 
+Each also takes a captured :class:`~pytest_llmeval.core.trace.Trace` (``llm_eval_trace``) as
+``output``: its tool runs, in order (:mod:`pytest_llmeval.scorers.traces`: a trace with nothing
+captured is an input error; a traced call whose arguments were cut or unreadable never matches
+on them); the judges read its bounded rendering. A trace's cache key is the normalised
+trajectory the scorer reads (calls, or the judge's rendering), not its ids or timings.
+
 Missing, ``None`` or empty-text arguments mean "no arguments" (``{}``). Anything else that does
 not read as a call (no name, arguments that are not JSON for an object...) is a
 :class:`ScorerInputError` naming the scorer, the field and where the call sits, e.g.
@@ -27,6 +33,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pytest_llmeval.core.errors import ScorerConfigError, ScorerInputError
 from pytest_llmeval.core.scores import Score, Usage
+from pytest_llmeval.core.trace import Trace
 from pytest_llmeval.engine.scoring import Scorer
 from pytest_llmeval.judge.step import load_prompts, render_value
 from pytest_llmeval.scorers.lexical import make_score
@@ -35,10 +42,13 @@ from pytest_llmeval.scorers.messages import (
     ToolCall,
     _compact,
     _first_user_message,
+    calls_key,
     extract_tool_calls,
+    key_traces,
     render_trajectory,
 )
 from pytest_llmeval.scorers.structured import _json_safe  # the same JSON-safe metadata
+from pytest_llmeval.scorers.traces import check_trace, check_trace_inputs
 
 if TYPE_CHECKING:
     from pytest_llmeval.engine.context import ScoringContext
@@ -134,6 +144,13 @@ class ToolCorrectness(Scorer):
     def validate_options(self) -> None:
         _check_choice(self.name, "match", self.options["match"], ("set", "multiset", "order"))
         _check_choice(self.name, "metric", self.options["metric"], _METRICS)
+
+    def check_inputs(self, inputs: Mapping[str, Any]) -> None:
+        super().check_inputs(inputs)
+        check_trace_inputs(self.name, inputs, tools=True)
+
+    def key_inputs(self, inputs: Mapping[str, Any]) -> Mapping[str, Any]:
+        return key_traces(inputs, calls_key(self.name))
 
     def compute(self, inputs: Mapping[str, Any], ctx: ScoringContext) -> Score:
         made = [c.name for c in extract_tool_calls(self.name, "output", inputs.get("output"))]
@@ -241,7 +258,16 @@ class ToolCallAccuracy(Scorer):
         else:
             self._json_diff = None
 
+    def check_inputs(self, inputs: Mapping[str, Any]) -> None:
+        super().check_inputs(inputs)
+        check_trace_inputs(self.name, inputs, tools=True)
+
+    def key_inputs(self, inputs: Mapping[str, Any]) -> Mapping[str, Any]:
+        return key_traces(inputs, calls_key(self.name))
+
     def _argument_score(self, made: ToolCall, wanted: ToolCall, ctx: ScoringContext) -> float:
+        if made.problem is not None or wanted.problem is not None:
+            return 0.0  # arguments cut or unreadable never match (scorers/traces.py)
         if self._json_diff is None:
             return 1.0 if _json_equal(made.arguments, wanted.arguments) else 0.0
         try:
@@ -284,7 +310,12 @@ class ToolCallAccuracy(Scorer):
         if imperfect:
             parts.append(
                 "arguments differ: "
-                + ", ".join(f"{made[i].name} ({s:.3g})" for i, _, s in imperfect)
+                + ", ".join(
+                    f"{made[i].name} ({s:.3g}"
+                    + (f"; {made[i].problem}" if made[i].problem else "")
+                    + ")"
+                    for i, _, s in imperfect
+                )
             )
         return make_score(
             value,
@@ -299,6 +330,9 @@ class ToolCallAccuracy(Scorer):
                         "arguments_score": s,
                         "output_arguments": _json_safe(made[i].arguments),
                         "expected_arguments": _json_safe(wanted[j].arguments),
+                        **(
+                            {"output_arguments_problem": made[i].problem} if made[i].problem else {}
+                        ),
                     }
                     for i, j, s in pairs
                 ],
@@ -387,13 +421,23 @@ class TaskCompletion(ClassifierScorer):
 
     def check_inputs(self, inputs: Mapping[str, Any]) -> None:
         super().check_inputs(inputs)
-        if inputs.get("input") is None and _first_user_message(inputs.get("output")) is None:
+        output = inputs.get("output")
+        if isinstance(output, Trace):
+            check_trace(self.name, "output", output)
+        if inputs.get("input") is None and _first_user_message(output) is None:
             raise ScorerInputError(
                 self.name,
                 "input",
                 "is required when the trajectory has no user message stating the task",
                 hint="Pass input=... with the task the agent was given",
             )
+
+    def key_inputs(self, inputs: Mapping[str, Any]) -> Mapping[str, Any]:
+        # a trace is keyed by what the judge reads of it: the task and the rendering
+        if not isinstance(inputs.get("output"), Trace):
+            return inputs
+        values = self.prompt_values(inputs)
+        return {**inputs, "input": values["input"], "output": {"trace": values["output"]}}
 
     def prompt_values(self, inputs: Mapping[str, Any]) -> dict[str, Any]:
         task = inputs.get("input")
@@ -404,6 +448,14 @@ class TaskCompletion(ClassifierScorer):
 
 
 _NO_TOOLS = "(no tool definitions given)"
+
+
+def _call_text(call: ToolCall) -> str:
+    """One call as the argument judge reads it; a traced call whose arguments were cut or
+    unreadable shows the text recorded and says so (the judge is not shown ``{}``)."""
+    if call.problem is None:
+        return _compact({"name": call.name, "arguments": call.arguments})
+    return _compact({"name": call.name, "arguments_text": call.raw, "note": call.problem})
 
 
 class ArgumentCorrectness(ClassifierScorer):
@@ -429,6 +481,13 @@ class ArgumentCorrectness(ClassifierScorer):
     template = _PROMPTS["argument_correctness"]["template"]
     choice_scores = _PROMPTS["argument_correctness"]["choice_scores"]
 
+    def check_inputs(self, inputs: Mapping[str, Any]) -> None:
+        super().check_inputs(inputs)
+        check_trace_inputs(self.name, inputs, tools=True)
+
+    def key_inputs(self, inputs: Mapping[str, Any]) -> Mapping[str, Any]:
+        return key_traces(inputs, calls_key(self.name))
+
     async def acompute(self, inputs: Mapping[str, Any], ctx: ScoringContext) -> Score:
         self.check_inputs(inputs)
         calls = extract_tool_calls(self.name, "output", inputs["output"])
@@ -448,12 +507,7 @@ class ArgumentCorrectness(ClassifierScorer):
             "tools": _NO_TOOLS if tools is None else render_value("tools", tools),
         }
         scores = await asyncio.gather(
-            *(
-                self.ask(
-                    {**values, "call": _compact({"name": c.name, "arguments": c.arguments})}, ctx
-                )
-                for c in calls
-            )
+            *(self.ask({**values, "call": _call_text(c)}, ctx) for c in calls)
         )
         usage: Usage | None = None
         for one in scores:

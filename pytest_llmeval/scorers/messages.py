@@ -7,12 +7,18 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, final
 
 from pytest_llmeval.core.errors import ScorerInputError, describe_value
+from pytest_llmeval.core.trace import Trace
 from pytest_llmeval.judge.step import render_value
+from pytest_llmeval.scorers.traces import (
+    check_trace,
+    render_trace,
+    trace_calls,
+)
 
 
 def _reject_constant(name: str) -> Any:
@@ -31,14 +37,42 @@ class ToolCall:
     arguments: Mapping[str, Any]
     #: where the call came from in its input, e.g. ``output[1].tool_calls[0]``
     where: str
+    #: why the arguments cannot be compared (a traced call whose arguments were cut, were not
+    #: JSON for an object, or were not recorded); None when they can. A call with a problem
+    #: never matches on its arguments: its ``arguments`` are then ``{}`` and ``raw`` holds
+    #: what was recorded.
+    problem: str | None = None
+    #: the text recorded, for a call with a ``problem``
+    raw: str | None = None
+    #: the error the tool run ended in (traced calls only)
+    error: str | None = None
+
+    def key(self) -> dict[str, Any]:
+        """What a cache key keeps of the call (everything a scorer reads but ``where``)."""
+        return {
+            "name": self.name,
+            "arguments": self.arguments,
+            "problem": self.problem,
+            "raw": self.raw,
+            "error": self.error,
+        }
 
 
 def extract_tool_calls(scorer: str, field: str, value: Any) -> list[ToolCall]:
     """The tool calls in ``value`` (messages, calls or names; see the module docstring), in order.
 
+    A :class:`~pytest_llmeval.core.trace.Trace` gives the tools it ran
+    (:func:`pytest_llmeval.scorers.traces.trace_calls`: a trace with no spans, or one whose
+    model asked for tools while no tool run was captured, is an input error).
+
     Raises :class:`ScorerInputError` (``scorer``, ``field``) when ``value`` is not a list or an
     item is not a message, a call or a name.
     """
+    if isinstance(value, Trace):
+        return [
+            ToolCall(c.name, c.arguments, c.where, c.problem, c.raw, c.error)
+            for c in trace_calls(scorer, field, value)
+        ]
     if not isinstance(value, (list, tuple)):
         raise ScorerInputError(
             scorer,
@@ -177,9 +211,14 @@ def render_trajectory(scorer: str, field: str, value: Any) -> str:
         assistant: Booked.
 
     ``value`` is a list of chat messages and/or calls (as for ``tool_correctness``), or text
-    (used as it is). Any other value is JSON. A malformed tool call is a
-    :class:`ScorerInputError` naming ``scorer``, ``field`` and where the call sits.
+    (used as it is), or a :class:`~pytest_llmeval.core.trace.Trace` (its bounded rendering,
+    :func:`pytest_llmeval.scorers.traces.render_trace`). Any other value is JSON. A malformed
+    tool call is a :class:`ScorerInputError` naming ``scorer``, ``field`` and where the call
+    sits.
     """
+    if isinstance(value, Trace):
+        check_trace(scorer, field, value)
+        return render_trace(value)
     if not isinstance(value, (list, tuple)):
         return render_value(field, value)
     lines: list[str] = []
@@ -204,6 +243,12 @@ def render_trajectory(scorer: str, field: str, value: Any) -> str:
 
 
 def _first_user_message(value: Any) -> str | None:
+    if isinstance(value, Trace):
+        for call in value.model_calls:
+            found = _first_user_message(list(call.input_messages))
+            if found is not None:
+                return found
+        return None
     if isinstance(value, (list, tuple)):
         for item in value:
             if isinstance(item, Mapping) and item.get("role") == "user":
@@ -211,6 +256,27 @@ def _first_user_message(value: Any) -> str | None:
                 if text:
                     return text
     return None
+
+
+def key_traces(
+    inputs: Mapping[str, Any], convert: Callable[[str, Trace], Any]
+) -> Mapping[str, Any]:
+    """``inputs`` with each :class:`~pytest_llmeval.core.trace.Trace` value replaced by
+    ``convert(field, trace)``: the normalised trajectory a scorer reads, for its cache key
+    (a changed trace is a new key; ids and timings the scorer does not read are left out, so
+    the same trajectory run again is a hit). ``inputs`` itself when it holds no trace."""
+    if not any(isinstance(v, Trace) for v in inputs.values()):
+        return inputs
+    return {k: {"trace": convert(k, v)} if isinstance(v, Trace) else v for k, v in inputs.items()}
+
+
+def calls_key(scorer: str) -> Callable[[str, Trace], Any]:
+    """The key material of a trace read as tool calls (see :func:`key_traces`)."""
+
+    def convert(field: str, trace: Trace) -> Any:
+        return [c.key() for c in extract_tool_calls(scorer, field, trace)]
+
+    return convert
 
 
 ROLES = ("system", "user", "assistant", "tool")
