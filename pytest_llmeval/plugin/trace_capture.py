@@ -13,11 +13,12 @@ recorder (``core.records.current_recorder``, set for each test and, by the concu
 for each case in its own context): a span started where that context reaches (the test's body,
 its tasks, ``run_in_executor`` on the case loop) is that test's, if the test captures. A span
 started where the context was not propagated (a thread the agent started) falls back to its
-parent span's test, then to the test that owns its trace id. Spans no capturing test claims are
-ignored. The choice is made at start and kept, so a span that ends after its test ended is
-counted as *late* (in the terminal summary, by test), never attached to the test that happens
-to run next; spans still open when the capture ends are counted as
-``unfinished`` (a warning on the test).
+parent span's test, then to the test that owns its trace id (unless the span was started in
+another test's context, or several tests' spans share that trace id: a session-wide span in the
+context, pytest-opentelemetry). Spans no capturing test claims are ignored. The choice is made
+at start and kept, so a span that ends after its test ended is counted as *late* (in the
+terminal summary, by test), never attached to the test that happens to run next; spans still
+open when the capture ends are counted as ``unfinished`` (a warning on the test).
 
 **No provider.** With only the API's default (proxy) provider there is nowhere to add a
 processor: under ``--llm-eval`` the fixture installs an SDK ``TracerProvider`` as the global
@@ -70,10 +71,11 @@ class _Sink:
     count stragglers, and must not keep what the test captured: memory stays bounded over
     thousands of tests) and keeps only its node id for the late count."""
 
-    __slots__ = ("closed", "nodeid", "recorder", "trace")
+    __slots__ = ("closed", "nodeid", "owner", "recorder", "trace")
 
     def __init__(self, recorder: TestRecorder, nodeid: str, trace: Trace) -> None:
         self.recorder: TestRecorder | None = recorder
+        self.owner = id(recorder)  # kept when closed: whose stragglers a trace id may name
         self.nodeid = nodeid
         self.trace: Trace | None = trace
         self.closed = False
@@ -91,6 +93,9 @@ class SpanRouter:
         self._open: dict[str, _Sink] = {}  # started, not ended
         self._traces: dict[str, _Sink] = {}  # trace key -> the active capture that owns it
         self._closed_traces: OrderedDict[str, _Sink] = OrderedDict()
+        #: trace ids claimed by more than one capture (a session-wide span in the context,
+        #: pytest-opentelemetry): a trace id then names no test
+        self._shared: OrderedDict[str, None] = OrderedDict()
         self._events: dict[str, list[SpanEvent]] = {}  # log events of open spans
         #: node id -> spans that ended after their test's capture ended
         self.late: dict[str, int] = {}
@@ -132,8 +137,10 @@ class SpanRouter:
                 sink = None
             if sink is None and parent is not None:
                 sink = self._open.get(parent)
-            if sink is None:
+            if sink is None and trace_key not in self._shared:
                 sink = self._traces.get(trace_key) or self._closed_traces.get(trace_key)
+                if sink is not None and recorder is not None and sink.owner != id(recorder):
+                    sink = None  # another test's context: that test's span, not this one's
             if sink is None:
                 for active in self._active.values():  # for require_spans' diagnosis
                     if active.trace is not None:
@@ -145,6 +152,11 @@ class SpanRouter:
                 self._events.pop(oldest, None)
                 self.forgotten += 1
             self._open[key] = sink
+            owner = self._traces.get(trace_key) or self._closed_traces.get(trace_key)
+            if owner is not None and owner.owner != sink.owner:
+                self._shared[trace_key] = None
+                if len(self._shared) > _CLOSED_TRACES:
+                    self._shared.popitem(last=False)
             if not sink.closed:
                 self._traces.setdefault(trace_key, sink)
 

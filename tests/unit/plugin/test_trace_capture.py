@@ -231,3 +231,35 @@ def test_otel_processor_routes_spans_with_ids_status_and_events(provider: object
     assert (tool.kind, tool.parent_id, tool.error) == ("tool", agent.span_id, "tool broke")
     assert len(agent.span_id) == 16 and len(agent.trace_id) == 32
     assert tool.trace_id == agent.trace_id
+
+
+def test_a_finished_tests_straggler_never_lands_in_the_next_test_sharing_its_trace() -> None:
+    # every test under one trace id (a session-wide span in the context, pytest-opentelemetry):
+    # test a's work that starts a span after a ended (a thread with a's context copied, or one
+    # carrying only the OpenTelemetry context) must not join test b's trace through the trace id
+    router = SpanRouter()
+    a, b = rec("a"), rec("b")
+    ta = router.open(a, "t.py::a", LIMITS)
+    start_in(a, router, "a1", "session", "T")
+    router.ended("a1", lambda: raw("a1", "session"))
+    router.close(ta)
+    tb = router.open(b, "t.py::b", LIMITS)
+    start_in(b, router, "b1", "session", "T")
+    start_in(a, router, "a-late", "a1", "T")  # a's context, its parent ended
+    start_in(None, router, "a-thread", "a1", "T")  # no context at all
+    for key in ("a-late", "a-thread", "b1"):
+        router.ended(key, lambda key=key: raw(key, "a1"))
+    assert [s.name for s in tb.spans] == ["b1"]
+    router.close(tb)
+
+
+def test_a_span_of_a_test_that_does_not_capture_is_not_counted_late_for_another() -> None:
+    router = SpanRouter()
+    a, c = rec("a"), rec("c")
+    ta = router.open(a, "t.py::a", LIMITS)
+    start_in(a, router, "a1", "session", "T")
+    router.ended("a1", lambda: raw("a1", "session"))
+    router.close(ta)
+    start_in(c, router, "c1", "session", "T")  # test c, no llm_eval_trace, same trace id
+    router.ended("c1", lambda: raw("c1", "session"))
+    assert router.take_late() == {}
