@@ -59,7 +59,8 @@ class TraceLimits:
     """How much of each span a trace keeps.
 
     ``max_chars``: a string (attribute, message content, tool arguments or result) is cut to this
-    many characters; ``max_items``: a list (messages, attribute values) to this many items;
+    many characters (and marked: ``…[cut: N more chars]``); ``max_items``: a list (messages,
+    attribute values) to this many items (a cut list or mapping of values marked likewise);
     ``max_attributes``: attributes kept per span (in the span's order); ``max_spans``: spans kept
     per trace; ``max_json_chars``: a JSON string longer than this is not parsed (kept cut)."""
 

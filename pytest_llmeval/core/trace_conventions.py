@@ -80,6 +80,11 @@ class RawSpan:
     error: str | None = None
 
 
+#: what ends a cut text (and a cut list, a cut mapping's last key): ``...…[cut: 12 more chars]``
+_CUT_MARK = "…[cut: "
+_CUT_END = "]"
+
+
 class _Reader:
     """Reads one span's values, bounded, noting what it cut or could not read."""
 
@@ -120,9 +125,15 @@ class _Reader:
         return None
 
     def cut(self, text: str, where: str) -> str:
-        if len(text) > self.limits.max_chars:
+        """``text`` within ``max_chars``, or its first ``max_chars`` characters and a mark
+        saying how many more were cut: a cut value never equals the real one it was cut from
+        (nor a real shorter one), so no comparison passes on what was not read."""
+        limit = self.limits.max_chars
+        if len(text) > limit:
             self.flag(f"truncated:{where}")
-            return text[: self.limits.max_chars]
+            if len(text) < limit + 40 and text.endswith(_CUT_END) and _CUT_MARK in text[limit:]:
+                return text  # cut already (a value read twice)
+            return f"{text[:limit]}{_CUT_MARK}{len(text) - limit} more chars{_CUT_END}"
         return text
 
     def json(
@@ -160,16 +171,24 @@ class _Reader:
             return self.cut(repr(value), where)
         if kind is dict or isinstance(value, Mapping):
             items = list(value.items())
-            if len(items) > self.limits.max_items:
+            more = len(items) - self.limits.max_items
+            if more > 0:
                 self.flag(f"truncated:{where}")
                 items = items[: self.limits.max_items]
-            return {str(k): self.bounded(v, where, depth + 1) for k, v in items}
+            out = {str(k): self.bounded(v, where, depth + 1) for k, v in items}
+            if more > 0:  # marked, as a cut text is: never equal to the real mapping
+                out[_CUT_MARK] = f"{more} more keys{_CUT_END}"
+            return out
         if isinstance(value, (list, tuple)):
             seq = list(value)
-            if len(seq) > self.limits.max_items:
+            more = len(seq) - self.limits.max_items
+            if more > 0:
                 self.flag(f"truncated:{where}")
                 seq = seq[: self.limits.max_items]
-            return [self.bounded(v, where, depth + 1) for v in seq]
+            kept = [self.bounded(v, where, depth + 1) for v in seq]
+            if more > 0:
+                kept.append(f"{_CUT_MARK}{more} more items{_CUT_END}")
+            return kept
         return self.cut(repr(value), where)
 
 

@@ -436,9 +436,10 @@ def test_huge_payloads_are_cut_and_flagged() -> None:
     }
     span = summarise(raw("t", attrs), limits)
     assert isinstance(span.detail, ToolCall)
-    assert span.detail.arguments == huge[:100]  # too large to parse: the text, cut
-    assert span.detail.arguments_raw == huge[:100]
-    assert span.detail.result == "y" * 100
+    cut = huge[:100] + "…[cut: 4912 more chars]"
+    assert span.detail.arguments == cut  # too large to parse: the text, cut
+    assert span.detail.arguments_raw == cut
+    assert span.detail.result == "y" * 100 + "…[cut: 400 more chars]"
     assert "too-large:arguments" in span.flags
     assert "truncated:result" in span.flags
     assert len(span.attributes) == 3
@@ -491,9 +492,9 @@ def test_current_form_messages_are_bounded_per_content_and_count() -> None:
     call = span.detail
     assert isinstance(call, ModelCall)
     assert list(call.input_messages) == [
-        {"role": "system", "content": "s" * 10},
-        {"role": "user", "content": "z" * 10},
-        {"role": "user", "content": "z" * 10},
+        {"role": "system", "content": "s" * 10 + "…[cut: 40 more chars]"},
+        {"role": "user", "content": "z" * 10 + "…[cut: 40 more chars]"},
+        {"role": "user", "content": "z" * 10 + "…[cut: 40 more chars]"},
     ]
     assert set(span.flags) == {
         "truncated:system_instructions",
@@ -535,3 +536,45 @@ def test_a_span_whose_reader_breaks_is_kept_generic_and_flagged() -> None:
     span = summarise(raw("odd", Weird({"gen_ai.operation.name": "chat"})))
     assert (span.kind, span.source, span.detail) == ("span", "unknown", None)
     assert "unreadable:RuntimeError" in span.flags
+
+
+def test_a_cut_value_never_equals_the_real_value_it_was_cut_from() -> None:
+    # a trace's values are compared with expected ones (arguments exact, results, messages):
+    # what is left of a cut value must not pass for a shorter real one
+    limits = TraceLimits(max_chars=10, max_items=3)
+    arguments = {"sql": "select 1 -- then drop table users", "ids": [1, 2, 3, 4, 5]}
+    tool = summarise(
+        raw(
+            "t",
+            {
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": "f",
+                "gen_ai.tool.call.arguments": json.dumps(arguments),
+                "gen_ai.tool.call.result": "all rows deleted, 10,000 of them",
+            },
+        ),
+        limits,
+    )
+    call = tool.detail
+    assert isinstance(call, ToolCall)
+    assert call.arguments["sql"] != "select 1 -"
+    assert str(call.arguments["sql"]).startswith("select 1 -")
+    assert call.arguments["ids"] != [1, 2, 3]
+    assert call.result != "all rows d"
+    assert call.arguments_raw != json.dumps(arguments)[:10]
+    chat = summarise(
+        raw(
+            "chat",
+            {
+                "gen_ai.operation.name": "chat",
+                "gen_ai.input.messages": json.dumps(
+                    [{"role": "user", "parts": [{"type": "text", "content": "z" * 50}]}] * 7
+                ),
+            },
+        ),
+        limits,
+    )
+    model = chat.detail
+    assert isinstance(model, ModelCall)
+    assert model.input_messages[0]["content"] != "z" * 10
+    assert list(model.input_messages) != [{"role": "user", "content": "z" * 50}] * 3
