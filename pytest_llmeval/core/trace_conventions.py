@@ -205,6 +205,11 @@ def summarise(raw: RawSpan, limits: TraceLimits | None = None) -> Span:
     except Exception as exc:  # a shape no rule foresaw: keep the span, say so
         reader.flag(f"unreadable:{type(exc).__name__}")
         kind, source, detail = "span", "unknown", None
+    try:
+        attributes = _kept_attributes(reader)
+    except Exception as exc:  # a value that cannot even be shown (a custom span's own object)
+        reader.flag(f"unreadable:{type(exc).__name__}")
+        attributes = {}
     return Span(
         span_id=raw.span_id,
         parent_id=raw.parent_id,
@@ -215,7 +220,7 @@ def summarise(raw: RawSpan, limits: TraceLimits | None = None) -> Span:
         start_ns=raw.start_ns,
         end_ns=raw.end_ns,
         error=raw.error,
-        attributes=_kept_attributes(reader),
+        attributes=attributes,
         flags=tuple(reader.flags),
         detail=detail,
     )

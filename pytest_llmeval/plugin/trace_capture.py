@@ -41,7 +41,7 @@ from typing import Any, final
 import pytest
 
 from pytest_llmeval.core.records import TestRecorder, current_recorder
-from pytest_llmeval.core.trace import Trace, TraceLimits
+from pytest_llmeval.core.trace import Span, Trace, TraceLimits
 from pytest_llmeval.core.trace_conventions import (
     RawSpan,
     SpanEvent,
@@ -183,10 +183,24 @@ class SpanRouter:
             if sink.closed or trace is None:
                 self.late[sink.nodeid] = self.late.get(sink.nodeid, 0) + 1
                 return
-        span = raw()
-        if events:
-            span = dataclasses.replace(span, events=span.events + tuple(events))
-        trace.add(summarise(span, trace.limits))
+        try:
+            span = raw()
+            if events:
+                span = dataclasses.replace(span, events=span.events + tuple(events))
+            summary = summarise(span, trace.limits)
+        except Exception as exc:  # kept, flagged: never lost, never raised into the agent
+            summary = Span(
+                span_id=key,
+                parent_id=None,
+                trace_id="",
+                name=key,
+                kind="span",
+                source="unknown",
+                start_ns=0,
+                end_ns=0,
+                flags=(f"unreadable:{type(exc).__name__}",),
+            )
+        trace.add(summary)
 
     def take_late(self) -> dict[str, int]:
         """The late counts so far, forgotten once taken (for the terminal summary)."""
@@ -249,18 +263,27 @@ def _make_otel_processor() -> Any:
     class LLMEvalSpanProcessor(SpanProcessor):
         """Routes each span to the capturing test it belongs to (pytest-llmeval)."""
 
+        # The SDK calls processors in the code that starts and ends the span, without a guard:
+        # whatever goes wrong here must not reach that code.
+
         def on_start(self, span: Any, parent_context: Any = None) -> None:
-            ctx = span.get_span_context()
-            parent = span.parent
-            _ROUTER.started(
-                "otel:" + _hex(ctx.span_id, 16),
-                None if parent is None else "otel:" + _hex(parent.span_id, 16),
-                "otel:" + _hex(ctx.trace_id, 32),
-            )
+            try:
+                ctx = span.get_span_context()
+                parent = span.parent
+                _ROUTER.started(
+                    "otel:" + _hex(ctx.span_id, 16),
+                    None if parent is None else "otel:" + _hex(parent.span_id, 16),
+                    "otel:" + _hex(ctx.trace_id, 32),
+                )
+            except Exception:  # not routed (a bug of ours): never the agent's failure
+                pass
 
         def on_end(self, span: Any) -> None:
-            ctx = span.get_span_context()
-            _ROUTER.ended("otel:" + _hex(ctx.span_id, 16), lambda: _raw_from_otel(span))
+            try:
+                ctx = span.get_span_context()
+                _ROUTER.ended("otel:" + _hex(ctx.span_id, 16), lambda: _raw_from_otel(span))
+            except Exception:  # ended() keeps what it cannot read, flagged
+                pass
 
     return LLMEvalSpanProcessor()
 
@@ -323,6 +346,12 @@ def _make_log_processor() -> Any:
         (pytest-llmeval)."""
 
         def on_emit(self, log_record: Any) -> None:
+            try:
+                self._emit(log_record)
+            except Exception:  # an event lost rather than the agent failing
+                pass
+
+        def _emit(self, log_record: Any) -> None:
             record = getattr(log_record, "log_record", log_record)
             name = getattr(record, "event_name", None)
             span_id = getattr(record, "span_id", None)

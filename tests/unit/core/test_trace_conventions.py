@@ -578,3 +578,18 @@ def test_a_cut_value_never_equals_the_real_value_it_was_cut_from() -> None:
     assert isinstance(model, ModelCall)
     assert model.input_messages[0]["content"] != "z" * 10
     assert list(model.input_messages) != [{"role": "user", "content": "z" * 50}] * 3
+
+
+def test_a_value_that_cannot_be_shown_keeps_its_span_flagged() -> None:
+    # the Agents SDK's custom spans export the user's own objects as they are
+    class Opaque:
+        def __repr__(self) -> str:
+            raise RuntimeError("no repr")
+
+    span = summarise(
+        raw_from_agents_export(
+            {"id": "s", "trace_id": "t", "span_data": {"type": "custom", "data": {"x": Opaque()}}}
+        )
+    )
+    assert span.kind == "span"
+    assert any(f.startswith("unreadable") for f in span.flags)

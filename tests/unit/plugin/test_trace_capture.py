@@ -263,3 +263,43 @@ def test_a_span_of_a_test_that_does_not_capture_is_not_counted_late_for_another(
     start_in(c, router, "c1", "session", "T")  # test c, no llm_eval_trace, same trace id
     router.ended("c1", lambda: raw("c1", "session"))
     assert router.take_late() == {}
+
+
+def test_a_span_that_cannot_be_read_is_kept_flagged_not_lost() -> None:
+    router = SpanRouter()
+    a = rec("a")
+    trace = router.open(a, "t.py::a", LIMITS)
+    start_in(a, router, "bad", None, "T")
+
+    def broken() -> RawSpan:
+        raise RuntimeError("export failed")
+
+    router.ended("bad", broken)  # never raises into the code that ended the span
+    router.close(trace)
+    (span,) = trace.spans
+    assert span.flags == ("unreadable:RuntimeError",)
+
+
+def test_a_failure_in_the_processor_never_reaches_the_users_code(
+    provider: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pytest_llmeval.plugin import trace_capture
+
+    def boom(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("a bug of ours")
+
+    tracer = provider.get_tracer("t")  # type: ignore[attr-defined]
+    a = rec("a")
+    trace = trace_capture.router().open(a, "t.py::a", LIMITS)
+    token = current_recorder.set(a)
+    try:
+        monkeypatch.setattr(trace_capture, "summarise", boom)
+        with tracer.start_as_current_span("chat"):
+            pass
+        monkeypatch.setattr(trace_capture._ROUTER, "started", boom)
+        with tracer.start_as_current_span("chat 2"):
+            pass
+    finally:
+        current_recorder.reset(token)
+        trace_capture.router().close(trace)
+    assert [s.flags for s in trace.spans] == [("unreadable:RuntimeError",)]
