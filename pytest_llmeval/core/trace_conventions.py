@@ -111,18 +111,14 @@ class _Reader:
         return self.cut(value if isinstance(value, str) else str(value), keys[0])
 
     def count(self, *keys: str) -> int | None:
-        value = self.get(*keys)
-        if isinstance(value, bool):
-            return None
-        if isinstance(value, int):
-            return value
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        if isinstance(value, str) and value.strip().isdigit():
-            return int(value.strip())
-        if value is not None:
-            self.flag(f"not-a-count:{keys[0]}")
-        return None
+        return self.count_of(self.get(*keys), keys[0])
+
+    def count_of(self, value: Any, where: str) -> int | None:
+        """A token count: a whole number >= 0 (or its digits), else None and flagged."""
+        n = _count(value)
+        if n is None and value is not None:
+            self.flag(f"not-a-count:{where}")
+        return n
 
     def cut(self, text: str, where: str) -> str:
         """``text`` within ``max_chars``, or its first ``max_chars`` characters and a mark
@@ -759,8 +755,13 @@ def _agents(r: _Reader) -> Classified:
             provider=None,
             input_messages=inputs,
             output_messages=outputs,
-            input_tokens=_count(usage.get("input_tokens", usage.get("prompt_tokens"))),
-            output_tokens=_count(usage.get("output_tokens", usage.get("completion_tokens"))),
+            input_tokens=r.count_of(
+                usage.get("input_tokens", usage.get("prompt_tokens")), p + "usage.input_tokens"
+            ),
+            output_tokens=r.count_of(
+                usage.get("output_tokens", usage.get("completion_tokens")),
+                p + "usage.output_tokens",
+            ),
             duration_s=_seconds(r.raw),
             error=r.raw.error,
         )
@@ -864,12 +865,18 @@ def _result(r: _Reader, value: Any) -> Any:
 
 
 def _count(value: Any) -> int | None:
+    """A whole number >= 0, or None: a negative count would take tokens off a trace's total,
+    and digits ``int()`` refuses (thousands of them, ``²``) would end the span's reading."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
+        return value if value >= 0 else None
+    if isinstance(value, float):
+        return int(value) if value.is_integer() and value >= 0 else None
+    if isinstance(value, str):
+        text = value.strip()
+        if text.isascii() and text.isdigit() and len(text) <= 18:
+            return int(text)
     return None
 
 

@@ -593,3 +593,35 @@ def test_a_value_that_cannot_be_shown_keeps_its_span_flagged() -> None:
     )
     assert span.kind == "span"
     assert any(f.startswith("unreadable") for f in span.flags)
+
+
+@pytest.mark.parametrize("bad", [-100_000, -1.0, "-5", "9" * 5_000, "²", float("nan"), True])
+def test_a_token_count_that_is_no_count_is_flagged_and_the_call_kept(bad: object) -> None:
+    # a negative count took tokens off the trace's total (a tokens budget passed); a count
+    # no int() reads made the whole model call a generic span (gone from model_calls)
+    span = summarise(
+        raw(
+            "chat",
+            {
+                "gen_ai.operation.name": "chat",
+                "gen_ai.usage.input_tokens": bad,
+                "gen_ai.usage.output_tokens": 7,
+            },
+        )
+    )
+    assert span.kind == "model"
+    call = span.detail
+    assert isinstance(call, ModelCall)
+    assert (call.input_tokens, call.output_tokens) == (None, 7)
+    assert "not-a-count:gen_ai.usage.input_tokens" in span.flags
+    agents = summarise(
+        raw_from_agents_export(
+            {
+                "id": "g",
+                "trace_id": "t",
+                "span_data": {"type": "generation", "usage": {"input_tokens": bad}},
+            }
+        )
+    )
+    assert isinstance(agents.detail, ModelCall)
+    assert agents.detail.input_tokens is None
