@@ -67,7 +67,9 @@ class SpanEvent:
 @dataclass(frozen=True, slots=True)
 class RawSpan:
     """A finished span as the capture hands it over. Ids are text (hex for OpenTelemetry);
-    times in nanoseconds; ``error`` the status description (or "error") of a failed span."""
+    times in nanoseconds; ``error`` the status description (or "error") of a failed span;
+    ``flags`` what the source already lost (attributes its SDK dropped), carried to the
+    summary's flags."""
 
     name: str
     span_id: str
@@ -78,6 +80,7 @@ class RawSpan:
     attributes: Mapping[str, Any] = field(default_factory=dict)
     events: tuple[SpanEvent, ...] = ()
     error: str | None = None
+    flags: tuple[str, ...] = ()
 
 
 #: what ends a cut text (and a cut list, a cut mapping's last key): ``...…[cut: 12 more chars]``
@@ -92,7 +95,7 @@ class _Reader:
         self.raw = raw
         self.attrs = raw.attributes
         self.limits = limits
-        self.flags: list[str] = []
+        self.flags: list[str] = list(raw.flags)
 
     def flag(self, text: str) -> None:
         if text not in self.flags:

@@ -254,6 +254,21 @@ def _raw_from_otel(span: Any) -> RawSpan:
         attributes=dict(span.attributes or {}),
         events=tuple(SpanEvent(e.name, dict(e.attributes or {})) for e in span.events),
         error=error,
+        flags=_sdk_dropped(span),
+    )
+
+
+def _sdk_dropped(span: Any) -> tuple[str, ...]:
+    """What the SDK's span limits dropped (128 attributes and events a span by default; beyond,
+    the *oldest* attributes go: a long flattened conversation loses the span's kind and first
+    messages), as flags: the summary of such a span is not the whole span."""
+    return tuple(
+        f"sdk-dropped-{what}:{n}"
+        for what, n in (
+            ("attributes", getattr(span, "dropped_attributes", 0)),
+            ("events", getattr(span, "dropped_events", 0)),
+        )
+        if isinstance(n, int) and n > 0
     )
 
 

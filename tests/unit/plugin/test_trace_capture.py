@@ -303,3 +303,27 @@ def test_a_failure_in_the_processor_never_reaches_the_users_code(
         current_recorder.reset(token)
         trace_capture.router().close(trace)
     assert [s.flags for s in trace.spans] == [("unreadable:RuntimeError",)]
+
+
+def test_attributes_the_sdk_dropped_are_flagged(provider: object) -> None:
+    # the SDK keeps 128 attributes a span and drops the OLDEST beyond: a long conversation in
+    # flattened messages lost the span's kind (no longer a model call) and its first messages
+    from pytest_llmeval.plugin.trace_capture import router
+
+    tracer = provider.get_tracer("t")  # type: ignore[attr-defined]
+    a = rec("a")
+    trace = router().open(a, "t.py::a", LIMITS)
+    token = current_recorder.set(a)
+    try:
+        with tracer.start_as_current_span(
+            "llm", attributes={"openinference.span.kind": "LLM"}
+        ) as span:
+            for i in range(70):
+                span.set_attribute(f"llm.input_messages.{i}.message.role", "user")
+                span.set_attribute(f"llm.input_messages.{i}.message.content", f"hi {i}")
+    finally:
+        current_recorder.reset(token)
+        router().close(trace)
+    (kept,) = trace.spans
+    assert "sdk-dropped-attributes:13" in kept.flags
+    assert kept in trace.flagged
