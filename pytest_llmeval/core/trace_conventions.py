@@ -33,12 +33,15 @@ pieces as private names of another module, or make them public API.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, final
 
+from pytest_llmeval.core.redaction import HIDDEN, hide_secrets, is_secret_name, redact_text
 from pytest_llmeval.core.trace import (
     AgentStep,
     ModelCall,
@@ -198,6 +201,8 @@ def summarise(raw: RawSpan, limits: TraceLimits | None = None) -> Span:
     """The summary of one finished span: its kind, its convention and its call (model, tool,
     agent step) where one is recognised; otherwise a generic span. Never raises on what the span
     holds (a value it cannot read is flagged on the summary)."""
+    if raw.error is not None:  # the span's error and its call's: as they may be shown
+        raw = dataclasses.replace(raw, error=redact_text(raw.error))
     reader = _Reader(raw, limits if limits is not None else TraceLimits())
     try:
         kind, source, detail = _classify(reader)
@@ -917,6 +922,29 @@ _MESSAGE_PREFIXES = (
 )
 
 
+@functools.lru_cache(maxsize=1_024)
+def _secret_key(key: str) -> bool:
+    """An attribute named like a secret (``http.request.header.authorization``, ``...api_key``)."""
+    return is_secret_name(key.rsplit(".", 1)[-1])
+
+
+def _without_secrets(key: str, value: Any) -> Any:
+    """An attribute's value as it may be shown or stored: a secret-named one hidden, URLs
+    without their credentials and secret parameters (``url.full`` with Gemini's ``?key=``)."""
+    if value is None or value == "":
+        return value
+    if _secret_key(key):
+        return HIDDEN
+    if isinstance(value, str):
+        return redact_text(value) if "://" in value else value
+    if isinstance(value, (bool, int, float)):
+        return value
+    shown = hide_secrets(value)
+    if isinstance(shown, list):
+        return [redact_text(v) if isinstance(v, str) and "://" in v else v for v in shown]
+    return shown
+
+
 def _kept_attributes(r: _Reader) -> Mapping[str, Any]:
     """The span's attributes, bounded, less the message payloads already read into the call
     (kept once, parsed)."""
@@ -928,7 +956,7 @@ def _kept_attributes(r: _Reader) -> Mapping[str, Any]:
         if len(kept) >= r.limits.max_attributes:
             skipped += 1
             continue
-        kept[key] = r.bounded(value, key)
+        kept[key] = r.bounded(_without_secrets(key, value), key)
     if skipped:
         r.flag(f"attributes-dropped:{skipped}")
     return kept

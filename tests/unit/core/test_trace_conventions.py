@@ -625,3 +625,34 @@ def test_a_token_count_that_is_no_count_is_flagged_and_the_call_kept(bad: object
     )
     assert isinstance(agents.detail, ModelCall)
     assert agents.detail.input_tokens is None
+
+
+def test_secrets_in_span_attributes_and_errors_are_not_kept() -> None:
+    # HTTP instrumentation records the URL whole (Gemini's ?key=), header capture the
+    # Authorization header; a span's attributes are shown (assertion messages) and stored
+    span = summarise(
+        raw(
+            "GET",
+            {
+                "url.full": "https://generativelanguage.googleapis.com/v1/models?key=AIzaSyTopSecret1",
+                "http.request.header.authorization": ("Bearer sk-proj-TopSecretTopSecret2",),
+                "app.config": '{"endpoint": "https://bob:TopSecret3@proxy.internal:8080/v1"}',
+                "server.address": "generativelanguage.googleapis.com",
+            },
+            error="connection refused by https://bob:TopSecret4@proxy.internal:8080/v1",
+        )
+    )
+    shown = repr(span)
+    assert "TopSecret" not in shown
+    assert span.attributes["server.address"] == "generativelanguage.googleapis.com"
+    assert "generativelanguage.googleapis.com/v1/models" in str(span.attributes["url.full"])
+    assert span.error is not None and "proxy.internal:8080" in span.error
+    tool = summarise(
+        raw(
+            "execute_tool fetch",
+            {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "fetch"},
+            error="401 from https://api.example.com/v1?api_key=TopSecret5",
+        )
+    )
+    assert isinstance(tool.detail, ToolCall)
+    assert "TopSecret" not in str(tool.detail.error)
