@@ -341,7 +341,7 @@ def _oi_messages(r: _Reader, prefix: str) -> tuple[Mapping[str, Any], ...]:
     -> OpenAI-style messages, in index order."""
     tree = _unflatten(r, prefix)
     messages: list[Mapping[str, Any]] = []
-    for entry in _indexed(tree):
+    for entry in _indexed(tree, r, prefix):
         message = entry.get("message") if isinstance(entry, Mapping) else None
         if not isinstance(message, Mapping):
             r.flag(f"bad-message:{prefix}")
@@ -394,14 +394,20 @@ def _unflatten(r: _Reader, prefix: str) -> dict[str, Any]:
     return tree
 
 
-def _indexed(tree: Any) -> list[Any]:
-    """The values of a ``{"0": ..., "1": ...}`` node in index order (a list as it is)."""
+def _indexed(tree: Any, r: _Reader | None = None, where: str = "") -> list[Any]:
+    """The values of a ``{"0": ..., "1": ...}`` node in index order (a list as it is); with a
+    reader, a missing index (a message the span does not hold) is flagged ``gap:<where>``."""
     if isinstance(tree, list):
         return tree
     if not isinstance(tree, Mapping):
         return []
-    keyed = [(int(k), v) for k, v in tree.items() if isinstance(k, str) and k.isdigit()]
-    return [v for _, v in sorted(keyed, key=lambda kv: kv[0])]
+    keyed = sorted(
+        ((int(k), v) for k, v in tree.items() if isinstance(k, str) and k.isdigit()),
+        key=lambda kv: kv[0],
+    )
+    if r is not None and keyed and keyed[-1][0] != len(keyed) - 1:
+        r.flag(f"gap:{where}")
+    return [v for _, v in keyed]
 
 
 # -- OpenTelemetry GenAI -------------------------------------------------------------------------
@@ -585,7 +591,7 @@ def _flat_messages(r: _Reader, prefix: str) -> list[Mapping[str, Any]]:
     ``prefix.N.tool_calls.M.id|name|arguments``."""
     tree = _unflatten(r, prefix)
     out: list[Mapping[str, Any]] = []
-    for entry in _indexed(tree):
+    for entry in _indexed(tree, r, prefix):
         if not isinstance(entry, Mapping):
             r.flag(f"bad-message:{prefix}")
             continue

@@ -656,3 +656,41 @@ def test_secrets_in_span_attributes_and_errors_are_not_kept() -> None:
     )
     assert isinstance(tool.detail, ToolCall)
     assert "TopSecret" not in str(tool.detail.error)
+
+
+@pytest.mark.parametrize(
+    ("prefix", "attrs"),
+    [
+        (
+            "llm.input_messages",
+            {
+                "openinference.span.kind": "LLM",
+                "llm.input_messages.2.message.role": "user",
+                "llm.input_messages.2.message.content": "third",
+                "llm.input_messages.0.message.role": "user",
+                "llm.input_messages.0.message.content": "first",
+            },
+        ),
+        (
+            "gen_ai.prompt",
+            {
+                "gen_ai.system": "openai",
+                "gen_ai.prompt.1.role": "user",
+                "gen_ai.prompt.1.content": "second",
+                "gen_ai.prompt.3.role": "user",
+                "gen_ai.prompt.3.content": "fourth",
+            },
+        ),
+    ],
+)
+def test_flattened_messages_read_in_index_order_and_a_missing_index_is_flagged(
+    prefix: str, attrs: dict[str, object]
+) -> None:
+    span = summarise(raw("chat", attrs))
+    call = span.detail
+    assert isinstance(call, ModelCall)
+    assert len(call.input_messages) == 2  # in index order, none invented
+    assert [m["content"] for m in call.input_messages] == [
+        str(attrs[k]) for k in sorted(attrs, key=lambda k: k.split(".")) if "content" in k
+    ]
+    assert f"gap:{prefix}" in span.flags  # a message the span does not hold: not a whole list
