@@ -97,6 +97,7 @@ class SpanRouter:
         #: pytest-opentelemetry): a trace id then names no test
         self._shared: OrderedDict[str, None] = OrderedDict()
         self._events: dict[str, list[SpanEvent]] = {}  # log events of open spans
+        self._events_dropped: dict[str, int] = {}  # past max_items: flagged on the span
         #: node id -> spans that ended after their test's capture ended
         self.late: dict[str, int] = {}
         #: spans forgotten because more than ``_MAX_OPEN`` were open at once
@@ -150,6 +151,7 @@ class SpanRouter:
                 oldest = next(iter(self._open))
                 del self._open[oldest]
                 self._events.pop(oldest, None)
+                self._events_dropped.pop(oldest, None)
                 self.forgotten += 1
             self._open[key] = sink
             owner = self._traces.get(trace_key) or self._closed_traces.get(trace_key)
@@ -171,12 +173,15 @@ class SpanRouter:
             pending = self._events.setdefault(key, [])
             if len(pending) < sink.trace.limits.max_items:
                 pending.append(event)
+            else:
+                self._events_dropped[key] = self._events_dropped.get(key, 0) + 1
 
     def ended(self, key: str, raw: Callable[[], RawSpan]) -> None:
         """A span ended: summarised into its test's trace, or counted late."""
         with self._lock:
             sink = self._open.pop(key, None)
             events = self._events.pop(key, None)
+            dropped = self._events_dropped.pop(key, 0)
             if sink is None:
                 return
             trace = sink.trace
@@ -187,6 +192,8 @@ class SpanRouter:
             span = raw()
             if events:
                 span = dataclasses.replace(span, events=span.events + tuple(events))
+            if dropped:
+                span = dataclasses.replace(span, flags=(*span.flags, f"events-dropped:{dropped}"))
             summary = summarise(span, trace.limits)
         except Exception as exc:  # kept, flagged: never lost, never raised into the agent
             summary = Span(

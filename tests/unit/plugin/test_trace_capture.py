@@ -327,3 +327,31 @@ def test_attributes_the_sdk_dropped_are_flagged(provider: object) -> None:
     (kept,) = trace.spans
     assert "sdk-dropped-attributes:13" in kept.flags
     assert kept in trace.flagged
+
+
+def test_log_events_past_the_limit_are_flagged_on_their_span() -> None:
+    # a long agent loop's last model call: over 100 input messages as events, then its choice
+    from pytest_llmeval.core.trace_conventions import SpanEvent
+
+    router = SpanRouter()
+    a = rec("a")
+    trace = router.open(a, "t.py::a", TraceLimits(max_items=3))
+    start_in(a, router, "chat", None, "T")
+    for i in range(3):
+        router.event("chat", SpanEvent("gen_ai.user.message", {"content": f"m{i}"}))
+    router.event("chat", SpanEvent("gen_ai.choice", {"message": {"content": "ok"}}))
+    router.ended(
+        "chat",
+        lambda: RawSpan(
+            name="chat",
+            span_id="chat",
+            parent_id=None,
+            trace_id="T",
+            start_ns=1,
+            end_ns=2,
+            attributes={"gen_ai.operation.name": "chat"},
+        ),
+    )
+    router.close(trace)
+    (span,) = trace.spans
+    assert "events-dropped:1" in span.flags
