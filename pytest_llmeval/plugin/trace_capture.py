@@ -30,9 +30,11 @@ A provider that has ``add_span_processor`` (the SDK's, Logfire's) is used as it 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import sys
 import threading
 import warnings
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -219,10 +221,32 @@ class SpanRouter:
 _ROUTER = SpanRouter()
 _SETUP_LOCK = threading.Lock()
 _otel_processor: Any = None  # our SpanProcessor, made on first use
-_otel_providers: list[Any] = []  # the providers it was added to
+_otel_providers: dict[int, Callable[[], Any]] = {}  # the providers it was added to (weakly)
 _agents_processor: Any = None
 _log_processor: Any = None
-_log_providers: list[Any] = []
+_log_providers: dict[int, Callable[[], Any]] = {}
+
+
+def _known(providers: dict[int, Callable[[], Any]], provider: Any) -> bool:
+    ref = providers.get(id(provider))
+    return ref is not None and ref() is provider
+
+
+def _remember(providers: dict[int, Callable[[], Any]], provider: Any) -> None:
+    """Remember that our processor is on ``provider``, weakly: a project that sets a fresh
+    provider for each test must not find every one of them (and what their exporters hold)
+    kept alive by us."""
+    for key in [k for k, ref in providers.items() if ref() is None]:
+        del providers[key]
+    try:
+        ref: Callable[[], Any] = weakref.ref(provider)
+    except TypeError:  # cannot be weakly referenced: kept
+        ref = functools.partial(_same, provider)
+    providers[id(provider)] = ref
+
+
+def _same(value: Any) -> Any:
+    return value
 
 
 def router() -> SpanRouter:
@@ -354,9 +378,9 @@ def _attach_otel(config: pytest.Config) -> None:
                 )
         if _otel_processor is None:
             _otel_processor = _make_otel_processor()
-        if not any(p is provider for p in _otel_providers):
+        if not _known(_otel_providers, provider):
             provider.add_span_processor(_otel_processor)
-            _otel_providers.append(provider)
+            _remember(_otel_providers, provider)
         _attach_logs(install=_enabled(config))
 
 
@@ -420,9 +444,9 @@ def _attach_logs(install: bool) -> None:
             return
     if _log_processor is None:
         _log_processor = _make_log_processor()
-    if not any(p is provider for p in _log_providers):
+    if not _known(_log_providers, provider):
         provider.add_log_record_processor(_log_processor)
-        _log_providers.append(provider)
+        _remember(_log_providers, provider)
 
 
 # -- the OpenAI Agents SDK -----------------------------------------------------------------------

@@ -355,3 +355,29 @@ def test_log_events_past_the_limit_are_flagged_on_their_span() -> None:
     router.close(trace)
     (span,) = trace.spans
     assert "events-dropped:1" in span.flags
+
+
+def test_a_provider_replaced_test_by_test_is_not_kept_alive(
+    provider: object, monkeypatch: pytest.MonkeyPatch, pytestconfig: pytest.Config
+) -> None:
+    # a project's fixture that sets a fresh provider (and in-memory exporter) for each test:
+    # the capture adds its processor to each, and must not keep them (and their spans) alive
+    # (made without the SDK's own atexit hook, which would keep them alive by itself)
+    import gc
+    import weakref
+
+    from opentelemetry import trace as api
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from pytest_llmeval.plugin import trace_capture
+
+    refs = []
+    for _ in range(3):
+        fresh = TracerProvider(shutdown_on_exit=False)
+        monkeypatch.setattr(api, "get_tracer_provider", lambda fresh=fresh: fresh)
+        trace_capture._attach_otel(pytestconfig)
+        refs.append(weakref.ref(fresh))
+        del fresh
+    monkeypatch.undo()
+    gc.collect()
+    assert [r() for r in refs] == [None, None, None]
