@@ -43,7 +43,7 @@ from typing import Any, final
 import pytest
 
 from pytest_llmeval.core.records import TestRecorder, current_recorder
-from pytest_llmeval.core.trace import Span, Trace, TraceLimits
+from pytest_llmeval.core.trace import EmptyTraceError, Span, Trace, TraceLimits
 from pytest_llmeval.core.trace_conventions import (
     RawSpan,
     SpanEvent,
@@ -64,7 +64,7 @@ _MAX_OPEN = 100_000
 
 
 class TraceCaptureWarning(UserWarning):
-    """Spans of a test were still open when its capture ended."""
+    """Spans of a test were still open when its capture ended, or none was captured."""
 
 
 @final
@@ -570,6 +570,19 @@ def capture(item: pytest.Item, limits: TraceLimits | None = None) -> Iterator[Tr
                 ),
                 stacklevel=1,
             )
+        if not len(trace) and not unfinished:
+            try:
+                trace.require_spans()
+            except EmptyTraceError as exc:
+                warnings.warn(
+                    TraceCaptureWarning(
+                        f"llm_eval_trace: no span was captured during {item.nodeid}, where an "
+                        "assertion that something did not happen passes on the empty trace "
+                        "(llm_eval_trace.require_spans() fails the test instead): "
+                        + str(exc).removeprefix("llm_eval_trace: ")
+                    ),
+                    stacklevel=1,
+                )
         if unfinished:
             warnings.warn(
                 TraceCaptureWarning(

@@ -381,3 +381,23 @@ def test_require_spans_on_an_uninstrumented_test_is_an_error_naming_instrumentat
             "started in this process while it ran: is the code under test instrumented?*"
         ]
     )
+
+
+def test_a_test_whose_trace_stayed_empty_is_warned_about(pytester: pytest.Pytester) -> None:
+    # an assertion that something did not happen passes on an empty trace: instrumentation
+    # that was never on must not go unnoticed
+    pytester.makepyfile(
+        test_empty="""
+        def test_never_deletes(llm_eval_trace):
+            pass  # the agent ran uninstrumented: no span
+            assert "delete_account" not in llm_eval_trace.tool_names
+        """
+    )
+    result = pytester.runpytest_subprocess("--llm-eval", "-p", "no:cacheprovider", "-W", "default")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*TraceCaptureWarning: llm_eval_trace: no span was captured during "
+            "test_empty.py::test_never_deletes*is the code under test instrumented?*"
+        ]
+    )
