@@ -59,7 +59,8 @@ class TraceLimits:
     """How much of each span a trace keeps.
 
     ``max_chars``: a string (attribute, message content, tool arguments or result) is cut to this
-    many characters; ``max_items``: a list (messages, attribute values) to this many items;
+    many characters (and marked: ``…[cut: N more chars]``); ``max_items``: a list (messages,
+    attribute values) to this many items (a cut list or mapping of values marked likewise);
     ``max_attributes``: attributes kept per span (in the span's order); ``max_spans``: spans kept
     per trace; ``max_json_chars``: a JSON string longer than this is not parsed (kept cut)."""
 
@@ -302,25 +303,27 @@ class Trace:
         """Every tool run, by start time. A tool span that recorded no arguments object (an
         instrumentation that keeps only the text of a one-argument tool's input, as
         OpenInference's LangChain one does) gets the arguments the model asked for under the
-        same call id, when a captured model call holds them; ``arguments_raw`` stays what the
-        tool span recorded."""
+        same call id, when a captured model call holds them (the latest one started before the
+        tool: some servers reuse ids such as ``call_0`` in every reply); ``arguments_raw`` stays
+        what the tool span recorded."""
         spans = self.spans
         calls = [s.detail for s in spans if isinstance(s.detail, ToolCall)]
         if not any(c.call_id is not None and not isinstance(c.arguments, Mapping) for c in calls):
             return tuple(calls)
         requested: dict[str, Any] = {}
-        for s in spans:
+        out: list[ToolCall] = []
+        for s in spans:  # by start time: a tool after the model call that asked for it
             if isinstance(s.detail, ModelCall):
                 for message in s.detail.output_messages:
                     for req in message.get("tool_calls", ()):
                         if req.get("id") is not None and isinstance(req.get("arguments"), Mapping):
-                            requested.setdefault(str(req["id"]), req["arguments"])
-        return tuple(
-            dataclasses.replace(c, arguments=requested[c.call_id])
-            if c.call_id in requested and not isinstance(c.arguments, Mapping)
-            else c
-            for c in calls
-        )
+                            requested[str(req["id"])] = req["arguments"]
+            elif isinstance(s.detail, ToolCall):
+                c = s.detail
+                if c.call_id in requested and not isinstance(c.arguments, Mapping):
+                    c = dataclasses.replace(c, arguments=requested[c.call_id])
+                out.append(c)
+        return tuple(out)
 
     @property
     def agent_steps(self) -> tuple[AgentStep, ...]:

@@ -33,12 +33,15 @@ pieces as private names of another module, or make them public API.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, final
 
+from pytest_llmeval.core.redaction import HIDDEN, hide_secrets, is_secret_name, redact_text
 from pytest_llmeval.core.trace import (
     AgentStep,
     ModelCall,
@@ -67,7 +70,9 @@ class SpanEvent:
 @dataclass(frozen=True, slots=True)
 class RawSpan:
     """A finished span as the capture hands it over. Ids are text (hex for OpenTelemetry);
-    times in nanoseconds; ``error`` the status description (or "error") of a failed span."""
+    times in nanoseconds; ``error`` the status description (or "error") of a failed span;
+    ``flags`` what the source already lost (attributes its SDK dropped), carried to the
+    summary's flags."""
 
     name: str
     span_id: str
@@ -78,6 +83,12 @@ class RawSpan:
     attributes: Mapping[str, Any] = field(default_factory=dict)
     events: tuple[SpanEvent, ...] = ()
     error: str | None = None
+    flags: tuple[str, ...] = ()
+
+
+#: what ends a cut text (and a cut list, a cut mapping's last key): ``...…[cut: 12 more chars]``
+_CUT_MARK = "…[cut: "
+_CUT_END = "]"
 
 
 class _Reader:
@@ -87,7 +98,7 @@ class _Reader:
         self.raw = raw
         self.attrs = raw.attributes
         self.limits = limits
-        self.flags: list[str] = []
+        self.flags: list[str] = list(raw.flags)
 
     def flag(self, text: str) -> None:
         if text not in self.flags:
@@ -106,23 +117,25 @@ class _Reader:
         return self.cut(value if isinstance(value, str) else str(value), keys[0])
 
     def count(self, *keys: str) -> int | None:
-        value = self.get(*keys)
-        if isinstance(value, bool):
-            return None
-        if isinstance(value, int):
-            return value
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        if isinstance(value, str) and value.strip().isdigit():
-            return int(value.strip())
-        if value is not None:
-            self.flag(f"not-a-count:{keys[0]}")
-        return None
+        return self.count_of(self.get(*keys), keys[0])
+
+    def count_of(self, value: Any, where: str) -> int | None:
+        """A token count: a whole number >= 0 (or its digits), else None and flagged."""
+        n = _count(value)
+        if n is None and value is not None:
+            self.flag(f"not-a-count:{where}")
+        return n
 
     def cut(self, text: str, where: str) -> str:
-        if len(text) > self.limits.max_chars:
+        """``text`` within ``max_chars``, or its first ``max_chars`` characters and a mark
+        saying how many more were cut: a cut value never equals the real one it was cut from
+        (nor a real shorter one), so no comparison passes on what was not read."""
+        limit = self.limits.max_chars
+        if len(text) > limit:
             self.flag(f"truncated:{where}")
-            return text[: self.limits.max_chars]
+            if len(text) < limit + 40 and text.endswith(_CUT_END) and _CUT_MARK in text[limit:]:
+                return text  # cut already (a value read twice)
+            return f"{text[:limit]}{_CUT_MARK}{len(text) - limit} more chars{_CUT_END}"
         return text
 
     def json(
@@ -160,16 +173,24 @@ class _Reader:
             return self.cut(repr(value), where)
         if kind is dict or isinstance(value, Mapping):
             items = list(value.items())
-            if len(items) > self.limits.max_items:
+            more = len(items) - self.limits.max_items
+            if more > 0:
                 self.flag(f"truncated:{where}")
                 items = items[: self.limits.max_items]
-            return {str(k): self.bounded(v, where, depth + 1) for k, v in items}
+            out = {str(k): self.bounded(v, where, depth + 1) for k, v in items}
+            if more > 0:  # marked, as a cut text is: never equal to the real mapping
+                out[_CUT_MARK] = f"{more} more keys{_CUT_END}"
+            return out
         if isinstance(value, (list, tuple)):
             seq = list(value)
-            if len(seq) > self.limits.max_items:
+            more = len(seq) - self.limits.max_items
+            if more > 0:
                 self.flag(f"truncated:{where}")
                 seq = seq[: self.limits.max_items]
-            return [self.bounded(v, where, depth + 1) for v in seq]
+            kept = [self.bounded(v, where, depth + 1) for v in seq]
+            if more > 0:
+                kept.append(f"{_CUT_MARK}{more} more items{_CUT_END}")
+            return kept
         return self.cut(repr(value), where)
 
 
@@ -180,12 +201,19 @@ def summarise(raw: RawSpan, limits: TraceLimits | None = None) -> Span:
     """The summary of one finished span: its kind, its convention and its call (model, tool,
     agent step) where one is recognised; otherwise a generic span. Never raises on what the span
     holds (a value it cannot read is flagged on the summary)."""
+    if raw.error is not None:  # the span's error and its call's: as they may be shown
+        raw = dataclasses.replace(raw, error=redact_text(raw.error))
     reader = _Reader(raw, limits if limits is not None else TraceLimits())
     try:
         kind, source, detail = _classify(reader)
     except Exception as exc:  # a shape no rule foresaw: keep the span, say so
         reader.flag(f"unreadable:{type(exc).__name__}")
         kind, source, detail = "span", "unknown", None
+    try:
+        attributes = _kept_attributes(reader)
+    except Exception as exc:  # a value that cannot even be shown (a custom span's own object)
+        reader.flag(f"unreadable:{type(exc).__name__}")
+        attributes = {}
     return Span(
         span_id=raw.span_id,
         parent_id=raw.parent_id,
@@ -196,7 +224,7 @@ def summarise(raw: RawSpan, limits: TraceLimits | None = None) -> Span:
         start_ns=raw.start_ns,
         end_ns=raw.end_ns,
         error=raw.error,
-        attributes=_kept_attributes(reader),
+        attributes=attributes,
         flags=tuple(reader.flags),
         detail=detail,
     )
@@ -313,7 +341,7 @@ def _oi_messages(r: _Reader, prefix: str) -> tuple[Mapping[str, Any], ...]:
     -> OpenAI-style messages, in index order."""
     tree = _unflatten(r, prefix)
     messages: list[Mapping[str, Any]] = []
-    for entry in _indexed(tree):
+    for entry in _indexed(tree, r, prefix):
         message = entry.get("message") if isinstance(entry, Mapping) else None
         if not isinstance(message, Mapping):
             r.flag(f"bad-message:{prefix}")
@@ -366,14 +394,20 @@ def _unflatten(r: _Reader, prefix: str) -> dict[str, Any]:
     return tree
 
 
-def _indexed(tree: Any) -> list[Any]:
-    """The values of a ``{"0": ..., "1": ...}`` node in index order (a list as it is)."""
+def _indexed(tree: Any, r: _Reader | None = None, where: str = "") -> list[Any]:
+    """The values of a ``{"0": ..., "1": ...}`` node in index order (a list as it is); with a
+    reader, a missing index (a message the span does not hold) is flagged ``gap:<where>``."""
     if isinstance(tree, list):
         return tree
     if not isinstance(tree, Mapping):
         return []
-    keyed = [(int(k), v) for k, v in tree.items() if isinstance(k, str) and k.isdigit()]
-    return [v for _, v in sorted(keyed, key=lambda kv: kv[0])]
+    keyed = sorted(
+        ((int(k), v) for k, v in tree.items() if isinstance(k, str) and k.isdigit()),
+        key=lambda kv: kv[0],
+    )
+    if r is not None and keyed and keyed[-1][0] != len(keyed) - 1:
+        r.flag(f"gap:{where}")
+    return [v for _, v in keyed]
 
 
 # -- OpenTelemetry GenAI -------------------------------------------------------------------------
@@ -557,7 +591,7 @@ def _flat_messages(r: _Reader, prefix: str) -> list[Mapping[str, Any]]:
     ``prefix.N.tool_calls.M.id|name|arguments``."""
     tree = _unflatten(r, prefix)
     out: list[Mapping[str, Any]] = []
-    for entry in _indexed(tree):
+    for entry in _indexed(tree, r, prefix):
         if not isinstance(entry, Mapping):
             r.flag(f"bad-message:{prefix}")
             continue
@@ -735,8 +769,13 @@ def _agents(r: _Reader) -> Classified:
             provider=None,
             input_messages=inputs,
             output_messages=outputs,
-            input_tokens=_count(usage.get("input_tokens", usage.get("prompt_tokens"))),
-            output_tokens=_count(usage.get("output_tokens", usage.get("completion_tokens"))),
+            input_tokens=r.count_of(
+                usage.get("input_tokens", usage.get("prompt_tokens")), p + "usage.input_tokens"
+            ),
+            output_tokens=r.count_of(
+                usage.get("output_tokens", usage.get("completion_tokens")),
+                p + "usage.output_tokens",
+            ),
             duration_s=_seconds(r.raw),
             error=r.raw.error,
         )
@@ -840,12 +879,18 @@ def _result(r: _Reader, value: Any) -> Any:
 
 
 def _count(value: Any) -> int | None:
+    """A whole number >= 0, or None: a negative count would take tokens off a trace's total,
+    and digits ``int()`` refuses (thousands of them, ``²``) would end the span's reading."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
+        return value if value >= 0 else None
+    if isinstance(value, float):
+        return int(value) if value.is_integer() and value >= 0 else None
+    if isinstance(value, str):
+        text = value.strip()
+        if text.isascii() and text.isdigit() and len(text) <= 18:
+            return int(text)
     return None
 
 
@@ -883,6 +928,29 @@ _MESSAGE_PREFIXES = (
 )
 
 
+@functools.lru_cache(maxsize=1_024)
+def _secret_key(key: str) -> bool:
+    """An attribute named like a secret (``http.request.header.authorization``, ``...api_key``)."""
+    return is_secret_name(key.rsplit(".", 1)[-1])
+
+
+def _without_secrets(key: str, value: Any) -> Any:
+    """An attribute's value as it may be shown or stored: a secret-named one hidden, URLs
+    without their credentials and secret parameters (``url.full`` with Gemini's ``?key=``)."""
+    if value is None or value == "":
+        return value
+    if _secret_key(key):
+        return HIDDEN
+    if isinstance(value, str):
+        return redact_text(value) if "://" in value else value
+    if isinstance(value, (bool, int, float)):
+        return value
+    shown = hide_secrets(value)
+    if isinstance(shown, list):
+        return [redact_text(v) if isinstance(v, str) and "://" in v else v for v in shown]
+    return shown
+
+
 def _kept_attributes(r: _Reader) -> Mapping[str, Any]:
     """The span's attributes, bounded, less the message payloads already read into the call
     (kept once, parsed)."""
@@ -894,7 +962,7 @@ def _kept_attributes(r: _Reader) -> Mapping[str, Any]:
         if len(kept) >= r.limits.max_attributes:
             skipped += 1
             continue
-        kept[key] = r.bounded(value, key)
+        kept[key] = r.bounded(_without_secrets(key, value), key)
     if skipped:
         r.flag(f"attributes-dropped:{skipped}")
     return kept

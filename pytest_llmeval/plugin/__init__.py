@@ -319,7 +319,8 @@ def llm_eval_trace(request: pytest.FixtureRequest) -> Iterator[Trace]:
     Needs the ``otel`` extra. Adds a span processor to the process's SDK tracer provider; with
     none set, installs one under ``--llm-eval`` and otherwise fails the setup saying how to turn
     it on. Spans that end after the test are counted in the terminal summary, not attached to
-    another test; spans still open at its end are counted in ``unfinished`` (and a warning).
+    another test; spans still open at its end are counted in ``unfinished`` (and a warning). A
+    trace left empty is a warning too (``require_spans()`` makes it an error).
     """
     from pytest_llmeval.plugin.trace_capture import capture
 

@@ -13,11 +13,12 @@ recorder (``core.records.current_recorder``, set for each test and, by the concu
 for each case in its own context): a span started where that context reaches (the test's body,
 its tasks, ``run_in_executor`` on the case loop) is that test's, if the test captures. A span
 started where the context was not propagated (a thread the agent started) falls back to its
-parent span's test, then to the test that owns its trace id. Spans no capturing test claims are
-ignored. The choice is made at start and kept, so a span that ends after its test ended is
-counted as *late* (in the terminal summary, by test), never attached to the test that happens
-to run next; spans still open when the capture ends are counted as
-``unfinished`` (a warning on the test).
+parent span's test, then to the test that owns its trace id (unless the span was started in
+another test's context, or several tests' spans share that trace id: a session-wide span in the
+context, pytest-opentelemetry). Spans no capturing test claims are ignored. The choice is made
+at start and kept, so a span that ends after its test ended is counted as *late* (in the
+terminal summary, by test), never attached to the test that happens to run next; spans still
+open when the capture ends are counted as ``unfinished`` (a warning on the test).
 
 **No provider.** With only the API's default (proxy) provider there is nowhere to add a
 processor: under ``--llm-eval`` the fixture installs an SDK ``TracerProvider`` as the global
@@ -29,9 +30,11 @@ A provider that has ``add_span_processor`` (the SDK's, Logfire's) is used as it 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import sys
 import threading
 import warnings
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -40,7 +43,7 @@ from typing import Any, final
 import pytest
 
 from pytest_llmeval.core.records import TestRecorder, current_recorder
-from pytest_llmeval.core.trace import Trace, TraceLimits
+from pytest_llmeval.core.trace import EmptyTraceError, Span, Trace, TraceLimits
 from pytest_llmeval.core.trace_conventions import (
     RawSpan,
     SpanEvent,
@@ -61,7 +64,7 @@ _MAX_OPEN = 100_000
 
 
 class TraceCaptureWarning(UserWarning):
-    """Spans of a test were still open when its capture ended."""
+    """Spans of a test were still open when its capture ended, or none was captured."""
 
 
 @final
@@ -70,10 +73,11 @@ class _Sink:
     count stragglers, and must not keep what the test captured: memory stays bounded over
     thousands of tests) and keeps only its node id for the late count."""
 
-    __slots__ = ("closed", "nodeid", "recorder", "trace")
+    __slots__ = ("closed", "nodeid", "owner", "recorder", "trace")
 
     def __init__(self, recorder: TestRecorder, nodeid: str, trace: Trace) -> None:
         self.recorder: TestRecorder | None = recorder
+        self.owner = id(recorder)  # kept when closed: whose stragglers a trace id may name
         self.nodeid = nodeid
         self.trace: Trace | None = trace
         self.closed = False
@@ -91,7 +95,11 @@ class SpanRouter:
         self._open: dict[str, _Sink] = {}  # started, not ended
         self._traces: dict[str, _Sink] = {}  # trace key -> the active capture that owns it
         self._closed_traces: OrderedDict[str, _Sink] = OrderedDict()
+        #: trace ids claimed by more than one capture (a session-wide span in the context,
+        #: pytest-opentelemetry): a trace id then names no test
+        self._shared: OrderedDict[str, None] = OrderedDict()
         self._events: dict[str, list[SpanEvent]] = {}  # log events of open spans
+        self._events_dropped: dict[str, int] = {}  # past max_items: flagged on the span
         #: node id -> spans that ended after their test's capture ended
         self.late: dict[str, int] = {}
         #: spans forgotten because more than ``_MAX_OPEN`` were open at once
@@ -132,8 +140,10 @@ class SpanRouter:
                 sink = None
             if sink is None and parent is not None:
                 sink = self._open.get(parent)
-            if sink is None:
+            if sink is None and trace_key not in self._shared:
                 sink = self._traces.get(trace_key) or self._closed_traces.get(trace_key)
+                if sink is not None and recorder is not None and sink.owner != id(recorder):
+                    sink = None  # another test's context: that test's span, not this one's
             if sink is None:
                 for active in self._active.values():  # for require_spans' diagnosis
                     if active.trace is not None:
@@ -143,8 +153,14 @@ class SpanRouter:
                 oldest = next(iter(self._open))
                 del self._open[oldest]
                 self._events.pop(oldest, None)
+                self._events_dropped.pop(oldest, None)
                 self.forgotten += 1
             self._open[key] = sink
+            owner = self._traces.get(trace_key) or self._closed_traces.get(trace_key)
+            if owner is not None and owner.owner != sink.owner:
+                self._shared[trace_key] = None
+                if len(self._shared) > _CLOSED_TRACES:
+                    self._shared.popitem(last=False)
             if not sink.closed:
                 self._traces.setdefault(trace_key, sink)
 
@@ -159,22 +175,41 @@ class SpanRouter:
             pending = self._events.setdefault(key, [])
             if len(pending) < sink.trace.limits.max_items:
                 pending.append(event)
+            else:
+                self._events_dropped[key] = self._events_dropped.get(key, 0) + 1
 
     def ended(self, key: str, raw: Callable[[], RawSpan]) -> None:
         """A span ended: summarised into its test's trace, or counted late."""
         with self._lock:
             sink = self._open.pop(key, None)
             events = self._events.pop(key, None)
+            dropped = self._events_dropped.pop(key, 0)
             if sink is None:
                 return
             trace = sink.trace
             if sink.closed or trace is None:
                 self.late[sink.nodeid] = self.late.get(sink.nodeid, 0) + 1
                 return
-        span = raw()
-        if events:
-            span = dataclasses.replace(span, events=span.events + tuple(events))
-        trace.add(summarise(span, trace.limits))
+        try:
+            span = raw()
+            if events:
+                span = dataclasses.replace(span, events=span.events + tuple(events))
+            if dropped:
+                span = dataclasses.replace(span, flags=(*span.flags, f"events-dropped:{dropped}"))
+            summary = summarise(span, trace.limits)
+        except Exception as exc:  # kept, flagged: never lost, never raised into the agent
+            summary = Span(
+                span_id=key,
+                parent_id=None,
+                trace_id="",
+                name=key,
+                kind="span",
+                source="unknown",
+                start_ns=0,
+                end_ns=0,
+                flags=(f"unreadable:{type(exc).__name__}",),
+            )
+        trace.add(summary)
 
     def take_late(self) -> dict[str, int]:
         """The late counts so far, forgotten once taken (for the terminal summary)."""
@@ -186,10 +221,32 @@ class SpanRouter:
 _ROUTER = SpanRouter()
 _SETUP_LOCK = threading.Lock()
 _otel_processor: Any = None  # our SpanProcessor, made on first use
-_otel_providers: list[Any] = []  # the providers it was added to
+_otel_providers: dict[int, Callable[[], Any]] = {}  # the providers it was added to (weakly)
 _agents_processor: Any = None
 _log_processor: Any = None
-_log_providers: list[Any] = []
+_log_providers: dict[int, Callable[[], Any]] = {}
+
+
+def _known(providers: dict[int, Callable[[], Any]], provider: Any) -> bool:
+    ref = providers.get(id(provider))
+    return ref is not None and ref() is provider
+
+
+def _remember(providers: dict[int, Callable[[], Any]], provider: Any) -> None:
+    """Remember that our processor is on ``provider``, weakly: a project that sets a fresh
+    provider for each test must not find every one of them (and what their exporters hold)
+    kept alive by us."""
+    for key in [k for k, ref in providers.items() if ref() is None]:
+        del providers[key]
+    try:
+        ref: Callable[[], Any] = weakref.ref(provider)
+    except TypeError:  # cannot be weakly referenced: kept
+        ref = functools.partial(_same, provider)
+    providers[id(provider)] = ref
+
+
+def _same(value: Any) -> Any:
+    return value
 
 
 def router() -> SpanRouter:
@@ -228,6 +285,21 @@ def _raw_from_otel(span: Any) -> RawSpan:
         attributes=dict(span.attributes or {}),
         events=tuple(SpanEvent(e.name, dict(e.attributes or {})) for e in span.events),
         error=error,
+        flags=_sdk_dropped(span),
+    )
+
+
+def _sdk_dropped(span: Any) -> tuple[str, ...]:
+    """What the SDK's span limits dropped (128 attributes and events a span by default; beyond,
+    the *oldest* attributes go: a long flattened conversation loses the span's kind and first
+    messages), as flags: the summary of such a span is not the whole span."""
+    return tuple(
+        f"sdk-dropped-{what}:{n}"
+        for what, n in (
+            ("attributes", getattr(span, "dropped_attributes", 0)),
+            ("events", getattr(span, "dropped_events", 0)),
+        )
+        if isinstance(n, int) and n > 0
     )
 
 
@@ -237,18 +309,27 @@ def _make_otel_processor() -> Any:
     class LLMEvalSpanProcessor(SpanProcessor):
         """Routes each span to the capturing test it belongs to (pytest-llmeval)."""
 
+        # The SDK calls processors in the code that starts and ends the span, without a guard:
+        # whatever goes wrong here must not reach that code.
+
         def on_start(self, span: Any, parent_context: Any = None) -> None:
-            ctx = span.get_span_context()
-            parent = span.parent
-            _ROUTER.started(
-                "otel:" + _hex(ctx.span_id, 16),
-                None if parent is None else "otel:" + _hex(parent.span_id, 16),
-                "otel:" + _hex(ctx.trace_id, 32),
-            )
+            try:
+                ctx = span.get_span_context()
+                parent = span.parent
+                _ROUTER.started(
+                    "otel:" + _hex(ctx.span_id, 16),
+                    None if parent is None else "otel:" + _hex(parent.span_id, 16),
+                    "otel:" + _hex(ctx.trace_id, 32),
+                )
+            except Exception:  # not routed (a bug of ours): never the agent's failure
+                pass
 
         def on_end(self, span: Any) -> None:
-            ctx = span.get_span_context()
-            _ROUTER.ended("otel:" + _hex(ctx.span_id, 16), lambda: _raw_from_otel(span))
+            try:
+                ctx = span.get_span_context()
+                _ROUTER.ended("otel:" + _hex(ctx.span_id, 16), lambda: _raw_from_otel(span))
+            except Exception:  # ended() keeps what it cannot read, flagged
+                pass
 
     return LLMEvalSpanProcessor()
 
@@ -297,9 +378,9 @@ def _attach_otel(config: pytest.Config) -> None:
                 )
         if _otel_processor is None:
             _otel_processor = _make_otel_processor()
-        if not any(p is provider for p in _otel_providers):
+        if not _known(_otel_providers, provider):
             provider.add_span_processor(_otel_processor)
-            _otel_providers.append(provider)
+            _remember(_otel_providers, provider)
         _attach_logs(install=_enabled(config))
 
 
@@ -311,6 +392,12 @@ def _make_log_processor() -> Any:
         (pytest-llmeval)."""
 
         def on_emit(self, log_record: Any) -> None:
+            try:
+                self._emit(log_record)
+            except Exception:  # an event lost rather than the agent failing
+                pass
+
+        def _emit(self, log_record: Any) -> None:
             record = getattr(log_record, "log_record", log_record)
             name = getattr(record, "event_name", None)
             span_id = getattr(record, "span_id", None)
@@ -357,9 +444,9 @@ def _attach_logs(install: bool) -> None:
             return
     if _log_processor is None:
         _log_processor = _make_log_processor()
-    if not any(p is provider for p in _log_providers):
+    if not _known(_log_providers, provider):
         provider.add_log_record_processor(_log_processor)
-        _log_providers.append(provider)
+        _remember(_log_providers, provider)
 
 
 # -- the OpenAI Agents SDK -----------------------------------------------------------------------
@@ -483,6 +570,19 @@ def capture(item: pytest.Item, limits: TraceLimits | None = None) -> Iterator[Tr
                 ),
                 stacklevel=1,
             )
+        if not len(trace) and not unfinished:
+            try:
+                trace.require_spans()
+            except EmptyTraceError as exc:
+                warnings.warn(
+                    TraceCaptureWarning(
+                        f"llm_eval_trace: no span was captured during {item.nodeid}, where an "
+                        "assertion that something did not happen passes on the empty trace "
+                        "(llm_eval_trace.require_spans() fails the test instead): "
+                        + str(exc).removeprefix("llm_eval_trace: ")
+                    ),
+                    stacklevel=1,
+                )
         if unfinished:
             warnings.warn(
                 TraceCaptureWarning(

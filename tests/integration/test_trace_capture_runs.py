@@ -381,3 +381,79 @@ def test_require_spans_on_an_uninstrumented_test_is_an_error_naming_instrumentat
             "started in this process while it ran: is the code under test instrumented?*"
         ]
     )
+
+
+def test_a_test_whose_trace_stayed_empty_is_warned_about(pytester: pytest.Pytester) -> None:
+    # an assertion that something did not happen passes on an empty trace: instrumentation
+    # that was never on must not go unnoticed
+    pytester.makepyfile(
+        test_empty="""
+        def test_never_deletes(llm_eval_trace):
+            pass  # the agent ran uninstrumented: no span
+            assert "delete_account" not in llm_eval_trace.tool_names
+        """
+    )
+    result = pytester.runpytest_subprocess("--llm-eval", "-p", "no:cacheprovider", "-W", "default")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*TraceCaptureWarning: llm_eval_trace: no span was captured during "
+            "test_empty.py::test_never_deletes*is the code under test instrumented?*"
+        ]
+    )
+
+
+def test_under_a_session_wide_span_a_finished_tests_span_stays_out_of_the_next_trace(
+    pytester: pytest.Pytester,
+) -> None:
+    # every test under one trace id (a session fixture's span, as pytest-opentelemetry does)
+    pytester.makeconftest(
+        """
+        import pytest
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import TracerProvider
+
+        trace.set_tracer_provider(TracerProvider())
+
+
+        @pytest.fixture(scope="session", autouse=True)
+        def session_span():
+            with trace.get_tracer("suite").start_as_current_span("session"):
+                yield
+        """
+    )
+    pytester.makepyfile(
+        test_shared="""
+        import contextvars
+        import threading
+
+        from opentelemetry import trace
+
+        tracer = trace.get_tracer("app")
+        GO, STARTED = threading.Event(), threading.Event()
+
+
+        def test_a(llm_eval_trace):
+            with tracer.start_as_current_span("a1"):
+                pass
+
+            def later():  # the agent's background work, the test's context copied
+                GO.wait(10)
+                with tracer.start_as_current_span("a-late"):
+                    STARTED.set()
+
+            ctx = contextvars.copy_context()
+            threading.Thread(target=ctx.run, args=(later,)).start()
+            assert llm_eval_trace.tool_names == () and len(llm_eval_trace) == 1
+
+
+        def test_b(llm_eval_trace):
+            with tracer.start_as_current_span("b1"):
+                pass
+            GO.set()
+            assert STARTED.wait(10)
+            assert [s.name for s in llm_eval_trace.spans] == ["b1"]
+        """
+    )
+    result = pytester.runpytest_subprocess("--llm-eval", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2)

@@ -183,3 +183,24 @@ def test_require_spans_says_why_a_trace_is_empty() -> None:
     empty.unclaimed = 2
     with pytest.raises(EmptyTraceError, match=r"though 2 span\(s\) were started in this process"):
         empty.require_spans()
+
+
+def test_a_tool_run_takes_the_arguments_its_own_model_call_asked_for() -> None:
+    # call ids repeat across model calls with some servers ("call_0" in every reply): a tool
+    # span without an arguments object takes the request of the model call just before it
+    def model(sid: str, start: int, city: str) -> Span:
+        reply = {
+            "role": "assistant",
+            "tool_calls": [{"id": "call_0", "name": "weather", "arguments": {"city": city}}],
+        }
+        detail = ModelCall(span_id=sid, name="chat", model="m", output_messages=(reply,))
+        return span(sid, None, start, start + 1, kind="model", detail=detail)
+
+    def tool(sid: str, start: int) -> Span:
+        detail = ToolCall(span_id=sid, name="weather", arguments="x", call_id="call_0")
+        return span(sid, None, start, start + 1, kind="tool", detail=detail)
+
+    trace = Trace()
+    for s in (model("m1", 0, "Paris"), tool("t1", 2), model("m2", 4, "Rome"), tool("t2", 6)):
+        trace.add(s)
+    assert [c.arguments for c in trace.tool_calls] == [{"city": "Paris"}, {"city": "Rome"}]

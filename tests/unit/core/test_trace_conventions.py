@@ -436,9 +436,10 @@ def test_huge_payloads_are_cut_and_flagged() -> None:
     }
     span = summarise(raw("t", attrs), limits)
     assert isinstance(span.detail, ToolCall)
-    assert span.detail.arguments == huge[:100]  # too large to parse: the text, cut
-    assert span.detail.arguments_raw == huge[:100]
-    assert span.detail.result == "y" * 100
+    cut = huge[:100] + "…[cut: 4912 more chars]"
+    assert span.detail.arguments == cut  # too large to parse: the text, cut
+    assert span.detail.arguments_raw == cut
+    assert span.detail.result == "y" * 100 + "…[cut: 400 more chars]"
     assert "too-large:arguments" in span.flags
     assert "truncated:result" in span.flags
     assert len(span.attributes) == 3
@@ -491,9 +492,9 @@ def test_current_form_messages_are_bounded_per_content_and_count() -> None:
     call = span.detail
     assert isinstance(call, ModelCall)
     assert list(call.input_messages) == [
-        {"role": "system", "content": "s" * 10},
-        {"role": "user", "content": "z" * 10},
-        {"role": "user", "content": "z" * 10},
+        {"role": "system", "content": "s" * 10 + "…[cut: 40 more chars]"},
+        {"role": "user", "content": "z" * 10 + "…[cut: 40 more chars]"},
+        {"role": "user", "content": "z" * 10 + "…[cut: 40 more chars]"},
     ]
     assert set(span.flags) == {
         "truncated:system_instructions",
@@ -535,3 +536,161 @@ def test_a_span_whose_reader_breaks_is_kept_generic_and_flagged() -> None:
     span = summarise(raw("odd", Weird({"gen_ai.operation.name": "chat"})))
     assert (span.kind, span.source, span.detail) == ("span", "unknown", None)
     assert "unreadable:RuntimeError" in span.flags
+
+
+def test_a_cut_value_never_equals_the_real_value_it_was_cut_from() -> None:
+    # a trace's values are compared with expected ones (arguments exact, results, messages):
+    # what is left of a cut value must not pass for a shorter real one
+    limits = TraceLimits(max_chars=10, max_items=3)
+    arguments = {"sql": "select 1 -- then drop table users", "ids": [1, 2, 3, 4, 5]}
+    tool = summarise(
+        raw(
+            "t",
+            {
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": "f",
+                "gen_ai.tool.call.arguments": json.dumps(arguments),
+                "gen_ai.tool.call.result": "all rows deleted, 10,000 of them",
+            },
+        ),
+        limits,
+    )
+    call = tool.detail
+    assert isinstance(call, ToolCall)
+    assert call.arguments["sql"] != "select 1 -"
+    assert str(call.arguments["sql"]).startswith("select 1 -")
+    assert call.arguments["ids"] != [1, 2, 3]
+    assert call.result != "all rows d"
+    assert call.arguments_raw != json.dumps(arguments)[:10]
+    chat = summarise(
+        raw(
+            "chat",
+            {
+                "gen_ai.operation.name": "chat",
+                "gen_ai.input.messages": json.dumps(
+                    [{"role": "user", "parts": [{"type": "text", "content": "z" * 50}]}] * 7
+                ),
+            },
+        ),
+        limits,
+    )
+    model = chat.detail
+    assert isinstance(model, ModelCall)
+    assert model.input_messages[0]["content"] != "z" * 10
+    assert list(model.input_messages) != [{"role": "user", "content": "z" * 50}] * 3
+
+
+def test_a_value_that_cannot_be_shown_keeps_its_span_flagged() -> None:
+    # the Agents SDK's custom spans export the user's own objects as they are
+    class Opaque:
+        def __repr__(self) -> str:
+            raise RuntimeError("no repr")
+
+    span = summarise(
+        raw_from_agents_export(
+            {"id": "s", "trace_id": "t", "span_data": {"type": "custom", "data": {"x": Opaque()}}}
+        )
+    )
+    assert span.kind == "span"
+    assert any(f.startswith("unreadable") for f in span.flags)
+
+
+@pytest.mark.parametrize("bad", [-100_000, -1.0, "-5", "9" * 5_000, "²", float("nan"), True])
+def test_a_token_count_that_is_no_count_is_flagged_and_the_call_kept(bad: object) -> None:
+    # a negative count took tokens off the trace's total (a tokens budget passed); a count
+    # no int() reads made the whole model call a generic span (gone from model_calls)
+    span = summarise(
+        raw(
+            "chat",
+            {
+                "gen_ai.operation.name": "chat",
+                "gen_ai.usage.input_tokens": bad,
+                "gen_ai.usage.output_tokens": 7,
+            },
+        )
+    )
+    assert span.kind == "model"
+    call = span.detail
+    assert isinstance(call, ModelCall)
+    assert (call.input_tokens, call.output_tokens) == (None, 7)
+    assert "not-a-count:gen_ai.usage.input_tokens" in span.flags
+    agents = summarise(
+        raw_from_agents_export(
+            {
+                "id": "g",
+                "trace_id": "t",
+                "span_data": {"type": "generation", "usage": {"input_tokens": bad}},
+            }
+        )
+    )
+    assert isinstance(agents.detail, ModelCall)
+    assert agents.detail.input_tokens is None
+
+
+def test_secrets_in_span_attributes_and_errors_are_not_kept() -> None:
+    # HTTP instrumentation records the URL whole (Gemini's ?key=), header capture the
+    # Authorization header; a span's attributes are shown (assertion messages) and stored
+    span = summarise(
+        raw(
+            "GET",
+            {
+                "url.full": "https://generativelanguage.googleapis.com/v1/models?key=AIzaSyTopSecret1",
+                "http.request.header.authorization": ("Bearer sk-proj-TopSecretTopSecret2",),
+                "app.config": '{"endpoint": "https://bob:TopSecret3@proxy.internal:8080/v1"}',
+                "server.address": "generativelanguage.googleapis.com",
+            },
+            error="connection refused by https://bob:TopSecret4@proxy.internal:8080/v1",
+        )
+    )
+    shown = repr(span)
+    assert "TopSecret" not in shown
+    assert span.attributes["server.address"] == "generativelanguage.googleapis.com"
+    assert "generativelanguage.googleapis.com/v1/models" in str(span.attributes["url.full"])
+    assert span.error is not None and "proxy.internal:8080" in span.error
+    tool = summarise(
+        raw(
+            "execute_tool fetch",
+            {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "fetch"},
+            error="401 from https://api.example.com/v1?api_key=TopSecret5",
+        )
+    )
+    assert isinstance(tool.detail, ToolCall)
+    assert "TopSecret" not in str(tool.detail.error)
+
+
+@pytest.mark.parametrize(
+    ("prefix", "attrs"),
+    [
+        (
+            "llm.input_messages",
+            {
+                "openinference.span.kind": "LLM",
+                "llm.input_messages.2.message.role": "user",
+                "llm.input_messages.2.message.content": "third",
+                "llm.input_messages.0.message.role": "user",
+                "llm.input_messages.0.message.content": "first",
+            },
+        ),
+        (
+            "gen_ai.prompt",
+            {
+                "gen_ai.system": "openai",
+                "gen_ai.prompt.1.role": "user",
+                "gen_ai.prompt.1.content": "second",
+                "gen_ai.prompt.3.role": "user",
+                "gen_ai.prompt.3.content": "fourth",
+            },
+        ),
+    ],
+)
+def test_flattened_messages_read_in_index_order_and_a_missing_index_is_flagged(
+    prefix: str, attrs: dict[str, object]
+) -> None:
+    span = summarise(raw("chat", attrs))
+    call = span.detail
+    assert isinstance(call, ModelCall)
+    assert len(call.input_messages) == 2  # in index order, none invented
+    assert [m["content"] for m in call.input_messages] == [
+        str(attrs[k]) for k in sorted(attrs, key=lambda k: k.split(".")) if "content" in k
+    ]
+    assert f"gap:{prefix}" in span.flags  # a message the span does not hold: not a whole list

@@ -231,3 +231,153 @@ def test_otel_processor_routes_spans_with_ids_status_and_events(provider: object
     assert (tool.kind, tool.parent_id, tool.error) == ("tool", agent.span_id, "tool broke")
     assert len(agent.span_id) == 16 and len(agent.trace_id) == 32
     assert tool.trace_id == agent.trace_id
+
+
+def test_a_finished_tests_straggler_never_lands_in_the_next_test_sharing_its_trace() -> None:
+    # every test under one trace id (a session-wide span in the context, pytest-opentelemetry):
+    # test a's work that starts a span after a ended (a thread with a's context copied, or one
+    # carrying only the OpenTelemetry context) must not join test b's trace through the trace id
+    router = SpanRouter()
+    a, b = rec("a"), rec("b")
+    ta = router.open(a, "t.py::a", LIMITS)
+    start_in(a, router, "a1", "session", "T")
+    router.ended("a1", lambda: raw("a1", "session"))
+    router.close(ta)
+    tb = router.open(b, "t.py::b", LIMITS)
+    start_in(b, router, "b1", "session", "T")
+    start_in(a, router, "a-late", "a1", "T")  # a's context, its parent ended
+    start_in(None, router, "a-thread", "a1", "T")  # no context at all
+    for key in ("a-late", "a-thread", "b1"):
+        router.ended(key, lambda key=key: raw(key, "a1"))
+    assert [s.name for s in tb.spans] == ["b1"]
+    router.close(tb)
+
+
+def test_a_span_of_a_test_that_does_not_capture_is_not_counted_late_for_another() -> None:
+    router = SpanRouter()
+    a, c = rec("a"), rec("c")
+    ta = router.open(a, "t.py::a", LIMITS)
+    start_in(a, router, "a1", "session", "T")
+    router.ended("a1", lambda: raw("a1", "session"))
+    router.close(ta)
+    start_in(c, router, "c1", "session", "T")  # test c, no llm_eval_trace, same trace id
+    router.ended("c1", lambda: raw("c1", "session"))
+    assert router.take_late() == {}
+
+
+def test_a_span_that_cannot_be_read_is_kept_flagged_not_lost() -> None:
+    router = SpanRouter()
+    a = rec("a")
+    trace = router.open(a, "t.py::a", LIMITS)
+    start_in(a, router, "bad", None, "T")
+
+    def broken() -> RawSpan:
+        raise RuntimeError("export failed")
+
+    router.ended("bad", broken)  # never raises into the code that ended the span
+    router.close(trace)
+    (span,) = trace.spans
+    assert span.flags == ("unreadable:RuntimeError",)
+
+
+def test_a_failure_in_the_processor_never_reaches_the_users_code(
+    provider: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pytest_llmeval.plugin import trace_capture
+
+    def boom(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("a bug of ours")
+
+    tracer = provider.get_tracer("t")  # type: ignore[attr-defined]
+    a = rec("a")
+    trace = trace_capture.router().open(a, "t.py::a", LIMITS)
+    token = current_recorder.set(a)
+    try:
+        monkeypatch.setattr(trace_capture, "summarise", boom)
+        with tracer.start_as_current_span("chat"):
+            pass
+        monkeypatch.setattr(trace_capture._ROUTER, "started", boom)
+        with tracer.start_as_current_span("chat 2"):
+            pass
+    finally:
+        current_recorder.reset(token)
+        trace_capture.router().close(trace)
+    assert [s.flags for s in trace.spans] == [("unreadable:RuntimeError",)]
+
+
+def test_attributes_the_sdk_dropped_are_flagged(provider: object) -> None:
+    # the SDK keeps 128 attributes a span and drops the OLDEST beyond: a long conversation in
+    # flattened messages lost the span's kind (no longer a model call) and its first messages
+    from pytest_llmeval.plugin.trace_capture import router
+
+    tracer = provider.get_tracer("t")  # type: ignore[attr-defined]
+    a = rec("a")
+    trace = router().open(a, "t.py::a", LIMITS)
+    token = current_recorder.set(a)
+    try:
+        with tracer.start_as_current_span(
+            "llm", attributes={"openinference.span.kind": "LLM"}
+        ) as span:
+            for i in range(70):
+                span.set_attribute(f"llm.input_messages.{i}.message.role", "user")
+                span.set_attribute(f"llm.input_messages.{i}.message.content", f"hi {i}")
+    finally:
+        current_recorder.reset(token)
+        router().close(trace)
+    (kept,) = trace.spans
+    assert "sdk-dropped-attributes:13" in kept.flags
+    assert kept in trace.flagged
+
+
+def test_log_events_past_the_limit_are_flagged_on_their_span() -> None:
+    # a long agent loop's last model call: over 100 input messages as events, then its choice
+    from pytest_llmeval.core.trace_conventions import SpanEvent
+
+    router = SpanRouter()
+    a = rec("a")
+    trace = router.open(a, "t.py::a", TraceLimits(max_items=3))
+    start_in(a, router, "chat", None, "T")
+    for i in range(3):
+        router.event("chat", SpanEvent("gen_ai.user.message", {"content": f"m{i}"}))
+    router.event("chat", SpanEvent("gen_ai.choice", {"message": {"content": "ok"}}))
+    router.ended(
+        "chat",
+        lambda: RawSpan(
+            name="chat",
+            span_id="chat",
+            parent_id=None,
+            trace_id="T",
+            start_ns=1,
+            end_ns=2,
+            attributes={"gen_ai.operation.name": "chat"},
+        ),
+    )
+    router.close(trace)
+    (span,) = trace.spans
+    assert "events-dropped:1" in span.flags
+
+
+def test_a_provider_replaced_test_by_test_is_not_kept_alive(
+    provider: object, monkeypatch: pytest.MonkeyPatch, pytestconfig: pytest.Config
+) -> None:
+    # a project's fixture that sets a fresh provider (and in-memory exporter) for each test:
+    # the capture adds its processor to each, and must not keep them (and their spans) alive
+    # (made without the SDK's own atexit hook, which would keep them alive by itself)
+    import gc
+    import weakref
+
+    from opentelemetry import trace as api
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from pytest_llmeval.plugin import trace_capture
+
+    refs = []
+    for _ in range(3):
+        fresh = TracerProvider(shutdown_on_exit=False)
+        monkeypatch.setattr(api, "get_tracer_provider", lambda fresh=fresh: fresh)
+        trace_capture._attach_otel(pytestconfig)
+        refs.append(weakref.ref(fresh))
+        del fresh
+    monkeypatch.undo()
+    gc.collect()
+    assert [r() for r in refs] == [None, None, None]
