@@ -21,6 +21,7 @@ start saying what to install.
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Iterable
 from typing import Any, final
 
@@ -51,8 +52,9 @@ class EvaluationEvents:
         from opentelemetry import _logs
 
         self._logs = _logs
-        #: events emitted by this process (for tests and the terminal line)
+        #: events emitted by this process, and those the provider refused (warned once)
         self.emitted = 0
+        self.failed = 0
 
     def _logger(self) -> Any:
         # asked each time: the app may set its provider after the session started
@@ -64,15 +66,26 @@ class EvaluationEvents:
 
         logger = self._logger()
         for record in records:
-            logger.emit(
-                LogRecord(
-                    event_name=EVENT_NAME,
-                    context=_span_context(record.trace),
-                    severity_number=SeverityNumber.INFO,
-                    severity_text="INFO",
-                    attributes=event_attributes(record, nodeid),
+            try:
+                logger.emit(
+                    LogRecord(
+                        event_name=EVENT_NAME,
+                        context=_span_context(record.trace),
+                        severity_number=SeverityNumber.INFO,
+                        severity_text="INFO",
+                        attributes=event_attributes(record, nodeid),
+                    )
                 )
-            )
+            except Exception as exc:  # the app's pipeline failing must not fail the run
+                self.failed += 1
+                if self.failed == 1:
+                    warnings.warn(
+                        f"--llm-eval-otel-events: the LoggerProvider refused the evaluation "
+                        f"event of {nodeid} ({type(exc).__name__}: {exc}); later failures are "
+                        "not reported one by one",
+                        stacklevel=1,
+                    )
+                continue
             self.emitted += 1
 
 

@@ -16,7 +16,7 @@ pytest.importorskip("opentelemetry.sdk._logs", reason="the otel extra (pinned in
 
 #: the project's own LoggerProvider, exported in memory and written out at the session's end
 CONFTEST = """
-import json
+import json, os
 from opentelemetry import _logs
 from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
@@ -28,6 +28,9 @@ _logs.set_logger_provider(PROVIDER)
 
 
 def pytest_sessionfinish(session):
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker is None and session.config.getoption("numprocesses", None):
+        return  # the xdist controller: the tests ran in the workers
     events = []
     for data in EXPORTER.get_finished_logs():
         record = data.log_record
@@ -40,7 +43,7 @@ def pytest_sessionfinish(session):
                 "scope": data.instrumentation_scope.name,
             }
         )
-    with open("events.json", "w") as f:
+    with open(f"events-{worker or 'main'}.json", "w") as f:
         json.dump(events, f)
 """
 
@@ -69,8 +72,9 @@ def test_untraced():
 """
 
 
+@pytest.mark.parametrize("workers", ["0", "2"])
 def test_each_score_is_an_evaluation_event_parented_to_the_test_s_trace(
-    pytester: pytest.Pytester,
+    pytester: pytest.Pytester, workers: str
 ) -> None:
     pytester.makeconftest(CONFTEST)
     pytester.makepyfile(test_agent=TESTS)
@@ -81,9 +85,16 @@ def test_each_score_is_an_evaluation_event_parented_to_the_test_s_trace(
         "--llm-eval-cache=off",
         "--llm-eval-otel-events",
         "--llm-eval-report=report.json",
+        "-n",
+        workers,
     )
     result.assert_outcomes(passed=1, failed=1)
-    events = json.loads((pytester.path / "events.json").read_text("utf-8"))
+    # emitted in the process that ran the test: each xdist worker's own provider
+    files = sorted(p.name for p in pytester.path.glob("events-*.json"))
+    assert files == (
+        ["events-main.json"] if workers == "0" else ["events-gw0.json", "events-gw1.json"]
+    )
+    events = [e for name in files for e in json.loads((pytester.path / name).read_text("utf-8"))]
     ours = [e for e in events if e["event_name"] == "gen_ai.evaluation.result"]
     assert len(ours) == 3 == len(events)
     traced = read_report(pytester)["records"][1]["trace"]  # test_traced's (sorted by test)

@@ -488,7 +488,7 @@
 
   /* ---- the case's scores and its span tree (issue 21) ---- */
   var TRACES = D.traces || [];
-  function ms(x) { return isNum(x) ? (1000 * x).toFixed(1) + " ms" : "\u2013"; }
+  function ms(x) { return isNum(x) ? (1000 * x).toFixed(x > 0 && x < 0.001 ? 3 : 1) + " ms" : "\u2013"; }
   function plural(n, one) { return (isNum(n) ? n : 0) + " " + one + (n === 1 ? "" : "s"); }
   function sameCase(a, b) {
     return a.file === b.file && a.test === b.test && (a.case_id === undefined ? null : a.case_id) === (b.case_id === undefined ? null : b.case_id) &&
