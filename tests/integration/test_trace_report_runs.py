@@ -1,7 +1,7 @@
 """The trace summary in the reports (issue 21, part 4), through real pytest runs: each concurrent
 case's records carry its own summary (also across xdist workers), the limits cut and mark it,
-secrets never reach it, the HTML page shows the case's span tree beside its scores (headless
-Chromium), and a malformed summary in a report is a clear error for ``report``, ``compare`` and
+secrets never reach it, merged shards keep it, the HTML page shows the case's span tree beside its
+scores (headless Chromium), and a malformed summary in a report is a clear error for ``report``, ``compare`` and
 ``merge``.
 
 Runs that capture are subprocesses: the global tracer provider can be set once per process."""
@@ -277,3 +277,23 @@ def test_a_malformed_trace_summary_is_a_clear_error_for_every_reader(
         assert f"(field {field})" in err and problem in err, (argv, err)
     assert not (pytester.path / "bad.html").exists()
     assert not (pytester.path / "merged.json").exists()
+
+
+def test_merged_shards_keep_each_case_s_trace_summary(pytester: pytest.Pytester) -> None:
+    from pytest_llmeval.__main__ import main
+
+    ids = [f"city{i}" for i in range(4)]
+    write_cases(pytester, ids)
+    pytester.makepyfile(test_agent=AGENT)
+    for shard in ("1/2", "2/2"):
+        out = f"shard{shard[0]}.json"
+        result = pytester.runpytest_subprocess(
+            *RUN, f"--llm-eval-shard={shard}", f"--llm-eval-report={out}"
+        )
+        assert result.ret == 0, result.stdout.str()
+    assert main(["merge", "shard1.json", "shard2.json", "-o", "merged.json"]) == 0
+    records = read_report(pytester, "merged.json")["records"]
+    assert sorted({r["case_id"] for r in records}) == ids
+    for r in records:
+        tool = r["trace"]["tree"][2]
+        assert tool["arguments"] == json.dumps({"city": r["case_id"], "api_key": "<hidden>"})
