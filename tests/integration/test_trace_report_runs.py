@@ -1,8 +1,8 @@
 """The trace summary in the reports (issue 21, part 4), through real pytest runs: each concurrent
 case's records carry its own summary (also across xdist workers), the limits cut and mark it,
 secrets never reach it, merged shards keep it, the HTML page shows the case's span tree beside its
-scores (headless Chromium), and a malformed summary in a report is a clear error for ``report``, ``compare`` and
-``merge``.
+scores (headless Chromium), and a malformed summary in a report is a clear error for
+``report``, ``compare`` and ``merge``.
 
 Runs that capture are subprocesses: the global tracer provider can be set once per process."""
 
