@@ -26,7 +26,7 @@ holds it
 to the options of the release before the table). Standard library only: the core is imported by
 everything, pytest by nothing below the pytest layer.
 
-Why this module is long: it is the table, one row of about ten lines per option (51 of them,
+Why this module is long: it is the table, one row of about ten lines per option (54 of them,
 help texts included); one table in one place is its job, so it is not split.
 """
 
@@ -560,6 +560,26 @@ OPTIONS: tuple[Option, ...] = (
         check=_at_least(0, " (0 keeps no inputs)"),
     ),
     Option(
+        "llm_eval_trace_spans",
+        "spans of a test's llm_eval_trace its score records keep for the reports (the span "
+        "tree; the rest are counted as cut; default 100; 0 keeps only the counts)",
+        kind="int",
+        flag="--llm-eval-trace-spans",
+        ini="llm_eval_trace_spans",
+        default=100,
+        check=_at_least(0, " (0 keeps no span tree)"),
+    ),
+    Option(
+        "llm_eval_trace_chars",
+        "characters of each text of a traced span (name, tool arguments, result, error) the "
+        "reports keep; longer ones are cut and marked (default 500)",
+        kind="int",
+        flag="--llm-eval-trace-chars",
+        ini="llm_eval_trace_chars",
+        default=500,
+        check=_at_least(1),
+    ),
+    Option(
         "llm_eval_case_timeout",
         "seconds one async dataset case may run before it is cancelled and reported as that "
         "case's error (default: no limit)",
@@ -602,6 +622,18 @@ OPTIONS: tuple[Option, ...] = (
         ini_help="let python_unit_testing use the weak audit-hook fallback where namespaces are "
         "unavailable",
         env="LLM_EVAL_ALLOW_WEAK_SANDBOX",
+        default=False,
+    ),
+    Option(
+        "llm_eval_otel_events",
+        "emit each score as an OpenTelemetry GenAI evaluation event (gen_ai.evaluation.result) "
+        "on the process's LoggerProvider, linked to the test's llm_eval_trace when it has one "
+        "(needs the otel extra)",
+        kind="bool",
+        flag="--llm-eval-otel-events",
+        ini="llm_eval_otel_events",
+        ini_help="emit each score as an OpenTelemetry GenAI evaluation event (like "
+        "--llm-eval-otel-events)",
         default=False,
     ),
     # -- ini only

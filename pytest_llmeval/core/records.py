@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, final
 
+from pytest_llmeval.core.trace_summary import TraceSummary, TraceSummaryError
+
 __all__ = [
     "EMPTY_MAPPING",
     "ScoreRecord",
@@ -69,6 +71,9 @@ class ScoreRecord:
     #: the score ``label`` stands for: the label itself when it is a score, the choice's score
     #: when it names one of a classifier's choices; None for True/False or no label
     label_score: float | None = None
+    #: the bounded summary of the test's trace when it used ``llm_eval_trace`` (issue 21): the
+    #: same summary on every record of that test or concurrent case; None otherwise
+    trace: TraceSummary | None = None
 
     @property
     def key(self) -> tuple[str, str, str | None, str, int, int]:
@@ -116,6 +121,7 @@ class ScoreRecord:
             "instrument": self.instrument,
             "label": self.label,
             "label_score": self.label_score,
+            "trace": None if self.trace is None else self.trace.to_json(),
         }
 
     def to_row(self) -> list[Any]:
@@ -149,6 +155,7 @@ class ScoreRecord:
             self.instrument,
             self.label,
             self.label_score,
+            None if self.trace is None else self.trace.to_json(),
         ]
 
     @classmethod
@@ -163,6 +170,8 @@ class ScoreRecord:
                 raise ValueError(f"record field {name!r}: {type(value).__name__} is not allowed")
             if type(value) is str and name in _SHARED:
                 value = strings.setdefault(value, value)
+            elif name == "trace":
+                value = _trace_of(value)
             elif type(value) is dict and not value:
                 value = EMPTY_MAPPING
             elif type(value) is list:  # judge_models
@@ -196,6 +205,8 @@ class ScoreRecord:
         for name in ("metadata", "inputs"):
             if type(fields.get(name)) is dict and not fields[name]:
                 fields[name] = EMPTY_MAPPING
+        if fields.get("trace") is not None:
+            fields["trace"] = _trace_of(fields["trace"])
         if not fields.keys() >= _REQUIRED:
             # what older or hand-made reports may leave out: no bound, not cached, not timed
             for name, default in _LENIENT:
@@ -208,6 +219,16 @@ class ScoreRecord:
         for name, default in _ALL_DEFAULTS:
             _set_field(out, name, fields.get(name, default))
         return out
+
+
+def _trace_of(value: Any) -> TraceSummary | None:
+    """A record's trace summary read back, checked (a ``ValueError`` naming the field)."""
+    if value is None:
+        return None
+    try:
+        return TraceSummary.from_json(value)
+    except TraceSummaryError as exc:
+        raise ValueError(f"record field 'trace': {exc}") from None
 
 
 #: the empty mapping records share as their metadata or inputs (read-only: one for all)
@@ -254,10 +275,11 @@ _ROW_TYPE_OF: dict[str, frozenset[type]] = {
     "instrument": _OPT_STR,
     "label": frozenset({bool, int, float, str, _NONE}),
     "label_score": _OPT_NUMBER,
+    "trace": frozenset({dict, _NONE}),
 }
 _ROW_TYPES = tuple((name, _ROW_TYPE_OF[name]) for name in ROW_FIELDS)
 #: the version of the records' wire form (:func:`records_to_wire`)
-WIRE_VERSION = 1
+WIRE_VERSION = 2  # 2: the trace summary (issue 21)
 
 
 def records_to_wire(records: Iterable[ScoreRecord]) -> str:
@@ -328,6 +350,9 @@ class TestRecorder:
         self.soft: frozenset[str] = frozenset()
         #: one line per softened miss, for the test's terminal status
         self.gated_misses: list[str] = []
+        #: the summary of the test's trace, set when its ``llm_eval_trace`` capture ends; put
+        #: on each of its records when they are shipped
+        self.trace: TraceSummary | None = None
         self._counts: dict[str, int] = {}
 
     def next_index(self, scorer: str) -> int:

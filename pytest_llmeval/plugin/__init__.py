@@ -11,6 +11,7 @@ controller takes them in ``pytest_runtest_logreport`` of that report.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Generator, Iterator
@@ -57,6 +58,7 @@ from pytest_llmeval.plugin.keys import (
     recorder_key,
     shipped_key,
     spend_key,
+    trace_limits_key,
 )
 from pytest_llmeval.plugin.options import (
     _enabled,
@@ -121,6 +123,15 @@ def pytest_configure(config: pytest.Config) -> None:
         "file), one test per row; an async test runs up to `concurrency` cases at once",
     )
     _configure_gates(config)
+    # the trace summary's limits: a bad value is a usage error at start, not at the first test
+    config.stash[trace_limits_key] = (
+        value(config, "llm_eval_trace_spans"),
+        value(config, "llm_eval_trace_chars"),
+    )
+    if value(config, "llm_eval_otel_events"):
+        from pytest_llmeval.plugin.otel_events import configure_events
+
+        configure_events(config)
     settings = build_settings(config)
     cache = None
     if settings.cache_mode != "off":
@@ -201,7 +212,12 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if session is not None:
         config.pluginmanager.unregister(session)
         del config.stash[session_key]
-    for name in ("llm-eval-plan-tracker", "llm-eval-plan", "llm-eval-gate-hooks"):
+    for name in (
+        "llm-eval-plan-tracker",
+        "llm-eval-plan",
+        "llm-eval-gate-hooks",
+        "llm-eval-otel-events",
+    ):
         plugin = config.pluginmanager.get_plugin(name)
         if plugin is not None:
             config.pluginmanager.unregister(plugin)
@@ -322,10 +338,17 @@ def llm_eval_trace(request: pytest.FixtureRequest) -> Iterator[Trace]:
     another test; spans still open at its end are counted in ``unfinished`` (and a warning). A
     trace left empty is a warning too (``require_spans()`` makes it an error).
     """
+    from pytest_llmeval.core.trace_summary import summarise_trace
     from pytest_llmeval.plugin.trace_capture import capture
 
     with capture(request.node) as trace:
         yield trace
+    # The reports' summary, made once per test (or case: its own node and recorder) now that
+    # the capture has ended; put on each of its records when they are shipped.
+    recorder = item_recorder(request.node)
+    if recorder is not None:
+        spans, chars = request.config.stash[trace_limits_key]
+        recorder.trace = summarise_trace(trace, max_spans=spans, max_chars=chars)
 
 
 # -- recording -----------------------------------------------------------------------------
@@ -425,7 +448,13 @@ def pytest_runtest_makereport(
             _count_unrecorded_error(item, excinfo.value)
     if call.when == "teardown":
         recorder = item_recorder(item)
+        if recorder is not None and recorder.records and recorder.trace is not None:
+            trace = recorder.trace
+            recorder.records = [dataclasses.replace(r, trace=trace) for r in recorder.records]
         if recorder is not None and recorder.records:
+            events = item.config.pluginmanager.get_plugin("llm-eval-otel-events")
+            if events is not None:
+                events.emit(recorder.records, report.nodeid)
             controller = item.config.stash.get(session_key, None)
             if controller is not None:
                 # This process is the controller (no xdist): the records go over as they are.

@@ -79,3 +79,6 @@ prepared_recorder_key = pytest.StashKey[TestRecorder]()
 
 #: ``workeroutput`` key: what an xdist worker waited for judge slots (:class:`SlotWaits` JSON)
 SLOT_WAITS_KEY = "llm_eval_slot_waits"
+
+#: ``--llm-eval-trace-spans`` and ``--llm-eval-trace-chars``, read (and checked) at configure
+trace_limits_key = pytest.StashKey[tuple[int, int]]()

@@ -18,7 +18,8 @@ Keys read (everything but ``records`` is optional; an absent section is simply n
   ``score``, ``min``, ``max``, ``passed``, ``cached``, ``rationale``, ``error``, ``where``,
   ``metadata``, ``prompt_tokens``, ``completion_tokens``, ``judge_calls``, ``cost_usd``,
   ``inputs``? {name: text} (the judged texts: ``output``, ``expected``, ``input``, ``context``...,
-  possibly truncated).
+  possibly truncated), ``trace``? (the test's ``TraceSummary.to_json()``, issue 21: its span
+  tree is shown in the detail of each of the case's records, beside the case's scores).
 * ``report["scorer_stats"]``? a list (or {scorer: ...}) of ``ScorerStats.to_json()``
   (``scorer``, ``mean`` {``estimate``, ``low``, ``high``, ``confidence``}, ``pass_rate`` {same});
   when absent the cards' intervals are computed here (cluster-t over cases for the mean, Wilson
@@ -252,14 +253,39 @@ def _redacted_run(run: Any) -> dict[str, Any]:
     return out
 
 
-def _redacted_records(records: list[Any]) -> list[Any]:
-    """The records with their error texts redacted (as this version writes them)."""
+def _redacted_records(records: list[Any]) -> tuple[list[Any], list[Any]]:
+    """The records with their error texts redacted (as this version writes them), and the
+    distinct trace summaries they carry: each record's ``trace`` becomes ``trace_ix``, its
+    summary's index in that list (the records of one test share one summary: the page holds it
+    once), every text of a summary redacted again (a report written by hand or by an older
+    version must not bring a secret into the page)."""
     out = []
+    traces: list[Any] = []
+    seen: dict[str, int] = {}
     for r in records:
         if isinstance(r, Mapping) and isinstance(r.get("error"), str):
             r = {**r, "error": redact_text(r["error"])}
+        if isinstance(r, Mapping) and "trace" in r:
+            trace = r["trace"]
+            r = {k: v for k, v in r.items() if k != "trace"}
+            if isinstance(trace, Mapping):
+                key = json.dumps(trace, sort_keys=True, default=repr)
+                if key not in seen:
+                    seen[key] = len(traces)
+                    traces.append(_redacted_texts(trace))
+                r["trace_ix"] = seen[key]
         out.append(r)
-    return out
+    return out, traces
+
+
+def _redacted_texts(value: Any) -> Any:
+    if isinstance(value, str):
+        return redact_text(value)
+    if isinstance(value, Mapping):
+        return {str(k): _redacted_texts(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redacted_texts(v) for v in value]
+    return value
 
 
 def render_html(report: Mapping[str, Any]) -> str:
@@ -267,10 +293,12 @@ def render_html(report: Mapping[str, Any]) -> str:
     records = report.get("records")
     if not isinstance(records, list):
         raise ReportFormatError("report", "has no 'records' list; is this a pytest-llmeval run?")
+    shown, traces = _redacted_records(records)
     payload = {
         "run": _redacted_run(report.get("run")),
         "aggregates": report.get("aggregates") or {},
-        "records": _redacted_records(records),
+        "records": shown,
+        "traces": traces,
         "cards": build_cards(report),
         "gates": report.get("gates") if isinstance(report.get("gates"), list) else None,
         "statistics": (

@@ -21,6 +21,7 @@ from pytest_llmeval.core.model import (
     run_from_report,
     spec_from_json,
 )
+from pytest_llmeval.core.trace_summary import TraceSummary, TraceSummaryError
 
 
 def _no_constant(name: str) -> Any:
@@ -178,11 +179,13 @@ def _check_semantics(report: Mapping[str, Any], where: str, prefix: str) -> None
                     f"{prefix}instruments.{digest}",
                 )
     for i, r in enumerate(report["records"]):
+        at = f"{prefix}records[{i}]"
+        if r.get("trace") is not None:
+            _check_trace(r["trace"], where, f"{at}.trace")
         digest = r.get("instrument")
         if digest is None:
             continue
         inst = instruments.get(digest)
-        at = f"{prefix}records[{i}]"
         if inst is None:
             raise RunFileError(where, f"instrument {digest} is not in 'instruments'", at)
         if inst["scorer"] != r["scorer"]:
@@ -203,6 +206,15 @@ def _check_semantics(report: Mapping[str, Any], where: str, prefix: str) -> None
                     f"[{rng[0]}, {rng[1]}]",
                     f"{at}.score",
                 )
+
+
+def _check_trace(data: Any, where: str, at: str) -> None:
+    """A record's trace summary as :meth:`TraceSummary.from_json` reads it: what the schema
+    cannot say (a parent that is an earlier entry, depths that agree, counts that add up)."""
+    try:
+        TraceSummary.from_json(data)
+    except TraceSummaryError as exc:
+        raise RunFileError(where, exc.problem, f"{at}.{exc.field}" if exc.field else at) from None
 
 
 def run_from_json(data: Any, where: str) -> Run:

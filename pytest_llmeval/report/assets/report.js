@@ -474,6 +474,8 @@
     }
     if (r.rationale) block("rationale", r.rationale, "rationale");
     if (r.metadata && Object.keys(r.metadata).length) block("metadata", JSON.stringify(r.metadata, null, 2), "metadata");
+    var tr = isNum(r.trace_ix) ? TRACES[r.trace_ix] : null;
+    if (tr && typeof tr === "object") renderTrace(r, tr);
     if (c && c.baseline) {
       var bo = c.baseline.inputs && c.baseline.inputs.output, co = inputs && inputs.output;
       if (bo !== undefined && co !== undefined) {
@@ -482,6 +484,71 @@
       }
       if (c.baseline.rationale) block("baseline rationale", c.baseline.rationale, "baseline-rationale");
     }
+  }
+
+  /* ---- the case's scores and its span tree (issue 21) ---- */
+  var TRACES = D.traces || [];
+  function ms(x) { return isNum(x) ? (1000 * x).toFixed(x > 0 && x < 0.001 ? 3 : 1) + " ms" : "\u2013"; }
+  function plural(n, one) { return (isNum(n) ? n : 0) + " " + one + (n === 1 ? "" : "s"); }
+  function sameCase(a, b) {
+    return a.file === b.file && a.test === b.test && (a.case_id === undefined ? null : a.case_id) === (b.case_id === undefined ? null : b.case_id) &&
+      (a.sample || 0) === (b.sample || 0);
+  }
+  function cutNote(e, k) { return e.cut && isNum(e.cut[k]) ? " [" + e.cut[k] + " more chars cut]" : ""; }
+  function renderTrace(r, tr) {
+    var sec = el("section", "trace");
+    sec.appendChild(el("h4", "", "scores of this case"));
+    var st = el("table", "case-scores"), hr = el("tr");
+    ["scorer", "#", "score", "status"].forEach(function (h) { hr.appendChild(el("th", "", h)); });
+    st.appendChild(hr);
+    RECS.forEach(function (o) {
+      if (!sameCase(o, r)) return;
+      var row = el("tr", o === r ? "this" : "");
+      row.appendChild(el("td", "", o.scorer)); row.appendChild(el("td", "num", o.index));
+      row.appendChild(el("td", "num", fmt(o.score, 4)));
+      var s2 = status(o); row.appendChild(el("td", "s-" + s2, s2 === "none" ? "no verdict" : s2));
+      st.appendChild(row);
+    });
+    sec.appendChild(st);
+    sec.appendChild(el("h4", "", "trace"));
+    var sum = plural(tr.spans, "span") + ": " + plural(tr.model_calls, "model call") + ", " + plural(tr.tool_calls, "tool call") +
+      ", " + plural(tr.errors, "error") + "; tokens " + (tr.input_tokens || 0) + " in + " + (tr.output_tokens || 0) + " out; " + ms(tr.duration_s);
+    var notes = [];
+    if (tr.tree_cut) notes.push(tr.tree_cut + " more spans not kept in the report");
+    if (tr.dropped) notes.push(tr.dropped + " dropped by the capture");
+    if (tr.unfinished) notes.push(tr.unfinished + " unfinished");
+    sec.appendChild(el("p", "trace-sum", sum + (notes.length ? " (" + notes.join(", ") + ")" : "")));
+    var tree = Array.isArray(tr.tree) ? tr.tree : [];
+    if (tree.length) {
+      var t = el("table", "span-tree"), h = el("tr");
+      ["span", "start", "duration", "tokens", "detail"].forEach(function (x) { h.appendChild(el("th", "", x)); });
+      t.appendChild(h);
+      tree.forEach(function (e) {
+        if (!e || typeof e !== "object") return;
+        var row = el("tr", "k-" + String(e.kind).replace(/[^a-z]/g, "") + (e.error ? " span-error" : ""));
+        var name = el("td", "span-name");
+        name.style.paddingLeft = (8 + 16 * Math.min(isNum(e.depth) ? e.depth : 0, 30)) + "px";
+        name.appendChild(el("span", "kind", e.kind));
+        name.appendChild(document.createTextNode(" " + e.name + cutNote(e, "name")));
+        row.appendChild(name);
+        row.appendChild(el("td", "num", "+" + ms(e.start_s)));
+        row.appendChild(el("td", "num", ms(e.duration_s)));
+        row.appendChild(el("td", "num", isNum(e.input_tokens) || isNum(e.output_tokens) ? (isNum(e.input_tokens) ? e.input_tokens : "\u2013") + " / " + (isNum(e.output_tokens) ? e.output_tokens : "\u2013") : ""));
+        var d = el("td", "span-detail");
+        function line(cls, text) { d.appendChild(el("div", cls, text)); }
+        if (e.model) line("model", "model " + e.model + cutNote(e, "model"));
+        if (e.tool) line("tool", e.tool + cutNote(e, "tool"));
+        if (e.arguments !== undefined && e.arguments !== null) line("args", "arguments " + e.arguments + cutNote(e, "arguments"));
+        if (e.result !== undefined && e.result !== null) line("result", "result " + e.result + cutNote(e, "result"));
+        if (e.from_agent || e.to_agent) line("handoff", (e.from_agent || "?") + " \u2192 " + (e.to_agent || "?"));
+        if (e.error) line("error", "error " + e.error + cutNote(e, "error"));
+        if (Array.isArray(e.flags) && e.flags.length) line("mut", "flags " + e.flags.join(", "));
+        row.appendChild(d);
+        t.appendChild(row);
+      });
+      sec.appendChild(t);
+    }
+    detail.appendChild(sec);
   }
 
   /* ---- state via the URL hash ---- */

@@ -5,6 +5,7 @@ import json
 import pytest
 
 from pytest_llmeval.core.records import ScoreRecord, aggregate
+from pytest_llmeval.core.trace_summary import SpanEntry, TraceSummary
 
 
 def rec(scorer: str, score: float | None, passed: bool | None, **kw: object) -> ScoreRecord:
@@ -114,6 +115,9 @@ def _every_field_set() -> ScoreRecord:
         instrument="d" * 64,
         label="B",
         label_score=0.5,
+        trace=TraceSummary(
+            1, 1, 0, 0, 0, 7, 2, 0.25, tree=(SpanEntry("s1", "chat", "model", 0, None, 0.0, 0.25),)
+        ),
         max=0.9,
         index=3,
         cached=True,
@@ -133,6 +137,7 @@ def test_records_cross_the_wire_as_rows_and_come_back_equal() -> None:
     assert back == [r, plain, plain]
     assert back[1].file is back[2].file and back[1].metadata is back[2].metadata
     assert back[0].judge_models == ("gpt-x", "gpt-y") and back[0].label == "B"
+    assert back[0].trace is not None and back[0].trace.tree[0].name == "chat"
     assert records_from_wire(records_to_wire([]), {}) == []
 
 
@@ -153,6 +158,8 @@ def test_records_cross_the_wire_as_rows_and_come_back_equal() -> None:
         ("inputs", "x"),
         ("label", []),
         ("label_score", "0.5"),
+        ("trace", "spans"),
+        ("trace", []),
     ],
 )
 def test_a_row_with_a_value_of_the_wrong_type_is_refused_naming_the_field(
@@ -170,16 +177,16 @@ def test_a_row_with_a_value_of_the_wrong_type_is_refused_naming_the_field(
     "text",
     [
         '[{"file": 1}]',  # the old form: a list of objects
-        '{"v": 2, "rows": []}',  # another version
+        '{"v": 1, "rows": []}',  # another version (1: rows without the trace summary)
         '{"rows": []}',
-        '{"v": 1, "rows": {}}',
-        '{"v": 1, "rows": [[1, 2]]}',  # too short
-        '{"v": 1, "rows": [{"file": "t.py"}]}',
+        '{"v": 2, "rows": {}}',
+        '{"v": 2, "rows": [[1, 2]]}',  # too short
+        '{"v": 2, "rows": [{"file": "t.py"}]}',
         '"x"',
     ],
 )
 def test_anything_but_rows_of_this_wire_version_is_refused(text: str) -> None:
     from pytest_llmeval.core.records import records_from_wire
 
-    with pytest.raises(ValueError, match=r"wire version 1|JSON array of 27 values"):
+    with pytest.raises(ValueError, match=r"wire version 2|JSON array of 28 values"):
         records_from_wire(text, {})

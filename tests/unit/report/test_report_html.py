@@ -439,3 +439,67 @@ def test_browser_judge_agreement_card_and_disagreements(tmp_path: Path) -> None:
     assert [t[0] for t in texts] == ["test_x[f0]", "test_x[p1]"]
     assert texts[0][1:] == ["fail", "pass (1)", "<b>answer f0</b>", "because f0"]
     assert not sec.find_all("b")  # the output is text, never markup
+
+
+def test_browser_a_hand_written_trace_is_text_and_keeps_no_secret(tmp_path: Path) -> None:
+    """A trace summary from a report written by hand (or an older version): its texts are
+    redacted again for the page and shown as text, never markup; records of one test share
+    one copy of their summary in the page."""
+    trace = {
+        "spans": 2,
+        "model_calls": 0,
+        "tool_calls": 1,
+        "agent_steps": 0,
+        "errors": 1,
+        "input_tokens": 0,
+        "output_tokens": 0,
+        "duration_s": 0.25,
+        "dropped": 0,
+        "unfinished": 0,
+        "trace_id": None,
+        "root_span_id": None,
+        "tree": [
+            {
+                "span_id": "a",
+                "name": "agent",
+                "kind": "agent",
+                "depth": 0,
+                "parent": None,
+                "start_s": 0.0,
+                "duration_s": 0.25,
+            },
+            {
+                "span_id": "b",
+                "name": "fetch",
+                "kind": "tool",
+                "depth": 1,
+                "parent": 0,
+                "start_s": 0.1,
+                "duration_s": 0.05,
+                "tool": "fetch",
+                "result": XSS + " https://user:hunter2@api.example/v1?api_key=SEKRET",
+                "error": "HTTPError: Authorization: Bearer tok-123456789",
+                "cut": {"result": 40},
+            },
+        ],
+        "tree_cut": 0,
+    }
+    path = tmp_path / "trace.html"
+    write_html(path, {"records": [_record(0, trace=trace), _record(1, trace=trace)]})
+    source = path.read_text("utf-8")
+    assert "hunter2" not in source and "SEKRET" not in source and "tok-123456789" not in source
+    data = json.loads(source.split('id="llmeval-data">', 1)[1].split("</script>", 1)[0])
+    assert len(data["traces"]) == 1 and [r["trace_ix"] for r in data["records"]] == [0, 0]
+    dom = parse_dom(dump_dom(path, "open=1"))
+    detail = dom.by_id("detail")
+    (tree,) = detail.find_all("table", "span-tree")
+    (result,) = tree.find_all("div", "result")
+    assert result.text == (
+        f"result {XSS} https://***@api.example/v1?api_key=*** [40 more chars cut]"
+    )
+    (error,) = tree.find_all("div", "error")
+    assert error.text == "error HTTPError: Authorization: Bearer ***"
+    assert not [n for n in detail.iter() if n.tag in {"img", "script"}]
+    assert detail.find_all("p", "trace-sum")[0].text == (
+        "2 spans: 0 model calls, 1 tool call, 1 error; tokens 0 in + 0 out; 250.0 ms"
+    )
