@@ -28,7 +28,10 @@ _logs.set_logger_provider(PROVIDER)
 
 
 def pytest_sessionfinish(session):
-    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    # (not PYTEST_XDIST_WORKER: this run may itself be started by an xdist worker of the
+    # outer suite, whose variable it inherits)
+    workerinput = getattr(session.config, "workerinput", None)
+    worker = workerinput["workerid"] if workerinput else None
     if worker is None and session.config.getoption("numprocesses", None):
         return  # the xdist controller: the tests ran in the workers
     events = []

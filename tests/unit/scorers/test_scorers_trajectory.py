@@ -793,7 +793,7 @@ def test_any_scorer_keys_a_trace_by_its_whole_content() -> None:
 
 def test_budget_on_negative_token_counts_is_an_error_not_a_smaller_total() -> None:
     trace = Run().model(text="x", tokens=(-500, 5)).model(text="y", tokens=(600, 5)).trace
-    with pytest.raises(ScorerInputError, match="negative token counts"):
+    with pytest.raises(ScorerInputError, match=r"negative token counts|reported no token counts"):
         budget(trace, max_total_tokens=200)
 
 
