@@ -176,7 +176,7 @@ def test_examples_directory_is_valid(pytester: pytest.Pytester) -> None:
     root = EXAMPLES
     result = pytester.runpytest(str(root), "-p", "no:cacheprovider")
     # one skipped item per llm_eval test (datasets are not read without --llm-eval)
-    result.assert_outcomes(passed=1, skipped=29)
+    result.assert_outcomes(passed=1, skipped=30)
 
 
 def test_per_call_api_key_is_used_and_never_shown(
