@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import signal
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -112,3 +114,16 @@ def redis_server_auth() -> Iterator[Any]:
     from redis_server import start
 
     yield from start(password="s3cret-Pa55-xyz")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A suite started in the background of a non-interactive shell (``cmd &``) inherits Ctrl-C
+    ignored, and Python then installs no Ctrl-C handler, in it nor in the pytest runs its tests
+    start (an ignored signal stays ignored across exec): the Ctrl-C tests would wait for an
+    interrupt that never comes. Give this process what a terminal gives; a caught signal is
+    reset to the default across exec, so the runs it starts get Python's own handler."""
+    if (
+        signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+        and threading.current_thread() is threading.main_thread()
+    ):
+        signal.signal(signal.SIGINT, signal.default_int_handler)
