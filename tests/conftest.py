@@ -127,3 +127,16 @@ def pytest_configure(config: pytest.Config) -> None:
         and threading.current_thread() is threading.main_thread()
     ):
         signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+#: what every pytest run a test starts is given: langchain-core (the LangGraph tests, dev extra)
+#: requires langsmith, whose pytest plugin loads in every pytest process and imports its client
+#: (1.3 s of CPU per run here, hundreds of runs in this suite); no test of ours uses it
+INNER_ADDOPTS = "-p no:langsmith_plugin"
+
+
+@pytest.fixture(autouse=True)
+def _inner_runs_without_langsmith(request: pytest.FixtureRequest) -> None:
+    if "pytester" in request.fixturenames:
+        request.getfixturevalue("pytester")  # it clears PYTEST_ADDOPTS first
+        request.getfixturevalue("monkeypatch").setenv("PYTEST_ADDOPTS", INNER_ADDOPTS)
