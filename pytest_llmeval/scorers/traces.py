@@ -6,9 +6,13 @@ arguments can be compared), and the bounded rendering a judge reads.
 spans of no convention read (no model, tool or agent span), most likely means the agent's
 instrumentation is off: scored as "no tool called" it would pass ``expected=[]`` and every
 budget. :func:`check_trace` raises a :class:`ScorerInputError` saying so, as it does for a
-trace that dropped spans (over ``TraceLimits.max_spans``: incomplete) and, where tool calls
-are read, for a trace whose model asked for tools while no tool run was captured (the tools'
-instrumentation is missing: the calls cannot be told from calls never made).
+trace that dropped spans (over ``TraceLimits.max_spans``: incomplete), for a trace with a span
+that could not be read whole (no rule could read it, or the OpenTelemetry SDK dropped its oldest
+attributes, those naming its kind and tool: it may have been a call not counted) and, where tool
+calls are read, for a trace whose model asked for tools while no tool run was captured (the
+tools' instrumentation is missing: the calls cannot be told from calls never made), or whose
+model calls could not be read whole while no tool run was captured (whether tools were asked
+for cannot be told).
 
 **Arguments that cannot be compared never compare equal.** The capture keeps bounded copies:
 a string cut at ``max_chars``, a payload too large or too deep to parse, text that is not
@@ -95,6 +99,16 @@ def check_trace(scorer: str, field: str, trace: Trace, *, tools: bool = False) -
             f"{trace.limits.max_spans} spans, so what the agent did cannot be scored",
             hint="Capture fewer spans per test, or a trace with a larger TraceLimits.max_spans",
         )
+    partial = [s for s in spans if s.kind != "model" and _structure_lost(s)]
+    if partial:
+        raise ScorerInputError(
+            scorer,
+            field,
+            f"is an incomplete trace: {len(partial)} span(s) could not be read whole "
+            f"({_named_flags(partial)}), so each may have been a model call, tool call or agent "
+            "step that is not counted as one, and what the agent did cannot be scored",
+            hint=_PARTIAL_HINT,
+        )
     if not any(s.kind in ("model", "tool", "agent", "handoff") for s in spans):
         names = sorted({s.name for s in spans})
         shown = ", ".join(repr(n) for n in names[:5]) + (", ..." if len(names) > 5 else "")
@@ -108,6 +122,16 @@ def check_trace(scorer: str, field: str, trace: Trace, *, tools: bool = False) -
         )
     if tools and not any(s.kind == "tool" for s in spans):
         asked = [name for call in trace.model_calls for name in call.requested_tools]
+        unsure = [s for s in spans if s.kind == "model" and _requests_may_be_lost(s)]
+        if not asked and unsure:
+            raise ScorerInputError(
+                scorer,
+                field,
+                "is a trace with no tool run whose model calls could not all be read "
+                f"({_named_flags(unsure)}), so whether the model asked for tools (and the "
+                "tools' instrumentation is missing) cannot be told: no tool call is not proven",
+                hint=_PARTIAL_HINT,
+            )
         if asked:
             raise ScorerInputError(
                 scorer,
@@ -119,6 +143,35 @@ def check_trace(scorer: str, field: str, trace: Trace, *, tools: bool = False) -
                 "does), or score the requested calls explicitly: output=[{'name': ..., "
                 "'arguments': ...}, ...]",
             )
+
+
+# Flags (core.trace_conventions, plugin.trace_capture) saying a span's summary may not show what
+# the span was: read by no rule (``unreadable``) or missing its oldest attributes, those that
+# name its kind and tool (``sdk-dropped-attributes``). A model call stays a model call (its
+# missing counts are refused where counted); any other span may have been a call not counted.
+_STRUCTURE_FLAGS = ("unreadable:", "sdk-dropped-attributes:")
+# Flags that do not hide a model's tool requests: a count not read (refused where counted), an
+# attribute past the kept bound, arguments or text cut (the request itself is still read).
+_HARMLESS_FOR_REQUESTS = ("not-a-count:", "attributes-dropped:", "arguments-not-json", "truncated:")
+_PARTIAL_HINT = (
+    "trace.flagged lists the spans and trace.render() shows the trace. A span over the "
+    "OpenTelemetry SDK's attribute or event limit (128 by default) loses its oldest ones: raise "
+    "OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT / OTEL_SPAN_EVENT_COUNT_LIMIT before the tracer provider is "
+    "made. A span the capture could not read is a bug to report with its flags"
+)
+
+
+def _structure_lost(span: Span) -> bool:
+    return any(f.startswith(_STRUCTURE_FLAGS) for f in span.flags)
+
+
+def _requests_may_be_lost(span: Span) -> bool:
+    return any(not f.startswith(_HARMLESS_FOR_REQUESTS) for f in span.flags)
+
+
+def _named_flags(spans: list[Span]) -> str:
+    shown = [f"{s.name!r}: {', '.join(s.flags)}" for s in spans[:3]]
+    return "; ".join(shown) + ("; ..." if len(spans) > 3 else "")
 
 
 def check_trace_inputs(scorer: str, inputs: Mapping[str, Any], *, tools: bool = False) -> None:

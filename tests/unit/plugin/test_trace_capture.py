@@ -329,6 +329,43 @@ def test_attributes_the_sdk_dropped_are_flagged(provider: object) -> None:
     assert kept in trace.flagged
 
 
+def test_a_tool_span_that_lost_its_oldest_attributes_is_never_scored_as_no_call(
+    provider: object,
+) -> None:
+    # a tool run with 200 flattened attributes loses the ones naming it a tool run (set first):
+    # unscored it reads as "no tool called", a pass for expected=[] and any max_tool_calls
+    from scorer_properties import PLAIN_CTX
+
+    from pytest_llmeval import ScorerInputError
+    from pytest_llmeval.plugin.trace_capture import router
+    from pytest_llmeval.scorers.trajectory import TraceBudget, TrajectoryMatch
+
+    tracer = provider.get_tracer("t")  # type: ignore[attr-defined]
+    a = rec("a")
+    trace = router().open(a, "t.py::a", LIMITS)
+    token = current_recorder.set(a)
+    try:
+        with tracer.start_as_current_span(
+            "chat", attributes={"gen_ai.operation.name": "chat", "gen_ai.usage.input_tokens": 5}
+        ):
+            pass
+        with tracer.start_as_current_span(
+            "run",
+            attributes={"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "delete_db"},
+        ) as span:
+            for i in range(200):
+                span.set_attribute(f"app.row.{i}", i)
+    finally:
+        current_recorder.reset(token)
+        router().close(trace)
+    assert [s.kind for s in trace.spans] == ["model", "span"]  # the tool run is not seen as one
+    assert trace.tool_calls == ()
+    with pytest.raises(ScorerInputError, match=r"incomplete trace: 1 span.*'run'.*sdk-dropped"):
+        TrajectoryMatch(mode="exact").compute({"output": trace, "expected": []}, PLAIN_CTX)
+    with pytest.raises(ScorerInputError, match="OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT"):
+        TraceBudget(max_tool_calls=0).compute({"output": trace}, PLAIN_CTX)
+
+
 def test_log_events_past_the_limit_are_flagged_on_their_span() -> None:
     # a long agent loop's last model call: over 100 input messages as events, then its choice
     from pytest_llmeval.core.trace_conventions import SpanEvent

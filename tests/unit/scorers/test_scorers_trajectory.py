@@ -459,6 +459,87 @@ def test_a_trace_that_dropped_spans_is_incomplete() -> None:
         budget(run.trace, max_tool_calls=5)
 
 
+def _with_flags(trace: Trace, index: int, *flags: str, kind: str | None = None) -> Trace:
+    """``trace`` with span ``index`` carrying ``flags`` (and made ``kind``: a generic span is
+    what a call whose identifying attributes were lost is read as)."""
+    out = Trace(trace.limits)
+    for i, span in enumerate(trace.spans):
+        if i == index:
+            span = dataclasses.replace(
+                span,
+                flags=(*span.flags, *flags),
+                kind=kind or span.kind,
+                detail=None if kind == "span" else span.detail,
+            )
+        out.add(span)
+    return out
+
+
+@pytest.mark.parametrize("flag", ["unreadable:KeyError", "sdk-dropped-attributes:40"])
+@pytest.mark.parametrize("kind", ["span", "tool"])
+@pytest.mark.parametrize(("name", "kwargs"), SCORERS_OF_A_TRACE)
+def test_a_span_not_read_whole_may_be_an_uncounted_call_so_is_an_error(
+    ctx: ScoringContext, name: str, kwargs: dict[str, Any], flag: str, kind: str
+) -> None:
+    # calls() runs a: model, tool a, model; the tool span (index 1) could not be read whole
+    trace = _with_flags(calls(A), 1, flag, kind=kind)
+    with pytest.raises(ScorerInputError, match=rf"'{name}'.*incomplete trace: 1 span.*{flag}"):
+        score(name, output=trace, **kwargs)
+
+
+def test_a_span_not_read_whole_is_never_a_pass_for_no_call_or_a_budget() -> None:
+    trace = _with_flags(
+        Run().model(text="hi").tool("delete_db", {}).trace, 1, "unreadable:X", kind="span"
+    )
+    assert trace.tool_calls == ()
+    with pytest.raises(ScorerInputError, match="incomplete trace"):
+        tm(trace, [], mode="exact")
+    with pytest.raises(ScorerInputError, match="incomplete trace"):
+        budget(trace, max_tool_calls=0)
+    with pytest.raises(ScorerInputError, match="incomplete trace"):
+        budget(trace, max_duration_s=60)
+
+
+def test_a_model_call_that_lost_attributes_is_still_counted() -> None:
+    # a model span past the SDK's limit keeps its kind (read from what remained): its calls and
+    # the tool runs are counted; its token counts, if lost, are refused where counted
+    trace = _with_flags(calls(A, B), 0, "sdk-dropped-attributes:3", "gap:gen_ai.prompt")
+    assert tm(trace, ["a", "b"]).value == 1.0
+    assert budget(trace, max_tool_calls=2, max_model_calls=2).value == 1.0
+
+
+@pytest.mark.parametrize(
+    "flag",
+    [
+        "gap:gen_ai.completion",
+        "events-dropped:3",
+        "sdk-dropped-events:2",
+        "messages-not-json:gen_ai.output.messages",
+        "too-large:gen_ai.output.messages",
+        "bad-message:gen_ai.output.messages.0",
+        "sdk-dropped-attributes:9",
+    ],
+)
+def test_no_tool_run_and_model_calls_not_read_whole_is_not_proof_of_no_call(flag: str) -> None:
+    # the model's requests may be what was lost: with no tool run captured, "asked for no tool"
+    # cannot be told from "the tools' instrumentation is missing"
+    trace = _with_flags(Run().model(text="done").trace, 0, flag)
+    with pytest.raises(ScorerInputError, match=rf"could not all be read.*{re.escape(flag)}"):
+        tm(trace, [], mode="exact")
+    with pytest.raises(ScorerInputError, match="cannot be told"):
+        budget(trace, max_tool_calls=0)
+    assert budget(trace, max_model_calls=1).value == 1.0  # counting model calls is still sound
+
+
+@pytest.mark.parametrize(
+    "flag", ["truncated:gen_ai.output.messages", "not-a-count:x", "attributes-dropped:4"]
+)
+def test_flags_that_hide_no_request_leave_no_call_provable(flag: str) -> None:
+    trace = _with_flags(Run().model(text="done").trace, 0, flag)
+    assert tm(trace, [], mode="exact").value == 1.0
+    assert budget(trace, max_tool_calls=0).value == 1.0
+
+
 def test_task_completion_on_an_empty_trace_asks_no_judge(
     judge_server: OpenAITestServer, judge_ctx: ScoringContext
 ) -> None:
