@@ -221,6 +221,12 @@ class Trace:
                 return
             self._spans.append(span)
 
+    def lose(self) -> None:
+        """Count one span of this trace that will never be kept (the capture stopped following
+        it): the trace is then incomplete, as one past ``limits.max_spans`` (thread-safe)."""
+        with self._lock:
+            self.dropped += 1
+
     def require_spans(self) -> Trace:
         """This trace, if it has spans; else :class:`EmptyTraceError` saying why there may be
         none: spans started elsewhere that no test claimed, or no span at all (instrumentation

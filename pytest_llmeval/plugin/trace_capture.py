@@ -151,10 +151,12 @@ class SpanRouter:
                 return
             if len(self._open) >= _MAX_OPEN:
                 oldest = next(iter(self._open))
-                del self._open[oldest]
+                lost = self._open.pop(oldest)
                 self._events.pop(oldest, None)
                 self._events_dropped.pop(oldest, None)
                 self.forgotten += 1
+                if lost.trace is not None:  # its test's trace will miss it: incomplete
+                    lost.trace.lose()
             self._open[key] = sink
             owner = self._traces.get(trace_key) or self._closed_traces.get(trace_key)
             if owner is not None and owner.owner != sink.owner:

@@ -8,6 +8,7 @@ import threading
 from collections.abc import Iterator
 
 import pytest
+from scorer_properties import PLAIN_CTX
 
 from pytest_llmeval.core.records import TestRecorder, current_recorder
 from pytest_llmeval.core.trace import TraceLimits
@@ -265,6 +266,31 @@ def test_a_span_of_a_test_that_does_not_capture_is_not_counted_late_for_another(
     assert router.take_late() == {}
 
 
+def test_an_open_span_forgotten_past_the_open_limit_makes_its_trace_incomplete(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # past the spans open at once the router follows, the oldest is forgotten: its test's trace
+    # will never hold it, so it must say it is incomplete, never read as "no such call"
+    from pytest_llmeval import ScorerInputError
+    from pytest_llmeval.plugin import trace_capture
+    from pytest_llmeval.scorers.trajectory import TraceBudget
+
+    monkeypatch.setattr(trace_capture, "_MAX_OPEN", 2)
+    router = SpanRouter()
+    a = rec("a")
+    trace = router.open(a, "t.py::a", LIMITS)
+    for key in ("tool", "x", "y"):
+        start_in(a, router, key, None, "T")
+    assert router.forgotten == 1
+    for key in ("tool", "x", "y"):
+        router.ended(key, lambda key=key: raw(key))  # "tool" is no longer followed: not kept
+    router.close(trace)
+    assert [s.span_id for s in trace.spans] == ["x", "y"]
+    assert trace.dropped == 1
+    with pytest.raises(ScorerInputError, match="incomplete trace: 1 span"):
+        TraceBudget(max_tool_calls=0).compute({"output": trace}, PLAIN_CTX)
+
+
 def test_a_span_that_cannot_be_read_is_kept_flagged_not_lost() -> None:
     router = SpanRouter()
     a = rec("a")
@@ -334,8 +360,6 @@ def test_a_tool_span_that_lost_its_oldest_attributes_is_never_scored_as_no_call(
 ) -> None:
     # a tool run with 200 flattened attributes loses the ones naming it a tool run (set first):
     # unscored it reads as "no tool called", a pass for expected=[] and any max_tool_calls
-    from scorer_properties import PLAIN_CTX
-
     from pytest_llmeval import ScorerInputError
     from pytest_llmeval.plugin.trace_capture import router
     from pytest_llmeval.scorers.trajectory import TraceBudget, TrajectoryMatch
