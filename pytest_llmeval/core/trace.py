@@ -198,7 +198,16 @@ class Trace:
     ends in); every query reads a consistent snapshot. Spans are ordered by start time.
     """
 
-    __slots__ = ("__weakref__", "_lock", "_spans", "dropped", "limits", "unclaimed", "unfinished")
+    __slots__ = (
+        "__weakref__",
+        "_lock",
+        "_running",
+        "_spans",
+        "dropped",
+        "limits",
+        "unclaimed",
+        "unfinished",
+    )
 
     def __init__(self, limits: TraceLimits | None = None) -> None:
         self.limits = limits if limits is not None else TraceLimits()
@@ -210,16 +219,36 @@ class Trace:
         self.unfinished = 0
         #: spans started in the process while this trace was capturing that no test claimed
         self.unclaimed = 0
+        self._running: dict[str, str] = {}  # model / tool calls started, not ended: key -> what
 
     # -- filling ----------------------------------------------------------------------------
 
-    def add(self, span: Span) -> None:
-        """Keep one span summary (the capture's call; thread-safe)."""
+    def add(self, span: Span, ended: str | None = None) -> None:
+        """Keep one span summary (the capture's call; thread-safe); ``ended``: the key of the
+        running call it ends (see :meth:`call_started`), no longer running once kept."""
         with self._lock:
+            if ended is not None:
+                self._running.pop(ended, None)
             if len(self._spans) >= self.limits.max_spans:
                 self.dropped += 1
                 return
             self._spans.append(span)
+
+    def call_started(self, key: str, what: str) -> None:
+        """A model or tool call of this trace started (``what``: e.g. ``tool get_weather``);
+        until :meth:`call_ended` the trace is still being written (the capture's call)."""
+        with self._lock:
+            self._running[key] = what
+
+    def call_ended(self, key: str) -> None:
+        with self._lock:
+            self._running.pop(key, None)
+
+    def running_calls(self) -> tuple[str, ...]:
+        """The model and tool calls that started and have not ended: while there are any, the
+        calls this trace holds are not yet all the agent's."""
+        with self._lock:
+            return tuple(self._running.values())
 
     def lose(self) -> None:
         """Count one span of this trace that will never be kept (the capture stopped following

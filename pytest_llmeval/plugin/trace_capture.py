@@ -131,8 +131,12 @@ class SpanRouter:
         trace.unfinished = unfinished
         return unfinished
 
-    def started(self, key: str, parent: str | None, trace_key: str) -> None:
-        """A span started (called in the thread and context that started it)."""
+    def started(
+        self, key: str, parent: str | None, trace_key: str, call: str | None = None
+    ) -> None:
+        """A span started (called in the thread and context that started it); ``call``: what
+        it is when its start already says it is a model or tool call (see :func:`_call_at_start`),
+        counted as running in its trace until it ends."""
         recorder = current_recorder.get()
         with self._lock:
             sink = self._active.get(id(recorder)) if recorder is not None else None
@@ -156,6 +160,7 @@ class SpanRouter:
                 self._events_dropped.pop(oldest, None)
                 self.forgotten += 1
                 if lost.trace is not None:  # its test's trace will miss it: incomplete
+                    lost.trace.call_ended(oldest)
                     lost.trace.lose()
             self._open[key] = sink
             owner = self._traces.get(trace_key) or self._closed_traces.get(trace_key)
@@ -165,6 +170,8 @@ class SpanRouter:
                     self._shared.popitem(last=False)
             if not sink.closed:
                 self._traces.setdefault(trace_key, sink)
+                if call is not None and sink.trace is not None:
+                    sink.trace.call_started(key, call)
 
     def event(self, key: str, event: SpanEvent) -> None:
         """An event emitted through the Logs API inside an open span (the older GenAI events:
@@ -211,7 +218,7 @@ class SpanRouter:
                 end_ns=0,
                 flags=(f"unreadable:{type(exc).__name__}",),
             )
-        trace.add(summary)
+        trace.add(summary, ended=key)  # kept and no longer running, in one step
 
     def take_late(self) -> dict[str, int]:
         """The late counts so far, forgotten once taken (for the terminal summary)."""
@@ -305,6 +312,40 @@ def _sdk_dropped(span: Any) -> tuple[str, ...]:
     )
 
 
+_MODEL_OPERATIONS = frozenset({"chat", "text_completion", "generate_content", "responses"})
+
+
+def _call_at_start(attributes: Any) -> str | None:
+    """What an OpenTelemetry span is, when the attributes it started with say it is a model or
+    tool call (GenAI ``gen_ai.operation.name`` / ``gen_ai.tool.name``, OpenInference
+    ``openinference.span.kind``, Traceloop ``traceloop.span.kind``), else None."""
+    if not attributes:
+        return None
+    get = attributes.get
+    tool = get("gen_ai.tool.name")
+    operation = get("gen_ai.operation.name")
+    oi_kind = get("openinference.span.kind")
+    if operation == "execute_tool" or tool is not None or oi_kind == "TOOL":
+        return f"tool {tool}" if isinstance(tool, str) else "a tool call"
+    if get("traceloop.span.kind") == "tool":
+        name = get("traceloop.entity.name")
+        return f"tool {name}" if isinstance(name, str) else "a tool call"
+    if operation in _MODEL_OPERATIONS or oi_kind == "LLM" or get("llm.request.type") is not None:
+        return "a model call"
+    return None
+
+
+def _agents_call_at_start(data: Any) -> str | None:
+    """:func:`_call_at_start` for an Agents SDK span (its span data's ``type``)."""
+    kind = getattr(data, "type", None)
+    if kind == "function":
+        name = getattr(data, "name", None)
+        return f"tool {name}" if isinstance(name, str) else "a tool call"
+    if kind in ("generation", "response"):
+        return "a model call"
+    return None
+
+
 def _make_otel_processor() -> Any:
     from opentelemetry.sdk.trace import SpanProcessor
 
@@ -322,6 +363,7 @@ def _make_otel_processor() -> Any:
                     "otel:" + _hex(ctx.span_id, 16),
                     None if parent is None else "otel:" + _hex(parent.span_id, 16),
                     "otel:" + _hex(ctx.trace_id, 32),
+                    _call_at_start(span.attributes),
                 )
             except Exception:  # not routed (a bug of ours): never the agent's failure
                 pass
@@ -472,6 +514,7 @@ def _make_agents_processor() -> Any:
                 "agents:" + str(span.span_id),
                 None if parent is None else "agents:" + str(parent),
                 "agents:" + str(span.trace_id),
+                _agents_call_at_start(span.span_data),
             )
 
         def on_span_end(self, span: Any) -> None:

@@ -2,17 +2,18 @@
 the check that something was captured at all, the tool calls it ran (with whether their
 arguments can be compared), and the bounded rendering a judge reads.
 
-**Nothing captured is an error, never an empty trajectory.** A trace with no span, or with
-spans of no convention read (no model, tool or agent span), most likely means the agent's
+**Nothing captured is an error, never an empty trajectory.** A trace with no span, or with spans
+of no convention read (no model, tool or agent span), most likely means the agent's
 instrumentation is off: scored as "no tool called" it would pass ``expected=[]`` and every
-budget. :func:`check_trace` raises a :class:`ScorerInputError` saying so, as it does for a
-trace that dropped spans (over ``TraceLimits.max_spans``: incomplete), for a trace with a span
-that could not be read whole (no rule could read it, or the OpenTelemetry SDK dropped its oldest
-attributes, those naming its kind and tool: it may have been a call not counted) and, where tool
-calls are read, for a trace whose model asked for tools while no tool run was captured (the
-tools' instrumentation is missing: the calls cannot be told from calls never made), or whose
-model calls could not be read whole while no tool run was captured (whether tools were asked
-for cannot be told).
+budget. :func:`check_trace` raises a :class:`ScorerInputError` saying so, as it does for a trace
+still being written (a model or tool call of the test started and has not ended: scored now, it
+would not count), for a trace that dropped spans (over ``TraceLimits.max_spans``: incomplete),
+for a trace with a span that could not be read whole (no rule could read it, or the
+OpenTelemetry SDK dropped its oldest attributes, those naming its kind and tool: it may have
+been a call not counted) and, where tool calls are read, for a trace whose model asked for tools
+while no tool run was captured (the tools' instrumentation is missing: the calls cannot be told
+from calls never made), or whose model calls could not be read whole while no tool run was
+captured (whether tools were asked for cannot be told).
 
 **Arguments that cannot be compared never compare equal.** The capture keeps bounded copies:
 a string cut at ``max_chars``, a payload too large or too deep to parse, text that is not
@@ -82,7 +83,18 @@ def check_trace(scorer: str, field: str, trace: Trace, *, tools: bool = False) -
     """Raise :class:`ScorerInputError` (``scorer``, ``field``) when ``trace`` holds nothing a
     scorer can trust (see the module docstring); ``tools``: also when its model asked for
     tools while no tool run was captured."""
+    running = trace.running_calls()  # first: a call ending now is kept before it stops running
     spans = trace.spans
+    if running:
+        shown = ", ".join(running[:3]) + (", ..." if len(running) > 3 else "")
+        raise ScorerInputError(
+            scorer,
+            field,
+            f"is a trace still being written: {len(running)} call(s) of this test started and "
+            f"have not ended ({shown}), so the calls it holds are not yet all the agent's",
+            hint="Score the trace once the agent's run has finished (await it, join its "
+            "threads); a call that never ends is a bug in the agent or its instrumentation",
+        )
     if not spans:
         raise ScorerInputError(
             scorer,
@@ -185,11 +197,14 @@ def check_trace_inputs(scorer: str, inputs: Mapping[str, Any], *, tools: bool = 
 def trace_calls(scorer: str, field: str, trace: Trace) -> list[TracedCall]:
     """The tool runs of ``trace`` in order (checked with :func:`check_trace`, ``tools=True``),
     each with its arguments as an object, or with a ``problem`` when they cannot be compared."""
+    running = trace.running_calls()  # before the spans (see check_trace)
     spans = trace.spans  # one snapshot: a trace may still be filling from other threads
     snapshot = Trace(trace.limits)
     for span in spans:
         snapshot.add(span)
     snapshot.dropped = trace.dropped
+    for i, what in enumerate(running):
+        snapshot.call_started(str(i), what)
     check_trace(scorer, field, snapshot, tools=True)
     tool_spans = [s for s in spans if isinstance(s.detail, ToolCall)]
     out: list[TracedCall] = []

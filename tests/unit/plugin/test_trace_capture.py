@@ -291,6 +291,103 @@ def test_an_open_span_forgotten_past_the_open_limit_makes_its_trace_incomplete(
         TraceBudget(max_tool_calls=0).compute({"output": trace}, PLAIN_CTX)
 
 
+def test_a_trace_scored_while_a_call_runs_is_refused_until_it_ends(provider: object) -> None:
+    # an agent's tool still running (a background task, a thread not joined) when the test
+    # scores: counted now the trace says no such call; a span of the test's own is no call
+    from pytest_llmeval import ScorerInputError
+    from pytest_llmeval.plugin.trace_capture import router
+    from pytest_llmeval.scorers.trajectory import TraceBudget
+
+    def budget() -> float:
+        return TraceBudget(max_tool_calls=0).compute({"output": trace}, PLAIN_CTX).value
+
+    tracer = provider.get_tracer("t")  # type: ignore[attr-defined]
+    a = rec("a")
+    trace = router().open(a, "t.py::a", LIMITS)
+    token = current_recorder.set(a)
+    try:
+        with tracer.start_as_current_span("my test's own span"):
+            with tracer.start_as_current_span("chat", attributes={"gen_ai.operation.name": "chat"}):
+                pass
+            tool = tracer.start_span(
+                "execute_tool delete_db",
+                attributes={
+                    "gen_ai.operation.name": "execute_tool",
+                    "gen_ai.tool.name": "delete_db",
+                },
+            )
+            assert trace.running_calls() == ("tool delete_db",)
+            with pytest.raises(ScorerInputError, match=r"still being written: 1 call.*delete_db"):
+                budget()
+            tool.end()
+            assert trace.running_calls() == ()
+            assert budget() == 0.0  # scored inside the test's own open span: one tool call, over
+    finally:
+        current_recorder.reset(token)
+        router().close(trace)
+
+
+@pytest.mark.parametrize(
+    ("attributes", "what"),
+    [
+        ({"gen_ai.operation.name": "execute_tool"}, "a tool call"),
+        ({"gen_ai.tool.name": "f"}, "tool f"),
+        ({"openinference.span.kind": "TOOL"}, "a tool call"),
+        ({"traceloop.span.kind": "tool", "traceloop.entity.name": "f"}, "tool f"),
+        ({"gen_ai.operation.name": "chat"}, "a model call"),
+        ({"openinference.span.kind": "LLM"}, "a model call"),
+        ({"llm.request.type": "chat"}, "a model call"),
+        ({"gen_ai.operation.name": "invoke_agent"}, None),
+        ({"openinference.span.kind": "CHAIN"}, None),
+        ({"http.method": "GET"}, None),
+        ({}, None),
+        (None, None),
+    ],
+)
+def test_what_a_span_is_at_its_start(attributes: object, what: str | None) -> None:
+    from pytest_llmeval.plugin.trace_capture import _call_at_start
+
+    assert _call_at_start(attributes) == what
+
+
+def test_what_an_agents_sdk_span_is_at_its_start() -> None:
+    tracing = pytest.importorskip("agents.tracing.span_data", reason="openai-agents (dev pins it)")
+    from pytest_llmeval.plugin.trace_capture import _agents_call_at_start
+
+    assert _agents_call_at_start(tracing.FunctionSpanData("get_weather", None, None)) == (
+        "tool get_weather"
+    )
+    assert _agents_call_at_start(tracing.GenerationSpanData()) == "a model call"
+    assert _agents_call_at_start(tracing.ResponseSpanData()) == "a model call"
+    assert _agents_call_at_start(tracing.AgentSpanData("weather")) is None
+
+
+def test_a_call_is_kept_and_stops_running_in_one_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a reader between "no longer running" and "kept" would see neither: never a missing call
+    from pytest_llmeval.plugin import trace_capture
+
+    router = SpanRouter()
+    a = rec("a")
+    trace = router.open(a, "t.py::a", LIMITS)
+    token = current_recorder.set(a)
+    try:
+        router.started("k", None, "T", "tool f")
+    finally:
+        current_recorder.reset(token)
+    seen = []
+    real = trace_capture.summarise
+
+    def summarise(span: RawSpan, limits: TraceLimits) -> object:  # the span ended, not kept yet
+        seen.append((trace.running_calls(), len(trace)))
+        return real(span, limits)
+
+    monkeypatch.setattr(trace_capture, "summarise", summarise)
+    router.ended("k", lambda: raw("k"))
+    assert seen == [(("tool f",), 0)]
+    assert (trace.running_calls(), len(trace)) == ((), 1)
+    router.close(trace)
+
+
 def test_a_span_that_cannot_be_read_is_kept_flagged_not_lost() -> None:
     router = SpanRouter()
     a = rec("a")
