@@ -39,7 +39,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, final
+from typing import Any, Literal, final
 
 from pytest_llmeval.core.redaction import HIDDEN, hide_secrets, is_secret_name, redact_text
 from pytest_llmeval.core.trace import (
@@ -315,15 +315,30 @@ def _openinference(r: _Reader, kind: str) -> Classified:
         return "tool", "openinference", tool
     if mapped == "agent":
         name = r.text("agent.name", "graph.node.id") or r.raw.name
-        step = AgentStep(
-            span_id=r.raw.span_id,
-            name=name,
-            kind="agent",
-            duration_s=_seconds(r.raw),
-            error=r.raw.error,
-        )
+        step = _agent_step(r, name)
         return "agent", "openinference", step
     return mapped, "openinference", None
+
+
+def _agent_step(
+    r: _Reader,
+    name: str,
+    kind: Literal["agent", "handoff"] = "agent",
+    *,
+    from_agent: str | None = None,
+    to_agent: str | None = None,
+) -> AgentStep:
+    """The agent step (or handoff) the span ``r`` reads, named ``name``: its id, duration and
+    error are the span's."""
+    return AgentStep(
+        span_id=r.raw.span_id,
+        name=name,
+        kind=kind,
+        from_agent=from_agent,
+        to_agent=to_agent,
+        duration_s=_seconds(r.raw),
+        error=r.raw.error,
+    )
 
 
 def _langchain_tool_message(value: Any) -> Mapping[str, Any] | None:
@@ -420,13 +435,7 @@ def _gen_ai(r: _Reader, op: str) -> Classified:
         return "tool", "gen_ai", _gen_ai_tool(r)
     if op in ("invoke_agent", "create_agent"):
         name = r.text("gen_ai.agent.name", "agent_name") or r.raw.name
-        step = AgentStep(
-            span_id=r.raw.span_id,
-            name=name,
-            kind="agent",
-            duration_s=_seconds(r.raw),
-            error=r.raw.error,
-        )
+        step = _agent_step(r, name)
         return "agent", "gen_ai", step
     if op == "embeddings":
         return "embedding", "gen_ai", None
@@ -699,13 +708,7 @@ def _traceloop(r: _Reader, kind: str) -> Classified:
         )
         return "tool", "traceloop", tool
     if kind == "agent":
-        step = AgentStep(
-            span_id=r.raw.span_id,
-            name=name,
-            kind="agent",
-            duration_s=_seconds(r.raw),
-            error=r.raw.error,
-        )
+        step = _agent_step(r, name)
         return "agent", "traceloop", step
     return "chain", "traceloop", None
 
@@ -793,24 +796,12 @@ def _agents(r: _Reader) -> Classified:
         )
         return "tool", "openai_agents", tool
     if kind == "agent":
-        step = AgentStep(
-            span_id=r.raw.span_id,
-            name=r.text(p + "name") or r.raw.name,
-            kind="agent",
-            duration_s=_seconds(r.raw),
-            error=r.raw.error,
-        )
+        step = _agent_step(r, r.text(p + "name") or r.raw.name)
         return "agent", "openai_agents", step
     if kind == "handoff":
         from_agent, to_agent = r.text(p + "from_agent"), r.text(p + "to_agent")
-        step = AgentStep(
-            span_id=r.raw.span_id,
-            name=f"{from_agent} -> {to_agent}",
-            kind="handoff",
-            from_agent=from_agent,
-            to_agent=to_agent,
-            duration_s=_seconds(r.raw),
-            error=r.raw.error,
+        step = _agent_step(
+            r, f"{from_agent} -> {to_agent}", "handoff", from_agent=from_agent, to_agent=to_agent
         )
         return "handoff", "openai_agents", step
     if kind == "guardrail":

@@ -284,7 +284,7 @@ def _entry(data: Any, i: int, tree: list[Any]) -> SpanEntry:
             "must map text fields (name, error, tool, arguments, ...) to the "
             "characters left out (whole numbers > 0)",
         )
-    return SpanEntry(
+    return _span_entry(
         span_id=data["span_id"],
         name=data["name"],
         kind=data["kind"],
@@ -294,6 +294,37 @@ def _entry(data: Any, i: int, tree: list[Any]) -> SpanEntry:
         duration_s=_seconds(data, "duration_s", f"{at}.duration_s"),
         flags=tuple(flags),
         cut=MappingProxyType(dict(cut)) if cut else _EMPTY_CUT,
+        texts=texts,
+        ints=ints,
+    )
+
+
+def _span_entry(
+    *,
+    span_id: str,
+    name: str,
+    kind: str,
+    depth: int,
+    parent: int | None,
+    start_s: float,
+    duration_s: float,
+    flags: tuple[str, ...],
+    cut: Mapping[str, int],
+    texts: Mapping[str, str | None],
+    ints: Mapping[str, int | None],
+) -> SpanEntry:
+    """A :class:`SpanEntry` with its optional texts and counts given by field name (one
+    construction for the entries read from JSON and those built from a trace)."""
+    return SpanEntry(
+        span_id=span_id,
+        name=name,
+        kind=kind,
+        depth=depth,
+        parent=parent,
+        start_s=start_s,
+        duration_s=duration_s,
+        flags=flags,
+        cut=cut,
         error=texts["error"],
         model=texts["model"],
         tool=texts["tool"],
@@ -414,7 +445,7 @@ def _entry_of(
         if lost:
             cut[key] = lost
     name = kept.pop("name") or ""
-    return SpanEntry(
+    return _span_entry(
         span_id=span.span_id[:64],
         name=name,
         kind=span.kind,
@@ -424,13 +455,6 @@ def _entry_of(
         duration_s=span.duration_s,
         flags=tuple(f[:limit] for f in span.flags[:32]),
         cut=MappingProxyType(cut) if cut else _EMPTY_CUT,
-        error=kept["error"],
-        model=kept["model"],
-        tool=kept["tool"],
-        arguments=kept["arguments"],
-        result=kept["result"],
-        from_agent=kept["from_agent"],
-        to_agent=kept["to_agent"],
-        input_tokens=ints.get("input_tokens"),
-        output_tokens=ints.get("output_tokens"),
+        texts=kept,
+        ints=ints,
     )

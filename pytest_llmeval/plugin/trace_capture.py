@@ -277,13 +277,18 @@ def _raw_from_otel(span: Any) -> RawSpan:
     ctx = span.get_span_context()
     parent = span.parent
     error = None
-    if span.status is not None and span.status.status_code == StatusCode.ERROR:
-        error = span.status.description or None
-        if error is None:
-            for event in span.events:
-                if event.name == "exception" and event.attributes:
-                    error = str(event.attributes.get("exception.message") or "") or None
-        error = error or "error"
+    status = None if span.status is None else span.status.status_code
+    attributes = span.attributes or {}
+    if status == StatusCode.ERROR:
+        error = span.status.description or _exception_message(span) or "error"
+    elif status != StatusCode.OK and str(attributes.get("error.type") or ""):
+        # The GenAI conventions mark a failed operation with ``error.type``, the status may stay
+        # UNSET: still a failure. An explicit OK is the instrumentation's final word (kept); a
+        # bare "exception" event with no error.type is a handled exception (not an error).
+        error = str(attributes["error.type"])
+        message = _exception_message(span)
+        if message:
+            error += f": {message}"
     return RawSpan(
         name=str(span.name),
         span_id=_hex(ctx.span_id, 16),
@@ -291,11 +296,21 @@ def _raw_from_otel(span: Any) -> RawSpan:
         trace_id=_hex(ctx.trace_id, 32),
         start_ns=int(span.start_time or 0),
         end_ns=int(span.end_time or span.start_time or 0),
-        attributes=dict(span.attributes or {}),
+        attributes=dict(attributes),
         events=tuple(SpanEvent(e.name, dict(e.attributes or {})) for e in span.events),
         error=error,
         flags=_sdk_dropped(span),
     )
+
+
+def _exception_message(span: Any) -> str | None:
+    """The ``exception.message`` of the span's first "exception" event that has one."""
+    for event in span.events:
+        if event.name == "exception" and event.attributes:
+            message = str(event.attributes.get("exception.message") or "")
+            if message:
+                return message
+    return None
 
 
 def _sdk_dropped(span: Any) -> tuple[str, ...]:

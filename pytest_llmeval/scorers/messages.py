@@ -15,6 +15,9 @@ from pytest_llmeval.core.errors import ScorerInputError, describe_value
 from pytest_llmeval.core.trace import Trace
 from pytest_llmeval.judge.step import render_value
 from pytest_llmeval.scorers.traces import (
+    ToolCall as ToolCall,  # the calls extract_tool_calls returns (public here)
+)
+from pytest_llmeval.scorers.traces import (
     check_trace,
     render_trace,
     trace_calls,
@@ -28,36 +31,6 @@ def _reject_constant(name: str) -> Any:
 _STRICT_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
 
 
-@final
-@dataclass(frozen=True)
-class ToolCall:
-    """One tool call as the scorers see it: the tool's name and its parsed arguments."""
-
-    name: str
-    arguments: Mapping[str, Any]
-    #: where the call came from in its input, e.g. ``output[1].tool_calls[0]``
-    where: str
-    #: why the arguments cannot be compared (a traced call whose arguments were cut, were not
-    #: JSON for an object, or were not recorded); None when they can. A call with a problem
-    #: never matches on its arguments: its ``arguments`` are then ``{}`` and ``raw`` holds
-    #: what was recorded.
-    problem: str | None = None
-    #: the text recorded, for a call with a ``problem``
-    raw: str | None = None
-    #: the error the tool run ended in (traced calls only)
-    error: str | None = None
-
-    def key(self) -> dict[str, Any]:
-        """What a cache key keeps of the call (everything a scorer reads but ``where``)."""
-        return {
-            "name": self.name,
-            "arguments": self.arguments,
-            "problem": self.problem,
-            "raw": self.raw,
-            "error": self.error,
-        }
-
-
 def extract_tool_calls(scorer: str, field: str, value: Any) -> list[ToolCall]:
     """The tool calls in ``value`` (messages, calls or names; see the module docstring), in order.
 
@@ -69,10 +42,7 @@ def extract_tool_calls(scorer: str, field: str, value: Any) -> list[ToolCall]:
     item is not a message, a call or a name.
     """
     if isinstance(value, Trace):
-        return [
-            ToolCall(c.name, c.arguments, c.where, c.problem, c.raw, c.error)
-            for c in trace_calls(scorer, field, value)
-        ]
+        return trace_calls(scorer, field, value)
     if not isinstance(value, (list, tuple)):
         raise ScorerInputError(
             scorer,

@@ -32,11 +32,13 @@ from dataclasses import dataclass
 from typing import Any, final
 
 from pytest_llmeval.core.errors import ScorerInputError
-from pytest_llmeval.core.trace import AgentStep, ModelCall, Span, ToolCall, Trace
+from pytest_llmeval.core.trace import AgentStep, ModelCall, Span, Trace
+from pytest_llmeval.core.trace import ToolCall as ToolRun
 
 __all__ = [
     "INSTRUMENTATION_HINT",
     "RENDER_MAX_CHARS",
+    "ToolCall",
     "TracedCall",
     "check_trace",
     "check_trace_inputs",
@@ -67,16 +69,39 @@ _CUT_PREFIXES = ("truncated:", "too-large:", "too-deep:", "unreadable:")
 
 
 @final
-@dataclass(frozen=True, slots=True)
-class TracedCall:
-    """One tool run of a trace as the scorers read it (see the module docstring)."""
+@dataclass(frozen=True)
+class ToolCall:
+    """One tool call as the scorers see it: the tool's name and its parsed arguments (from a
+    trace's tool runs, see :func:`trace_calls`, or from messages, see
+    :func:`pytest_llmeval.scorers.messages.extract_tool_calls`)."""
 
     name: str
     arguments: Mapping[str, Any]
+    #: where the call came from in its input, e.g. ``output[1].tool_calls[0]``
     where: str
+    #: why the arguments cannot be compared (a traced call whose arguments were cut, were not
+    #: JSON for an object, or were not recorded); None when they can. A call with a problem
+    #: never matches on its arguments: its ``arguments`` are then ``{}`` and ``raw`` holds
+    #: what was recorded.
     problem: str | None = None
+    #: the text recorded, for a call with a ``problem``
     raw: str | None = None
+    #: the error the tool run ended in (traced calls only)
     error: str | None = None
+
+    def key(self) -> dict[str, Any]:
+        """What a cache key keeps of the call (everything a scorer reads but ``where``)."""
+        return {
+            "name": self.name,
+            "arguments": self.arguments,
+            "problem": self.problem,
+            "raw": self.raw,
+            "error": self.error,
+        }
+
+
+#: a traced tool call: the same record as a call read from messages
+TracedCall = ToolCall
 
 
 def check_trace(scorer: str, field: str, trace: Trace, *, tools: bool = False) -> None:
@@ -206,7 +231,7 @@ def trace_calls(scorer: str, field: str, trace: Trace) -> list[TracedCall]:
     for i, what in enumerate(running):
         snapshot.call_started(str(i), what)
     check_trace(scorer, field, snapshot, tools=True)
-    tool_spans = [s for s in spans if isinstance(s.detail, ToolCall)]
+    tool_spans = [s for s in spans if isinstance(s.detail, ToolRun)]
     out: list[TracedCall] = []
     for i, (span, call) in enumerate(zip(tool_spans, snapshot.tool_calls, strict=True)):
         where = f"{field}.tool_calls[{i}] (span {span.name!r})"
@@ -216,10 +241,10 @@ def trace_calls(scorer: str, field: str, trace: Trace) -> list[TracedCall]:
 
 
 def _arguments(
-    call: ToolCall, span: Span, spans: tuple[Span, ...]
+    call: ToolRun, span: Span, spans: tuple[Span, ...]
 ) -> tuple[Mapping[str, Any], str | None, str | None]:
     """(arguments, problem, raw text) of one traced call (``span``: its tool span)."""
-    own = span.detail.arguments if isinstance(span.detail, ToolCall) else None
+    own = span.detail.arguments if isinstance(span.detail, ToolRun) else None
     raw = call.arguments_raw
     if isinstance(own, Mapping) and call.arguments is own:
         flags = [f for f in span.flags if f in _ARGUMENT_FLAGS or f.startswith("unreadable:")]
@@ -264,7 +289,7 @@ def _flag_problem(flags: list[str]) -> str:
     return f"arguments {' and '.join(unique)} ({', '.join(flags)}): they cannot be compared"
 
 
-def _requesting_span(call: ToolCall, spans: tuple[Span, ...]) -> Span | None:
+def _requesting_span(call: ToolRun, spans: tuple[Span, ...]) -> Span | None:
     for s in spans:
         if isinstance(s.detail, ModelCall):
             for message in s.detail.output_messages:
@@ -321,7 +346,7 @@ def render_trace(
                     lines.append(f"assistant -> {req.get('name')}({_text(req.get('arguments'))})")
             if span.error is not None:
                 lines.append(f"model call failed: {span.error}")
-        elif isinstance(d, ToolCall):
+        elif isinstance(d, ToolRun):
             arguments = d.arguments_raw if d.arguments_raw is not None else _text(d.arguments)
             line = f"tool {d.name}({arguments})"
             if any(f in _ARGUMENT_FLAGS for f in span.flags):

@@ -539,3 +539,66 @@ def test_a_provider_replaced_test_by_test_is_not_kept_alive(
     monkeypatch.undo()
     gc.collect()
     assert [r() for r in refs] == [None, None, None]
+
+
+def _one_tool_span(provider: object, status: object, error_type: str | None, event: bool) -> object:
+    """A captured trace of one tool run ending with ``status``, ``error.type`` and an event."""
+    from pytest_llmeval.plugin.trace_capture import router
+
+    tracer = provider.get_tracer("t")  # type: ignore[attr-defined]
+    a = rec("a")
+    trace = router().open(a, "t.py::a", LIMITS)
+    token = current_recorder.set(a)
+    try:
+        attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "lookup"}
+        with tracer.start_as_current_span("execute_tool lookup", attributes=attributes) as span:
+            if error_type is not None:
+                span.set_attribute("error.type", error_type)
+            if event:
+                span.add_event("exception", {"exception.message": "no such city"})
+            if status is not None:
+                span.set_status(status)
+    finally:
+        current_recorder.reset(token)
+        router().close(trace)
+    return trace
+
+
+def test_a_tool_span_with_error_type_and_unset_status_is_a_tool_error(provider: object) -> None:
+    # the GenAI conventions mark a failed operation with error.type; the status may stay UNSET
+    from scorer_properties import PLAIN_CTX
+
+    from pytest_llmeval.scorers.trajectory import TraceBudget, TrajectoryMatch
+
+    trace = _one_tool_span(provider, None, "KeyError", event=True)
+    (tool,) = trace.spans  # type: ignore[attr-defined]
+    assert (tool.kind, tool.error) == ("tool", "KeyError: no such city")
+    budget = TraceBudget(max_tool_errors=0).compute({"output": trace}, PLAIN_CTX)
+    assert budget.value == 0.0 and "tool errors 1 > max 0" in budget.rationale
+    expected = [{"name": "lookup"}]
+    got = TrajectoryMatch(mode="exact").compute({"output": trace, "expected": expected}, PLAIN_CTX)
+    assert got.value == 0.0
+    allowed = TrajectoryMatch(mode="exact", allow_tool_errors=True)
+    assert allowed.compute({"output": trace, "expected": expected}, PLAIN_CTX).value == 1.0
+    (bare,) = _one_tool_span(provider, None, "TimeoutError", event=False).spans  # type: ignore[attr-defined]
+    assert bare.error == "TimeoutError"
+
+
+def test_error_type_under_an_explicit_ok_status_and_a_handled_exception_are_not_errors(
+    provider: object,
+) -> None:
+    # an explicit OK is the instrumentation's final word; an "exception" event alone (status
+    # UNSET, no error.type) is an exception the code handled (OpenTelemetry's reading)
+    from opentelemetry.trace import Status, StatusCode
+    from scorer_properties import PLAIN_CTX
+
+    from pytest_llmeval.scorers.trajectory import TraceBudget
+
+    ok = _one_tool_span(provider, Status(StatusCode.OK), "KeyError", event=True)
+    handled = _one_tool_span(provider, None, None, event=True)
+    for trace in (ok, handled):
+        (tool,) = trace.spans  # type: ignore[attr-defined]
+        assert tool.kind == "tool" and tool.error is None
+        assert TraceBudget(max_tool_errors=0).compute({"output": trace}, PLAIN_CTX).value == 1.0
+    failed = _one_tool_span(provider, Status(StatusCode.ERROR), "KeyError", event=True)
+    assert failed.spans[0].error == "no such city"  # type: ignore[attr-defined]
