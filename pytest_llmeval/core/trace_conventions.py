@@ -760,8 +760,9 @@ def _agents(r: _Reader) -> Classified:
     kind = r.text(AGENTS_PREFIX + "type") or "unknown"
     p = AGENTS_PREFIX
     if kind in ("generation", "response"):
-        inputs = _agents_messages(r, r.get(p + "input"), p + "input")
-        outputs = _agents_messages(r, r.get(p + "output"), p + "output")
+        items = kind == "response"  # the Responses API's items, not chat messages
+        inputs = _agents_messages(r, r.get(p + "input"), p + "input", items=items)
+        outputs = _agents_messages(r, r.get(p + "output"), p + "output", items=items)
         usage = r.get(p + "usage")
         usage = usage if isinstance(usage, Mapping) else {}
         call = ModelCall(
@@ -809,7 +810,11 @@ def _agents(r: _Reader) -> Classified:
     return "span", "openai_agents", None
 
 
-def _agents_messages(r: _Reader, value: Any, where: str) -> tuple[Mapping[str, Any], ...]:
+def _agents_messages(
+    r: _Reader, value: Any, where: str, *, items: bool = False
+) -> tuple[Mapping[str, Any], ...]:
+    """Chat messages (a generation span's), or with ``items`` the Responses API's input and
+    output items (a response span's), as ours."""
     if value is None:
         return ()
     if isinstance(value, str):
@@ -822,9 +827,45 @@ def _agents_messages(r: _Reader, value: Any, where: str) -> tuple[Mapping[str, A
     if not isinstance(value, list):
         r.flag(f"bad-message:{where}")
         return ()
-    return _capped(
-        r, [_openai_message(r, m, where) for m in value if isinstance(m, Mapping)], where
-    )
+    messages = [m for m in value if isinstance(m, Mapping)]
+    if items:
+        messages = _from_response_items(r, messages, where)
+    return _capped(r, [_openai_message(r, m, where) for m in messages], where)
+
+
+def _from_response_items(
+    r: _Reader, items: list[Mapping[str, Any]], where: str
+) -> list[Mapping[str, Any]]:
+    """Responses API items as chat messages: a message item as it is (its content parts' text
+    is read), ``function_call`` items as one assistant message's tool calls (consecutive calls
+    together), a ``function_call_output`` as a tool message; other items (reasoning, built-in
+    tools' calls) are not messages and are left out."""
+    out: list[Mapping[str, Any]] = []
+    calls: list[dict[str, Any]] = []
+    for item in items:
+        kind = item.get("type")
+        if kind == "function_call":
+            calls.append(
+                {
+                    "id": item.get("call_id", item.get("id")),
+                    "function": {"name": item.get("name"), "arguments": item.get("arguments")},
+                }
+            )
+            continue
+        if calls:
+            out.append({"role": "assistant", "content": None, "tool_calls": calls})
+            calls = []
+        if kind == "function_call_output":
+            out.append(
+                {"role": "tool", "tool_call_id": item.get("call_id"), "content": item.get("output")}
+            )
+        elif kind in (None, "message") and item.get("role") is not None:
+            out.append(item)
+        elif kind not in ("reasoning",):
+            r.flag(f"item-not-read:{where}")
+    if calls:
+        out.append({"role": "assistant", "content": None, "tool_calls": calls})
+    return out
 
 
 # -- shared pieces -------------------------------------------------------------------------------

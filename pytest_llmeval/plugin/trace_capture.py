@@ -350,6 +350,37 @@ def _call_at_start(attributes: Any) -> str | None:
     return None
 
 
+def _with_response(exported: Mapping[str, Any], data: Any) -> Mapping[str, Any]:
+    """An Agents SDK ``response`` span's export with what its ``export()`` leaves out: the
+    model, the output items and usage from the span data's OpenAI ``Response``, and the input
+    items (a Responses API model call's export holds only the response id and usage)."""
+    if getattr(data, "type", None) != "response":
+        return exported
+    span_data = dict(exported.get("span_data") or {})
+    response = getattr(data, "response", None)
+    if response is not None:
+        model = getattr(response, "model", None)
+        if isinstance(model, str) and model:
+            span_data["model"] = model
+        output = getattr(response, "output", None)
+        if isinstance(output, (list, tuple)):
+            span_data["output"] = [_dumped(item) for item in output]
+        if span_data.get("usage") is None and getattr(response, "usage", None) is not None:
+            span_data["usage"] = _dumped(response.usage)
+    given = getattr(data, "input", None)
+    if isinstance(given, str):
+        span_data["input"] = given
+    elif isinstance(given, (list, tuple)):
+        span_data["input"] = [_dumped(item) for item in given]
+    return {**exported, "span_data": span_data}
+
+
+def _dumped(value: Any) -> Any:
+    """A pydantic model (the openai package's types) as plain data; anything else as it is."""
+    dump = getattr(value, "model_dump", None)
+    return dump(exclude_none=True) if callable(dump) else value
+
+
 def _agents_call_at_start(data: Any) -> str | None:
     """:func:`_call_at_start` for an Agents SDK span (its span data's ``type``)."""
     kind = getattr(data, "type", None)
@@ -535,7 +566,7 @@ def _make_agents_processor() -> Any:
         def on_span_end(self, span: Any) -> None:
             def raw() -> RawSpan:
                 exported = span.export() or {}
-                return raw_from_agents_export(exported)
+                return raw_from_agents_export(_with_response(exported, span.span_data))
 
             _ROUTER.ended("agents:" + str(span.span_id), raw)
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from pytest_llmeval.core.trace import AgentStep, ModelCall, ToolCall, TraceLimits
+from pytest_llmeval.core.trace import AgentStep, ModelCall, Span, ToolCall, TraceLimits
 from pytest_llmeval.core.trace_conventions import (
     RawSpan,
     SpanEvent,
@@ -694,3 +694,31 @@ def test_flattened_messages_read_in_index_order_and_a_missing_index_is_flagged(
         str(attrs[k]) for k in sorted(attrs, key=lambda k: k.split(".")) if "content" in k
     ]
     assert f"gap:{prefix}" in span.flags  # a message the span does not hold: not a whole list
+
+
+def test_response_items_that_are_not_messages_are_flagged_unless_reasoning() -> None:
+    # a Responses API output of a built-in tool's call (web search) is no message and no
+    # function call: left out, flagged (the model may have acted in a way not read)
+    def response(output: list[dict[str, object]]) -> Span:
+        return summarise(
+            raw_from_agents_export(
+                {
+                    "id": "s",
+                    "trace_id": "t",
+                    "span_data": {"type": "response", "model": "m", "output": output},
+                }
+            )
+        )
+
+    said = {
+        "type": "message",
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": "x"}],
+    }
+    plain = response([{"type": "reasoning", "summary": []}, said])
+    assert plain.flags == () and plain.detail.output_messages == (
+        {"role": "assistant", "content": "x"},
+    )
+    searched = response([{"type": "web_search_call", "id": "w", "status": "completed"}, said])
+    assert searched.flags == ("item-not-read:openai_agents.output",)
+    assert len(searched.detail.output_messages) == 1

@@ -388,6 +388,69 @@ def test_a_call_is_kept_and_stops_running_in_one_step(monkeypatch: pytest.Monkey
     router.close(trace)
 
 
+def test_an_agents_sdk_response_span_gives_its_model_items_and_usage() -> None:
+    # the Agents SDK's default model (the Responses API) exports a response span as its id and
+    # usage alone: model, input and output items are read from the span data's Response
+    pytest.importorskip("agents", reason="openai-agents (dev pins it)")
+    from agents.tracing import response_span, set_trace_processors
+    from agents.tracing import trace as agents_trace
+    from openai.types.responses import (
+        Response,
+        ResponseFunctionToolCall,
+        ResponseOutputMessage,
+        ResponseOutputText,
+        ResponseUsage,
+    )
+
+    from pytest_llmeval.plugin import trace_capture
+
+    call = ResponseFunctionToolCall(
+        type="function_call", call_id="c1", name="get_weather", arguments='{"city": "Paris"}'
+    )
+    answer = ResponseOutputMessage(
+        id="m1",
+        type="message",
+        role="assistant",
+        status="completed",
+        content=[ResponseOutputText(type="output_text", text="Sunny.", annotations=[])],
+    )
+    user = {"role": "user", "content": "Weather in Paris?"}
+    ran = {"type": "function_call_output", "call_id": "c1", "output": "sunny"}
+    set_trace_processors([trace_capture._make_agents_processor()])
+    a = rec("a")
+    trace = trace_capture.router().open(a, "t.py::a", LIMITS)
+    token = current_recorder.set(a)
+    try:
+        with agents_trace("weather"):
+            for given, output, usage in (
+                ([user], [call], (12, 3)),
+                ([user, call.model_dump(), ran], [answer], (20, 2)),
+            ):
+                with response_span() as span:
+                    span.span_data.input = given
+                    span.span_data.response = Response.model_construct(
+                        id="r",
+                        model="gpt-test",
+                        output=output,
+                        usage=ResponseUsage.model_construct(
+                            input_tokens=usage[0], output_tokens=usage[1]
+                        ),
+                    )
+    finally:
+        current_recorder.reset(token)
+        trace_capture.router().close(trace)
+        set_trace_processors([])
+    first, second = trace.model_calls
+    assert (first.model, first.input_tokens, first.output_tokens) == ("gpt-test", 12, 3)
+    assert first.requested_tools == ("get_weather",)
+    assert first.input_messages == ({"role": "user", "content": "Weather in Paris?"},)
+    assert [m["role"] for m in second.input_messages] == ["user", "assistant", "tool"]
+    assert second.input_messages[2]["tool_call_id"] == "c1"
+    assert second.output_messages == ({"role": "assistant", "content": "Sunny."},)
+    assert (second.input_tokens, second.output_tokens) == (20, 2)
+    assert trace.flagged == ()
+
+
 def test_a_span_that_cannot_be_read_is_kept_flagged_not_lost() -> None:
     router = SpanRouter()
     a = rec("a")
