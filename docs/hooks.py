@@ -1,0 +1,260 @@
+"""MkDocs hook: the reference pages that are generated from the code's own tables at build time.
+
+A page holds a marker line such as ``<!-- generated: options -->``; :func:`on_page_markdown`
+replaces it with Markdown built from
+
+- ``options``: the option table (:data:`pytest_llmeval.core.options.OPTIONS`), the one table the
+  plugin registers its flags, ini keys and environment variables from;
+- ``scorers``: the scorer registry (:data:`pytest_llmeval.default_registry`): each class's name,
+  aliases, inputs, range, direction, options and, for a judge, the prompt it sends
+  (``pytest_llmeval/prompts/*.yaml``);
+- ``errors``: the error classes of :mod:`pytest_llmeval.core.errors` and their docstrings;
+- ``report-schema``: the JSON report schema (``pytest_llmeval/schemas/report.schema.json``);
+- ``api``: one mkdocstrings block per name in ``pytest_llmeval.__all__``.
+
+So none of these pages is a hand-kept copy that can drift from the code. A marker that names no
+generator stops the build.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+from collections.abc import Callable, Mapping
+from importlib.resources import files
+from typing import Any
+
+_MARKER = re.compile(r"^<!-- generated: ([a-z-]+) -->$", re.MULTILINE)
+
+
+_CODE_SPAN = re.compile(r"(`+[^`]*`+)")
+
+
+def _prose(text: str) -> str:
+    """A docstring or help text as Markdown: reST roles and double backticks become code spans,
+    and an angle bracket outside code is shown, not taken for an HTML tag."""
+    text = re.sub(r":(?:class|func|meth|data|mod|attr|exc):`~?([^`]+)`", r"`\1`", text)
+    text = text.replace("``", "`")
+    parts = _CODE_SPAN.split(text)
+    return "".join(
+        part if i % 2 else part.replace("<", "&lt;").replace(">", "&gt;")
+        for i, part in enumerate(parts)
+    )
+
+
+def _cell(text: object) -> str:
+    """Text safe inside a Markdown table cell."""
+    return _prose(str(text)).replace("|", "\\|").replace("\n", " ")
+
+
+def _code(text: object) -> str:
+    value = str(text)
+    tick = "``" if "`" in value else "`"
+    pad = " " if value.startswith("`") or value.endswith("`") else ""
+    return f"{tick}{pad}{value}{pad}{tick}"
+
+
+def _default(option: Any) -> str:
+    if option.secret:
+        return "(not shown)"
+    if option.default is None or option.default == () or option.default == []:
+        return "-"
+    if isinstance(option.default, bool):
+        return _code("true" if option.default else "false")
+    return _code(option.default)
+
+
+def options_page() -> str:
+    from pytest_llmeval.core.options import OPTIONS
+
+    lines = [
+        f"{len(OPTIONS)} options, in the order the plugin registers them.",
+        "",
+        "| option | ini key | environment | kind | default | meaning |",
+        "|---|---|---|---|---|---|",
+    ]
+    for o in OPTIONS:
+        flag = _code(o.flag + (f"={o.metavar}" if o.metavar else "")) if o.flag else ""
+        env = ", ".join(_code(e) for e in (o.env, o.azure_env) if e)
+        if o.azure_env:
+            env += " (the second with the `azure` provider)"
+        kind = ", ".join(_code(c) for c in o.choices) if o.choices else o.kind
+        lines.append(
+            f"| {_cell(flag)} | {_code(o.ini) if o.ini else ''} | {_cell(env)} | {_cell(kind)} "
+            f"| {_cell(_default(o))} | {_cell(o.help)} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _prompts() -> dict[str, Any]:
+    import yaml
+
+    found: dict[str, Any] = {}
+    for entry in sorted(files("pytest_llmeval").joinpath("prompts").iterdir(), key=str):
+        if entry.name.endswith(".yaml"):
+            data = yaml.safe_load(entry.read_text("utf-8"))
+            for key, value in (data or {}).items():
+                if isinstance(value, dict) and "template" in value:
+                    found.setdefault(key, (entry.name, value))
+    return found
+
+
+def _first_paragraph(obj: Any) -> str:
+    doc = inspect.getdoc(obj) or ""
+    if not doc or doc == inspect.getdoc(obj.__mro__[1]):
+        return ""
+    return doc.split("\n\n")[0].replace("\n", " ")
+
+
+def scorers_page() -> str:
+    from pytest_llmeval import default_registry
+    from pytest_llmeval.judge.params import JUDGE_OPTIONS
+
+    prompts = _prompts()
+    names = default_registry.names()
+    out = [f"{len(names)} scorers are registered.", ""]
+    out += ["| scorer | inputs | range | direction | judge |", "|---|---|---|---|---|"]
+    classes = {name: default_registry.get(name) for name in names}
+    for name, cls in classes.items():
+        low, high = cls.score_range
+        out.append(
+            f"| [`{name}`](#{name}) | {', '.join(cls.required_inputs)} | {low:g} to {high:g} "
+            f"| {'higher' if cls.higher_is_better else 'lower'} is better "
+            f"| {'yes' if cls.uses_judge else 'no'} |"
+        )
+    for name, cls in classes.items():
+        low, high = cls.score_range
+        out += ["", f"## `{name}` {{#{name}}}", ""]
+        about = cls.description or _first_paragraph(cls)
+        if about:
+            out += [_prose(about[0].upper() + about[1:]), ""]
+        if cls.aliases:
+            out.append(f"- **Also spelt**: {', '.join(_code(a) for a in cls.aliases)}")
+        out.append(f"- **Inputs**: {', '.join(_code(i) for i in cls.required_inputs)}")
+        if cls.optional_inputs:
+            out.append(f"- **Optional inputs**: {', '.join(_code(i) for i in cls.optional_inputs)}")
+        direction = "higher is better" if cls.higher_is_better else "lower is better"
+        out.append(f"- **Range**: {low:g} to {high:g}, {direction}")
+        out.append(f"- **Uses a judge**: {'yes' if cls.uses_judge else 'no'}")
+        out.append(f"- **Version** (part of the cache key): {_code(cls.version)}")
+        options = dict(cls.default_options)
+        if options:
+            shown = ", ".join(f"{_code(k)} = {_code(repr(v))}" for k, v in options.items())
+            out.append(f"- **Options** (defaults): {shown}")
+        if cls.uses_judge:
+            extra = [k for k in JUDGE_OPTIONS if k not in options]
+            out.append(f"- **Judge options**: {', '.join(_code(k) for k in extra)}")
+        bound = "min" if cls.higher_is_better else "max"
+        edge = high if cls.higher_is_better else low
+        fields = list(cls.required_inputs)
+        for extra_field in ("expected", "output"):
+            if extra_field not in fields and extra_field in cls.optional_inputs:
+                fields.insert(0, extra_field)
+        args = "".join(f"{i}={i}, " for i in fields)
+        out += [
+            "",
+            "Call shape (the values are yours):",
+            "",
+            "```text",
+            f'assert_score("{name}", {args}{bound}={edge:g})',
+            "```",
+        ]
+        if name in prompts:
+            source, prompt = prompts[name]
+            out += [
+                "",
+                f'??? note "What it asks the judge (`pytest_llmeval/prompts/{source}`)"',
+                "",
+                "    ```text",
+                *("    " + line for line in str(prompt["template"]).splitlines()),
+                "    ```",
+            ]
+            if "choice_scores" in prompt:
+                scores = ", ".join(f"{k}: {v}" for k, v in prompt["choice_scores"].items())
+                out += ["", f"    Choice scores: {scores}"]
+    return "\n".join(out) + "\n"
+
+
+def errors_page() -> str:
+    from pytest_llmeval.core import errors
+    from pytest_llmeval.core.trace import EmptyTraceError
+    from pytest_llmeval.engine.assertions import LLMEvalAssertionError
+
+    classes = [
+        obj
+        for _, obj in inspect.getmembers(errors, inspect.isclass)
+        if issubclass(obj, BaseException) and obj.__module__ == errors.__name__
+    ]
+    classes += [LLMEvalAssertionError, EmptyTraceError]
+    out: list[str] = []
+    for cls in sorted(classes, key=lambda c: c.__name__):
+        bases = ", ".join(_code(b.__name__) for b in cls.__bases__)
+        doc = inspect.getdoc(cls) or ""
+        out += [f"## `{cls.__name__}`", "", f"`{cls.__module__}.{cls.__name__}` ({bases})", ""]
+        out += [_prose(doc), ""]
+    return "\n".join(out)
+
+
+def _schema_rows(props: Mapping[str, Any], required: list[str]) -> list[str]:
+    rows = ["| field | type | required | description |", "|---|---|---|---|"]
+    for key, spec in props.items():
+        kind = spec.get("type") or (spec.get("$ref", "").rsplit("/", 1)[-1] or "")
+        if isinstance(kind, list):
+            kind = " or ".join(kind)
+        if not kind and ("anyOf" in spec or "oneOf" in spec):
+            kind = "one of several"
+        rows.append(
+            f"| {_code(key)} | {_cell(kind)} | {'yes' if key in required else ''} "
+            f"| {_cell(spec.get('description', ''))} |"
+        )
+    return rows
+
+
+def schema_page() -> str:
+    text = files("pytest_llmeval").joinpath("schemas", "report.schema.json").read_text("utf-8")
+    schema = json.loads(text)
+    out = [_prose(schema.get("description", "")), "", "## Top level", ""]
+    out += _schema_rows(schema.get("properties", {}), schema.get("required", []))
+    for name, spec in schema.get("$defs", {}).items():
+        out += ["", f"## `{name}`", ""]
+        if spec.get("description"):
+            out += [_prose(spec["description"]), ""]
+        if "properties" in spec:
+            out += _schema_rows(spec["properties"], spec.get("required", []))
+        else:
+            out += ["```json", json.dumps(spec, indent=2), "```"]
+    out += ["", "## The whole schema", "", '??? note "report.schema.json"', "", "    ```json"]
+    out += ["    " + line for line in text.splitlines()]
+    out += ["    ```", ""]
+    return "\n".join(out)
+
+
+def api_page() -> str:
+    import pytest_llmeval
+
+    out = [f"`pytest_llmeval.__version__` is {_code(pytest_llmeval.__version__)} here.", ""]
+    for name in pytest_llmeval.__all__:
+        if name.startswith("__"):
+            continue
+        out += [f"::: pytest_llmeval.{name}", "    options:", "      heading_level: 2", ""]
+    return "\n".join(out)
+
+
+GENERATORS: dict[str, Callable[[], str]] = {
+    "options": options_page,
+    "scorers": scorers_page,
+    "errors": errors_page,
+    "report-schema": schema_page,
+    "api": api_page,
+}
+
+
+def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
+    def replace(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name not in GENERATORS:
+            raise ValueError(f"{page.file.src_uri}: no generator named {name!r}")
+        return GENERATORS[name]()
+
+    return _MARKER.sub(replace, markdown)

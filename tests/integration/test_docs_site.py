@@ -1,0 +1,166 @@
+"""The documentation site: ``mkdocs build --strict`` of mkdocs.yml (a broken link, anchor or
+reference fails it), the reference pages generated from the code's own tables (every option,
+every registered scorer, every public name, every error class), and nothing in a built page that
+loads from another host."""
+
+from __future__ import annotations
+
+import html
+import inspect
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import pytest_llmeval
+from pytest_llmeval import default_registry
+from pytest_llmeval.core import errors
+from pytest_llmeval.core.options import OPTIONS
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def build_site(dest: Path) -> float:
+    """Build the site into ``dest`` with this checkout's package; the seconds it took."""
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+    started = time.monotonic()
+    command = [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(ROOT / "mkdocs.yml")]
+    done = subprocess.run(
+        [*command, "--site-dir", str(dest)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=ROOT,
+        check=False,
+    )
+    seconds = time.monotonic() - started
+    assert done.returncode == 0, f"mkdocs build --strict failed:\n{done.stderr[-6000:]}"
+    return seconds
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    dest = tmp_path_factory.mktemp("docs") / "site"
+    build_site(dest)
+    return dest
+
+
+def page_text(site: Path, page: str) -> str:
+    """The visible text of a built page, entities decoded."""
+    raw = (site / page / "index.html").read_text(encoding="utf-8")
+    body = raw.split('<article class="md-content__inner', 1)[1].split("</article>", 1)[0]
+    return html.unescape(re.sub(r"<[^>]+>", "", body))
+
+
+def page_ids(site: Path, page: str) -> set[str]:
+    raw = (site / page / "index.html").read_text(encoding="utf-8")
+    return set(re.findall(r'\bid="([^"]+)"', raw))
+
+
+def test_the_site_builds_strict_with_every_page(site: Path) -> None:
+    for page in (
+        "getting-started",
+        "guides/datasets",
+        "guides/judges",
+        "guides/gates-statistics",
+        "guides/comparing-runs-ci",
+        "guides/caching",
+        "guides/concurrency",
+        "guides/custom-scorers",
+        "guides/agents",
+        "guides/reports",
+        "sandbox",
+        "reference/scorers",
+        "reference/options",
+        "reference/errors",
+        "reference/report-schema",
+        "reference/api",
+        "migration",
+        "statistics",
+        "quirks",
+        "architecture",
+        "benchmarks",
+        "development",
+    ):
+        assert (site / page / "index.html").is_file(), page
+    assert (site / "search" / "search_index.json").is_file()
+    assert (site / "report.png").is_file()
+    assert not (site / "hooks.py").exists()  # the build hook is not published
+
+
+def test_every_option_is_in_the_options_reference(site: Path) -> None:
+    text = page_text(site, "reference/options")
+    assert f"{len(OPTIONS)} options, in the order the plugin registers them." in text
+    for option in OPTIONS:
+        for name in (option.flag, option.ini, option.env):
+            if name:
+                assert name in text, f"{name} ({option.name}) missing from reference/options"
+        assert option.help.split(";")[0][:60] in text, option.name
+
+
+def test_every_registered_scorer_is_in_the_scorers_reference(site: Path) -> None:
+    text = page_text(site, "reference/scorers")
+    ids = page_ids(site, "reference/scorers")
+    names = default_registry.names()
+    assert len(names) >= 47
+    assert f"{len(names)} scorers are registered." in text
+    for name in names:
+        cls = default_registry.get(name)
+        assert name in ids, f"no section for scorer {name}"
+        for alias in cls.aliases:
+            assert alias in text, f"alias {alias} of {name}"
+        direction = "higher is better" if cls.higher_is_better else "lower is better"
+        low, high = cls.score_range
+        assert f"Range: {low:g} to {high:g}, {direction}" in text
+    # a judge's entry shows the prompt it sends; lower-is-better scorers are bound by max=
+    assert "You are checking a submitted answer against an expert answer" in text
+    assert 'assert_score("hallucination", output=output, context=context, max=0)' in text
+    assert 'assert_score("levenshtein", output=output, expected=expected, min=1)' in text
+
+
+def test_every_public_name_and_error_is_in_the_reference(site: Path) -> None:
+    api = page_ids(site, "reference/api")
+    public = [n for n in pytest_llmeval.__all__ if not n.startswith("__")]
+    missing = [n for n in public if f"pytest_llmeval.{n}" not in api]
+    assert missing == []
+    assert pytest_llmeval.__version__ in page_text(site, "reference/api")
+    text = page_text(site, "reference/errors")
+    for name, cls in inspect.getmembers(errors, inspect.isclass):
+        if issubclass(cls, BaseException) and cls.__module__ == errors.__name__:
+            assert name in page_ids(site, "reference/errors") or f"{name}" in text, name
+            first = (inspect.getdoc(cls) or "").split("\n")[0].replace("``", "")
+            assert first[:50] in text, name
+
+
+def test_the_report_schema_page_lists_every_top_level_field(site: Path) -> None:
+    import json
+
+    schema = json.loads((ROOT / "pytest_llmeval/schemas/report.schema.json").read_text("utf-8"))
+    text = page_text(site, "reference/report-schema")
+    for field in schema["properties"]:
+        assert field in text
+    for name in schema["$defs"]:
+        assert name in text
+
+
+def test_no_built_page_loads_from_another_host(site: Path) -> None:
+    loads = re.compile(r'<(?:link|script|img|iframe)\b[^>]*\b(?:href|src)="(https?:)?//', re.I)
+    offenders = [
+        str(p.relative_to(site)) for p in site.rglob("*.html") if loads.search(p.read_text("utf-8"))
+    ]
+    assert offenders == []
+    assert "fonts.googleapis" not in (site / "index.html").read_text("utf-8")
+
+
+def test_readme_is_a_front_page_that_links_into_the_docs() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) <= 250
+    assert "bash scripts/run-examples.sh" in readme and "bash scripts/run-tests.sh" in readme
+    for target in re.findall(r"\]\((docs/[^)#]+)", readme):
+        assert (ROOT / target).exists(), target
