@@ -5,13 +5,18 @@ loads from another host."""
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import html
+import http.server
 import inspect
 import os
 import re
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -164,3 +169,72 @@ def test_readme_is_a_front_page_that_links_into_the_docs() -> None:
     assert "bash scripts/run-examples.sh" in readme and "bash scripts/run-tests.sh" in readme
     for target in re.findall(r"\]\((docs/[^)#]+)", readme):
         assert (ROOT / target).exists(), target
+
+
+# -- the site in a real browser ----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def served(site: Path) -> Iterator[str]:
+    """The built site over HTTP on 127.0.0.1 (a free port), as a reader would open it."""
+    handler = functools.partial(_QuietHandler, directory=str(site))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=30)
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+NAV_LABELS = ["Getting started", "Datasets", "Judges and providers", "Scorers", "Options",
+              "Errors", "Python API", "From other tools"]  # fmt: skip
+
+
+def test_the_site_in_headless_chromium(served: str, tmp_path: Path) -> None:
+    """Navigation renders on every page opened, search finds a scorer by name (its index is
+    built in a web worker after load), no console error, and no request leaves the machine."""
+    from cdp import open_page
+
+    async def run() -> tuple[list[str], list[str]]:
+        async with open_page(tmp_path / "profile") as page:
+            for path in ("", "reference/scorers/", "reference/api/", "getting-started/"):
+                await page.goto(served + path)
+                labels = await page.wait_until(
+                    "Array.from(document.querySelectorAll('nav.md-nav--primary .md-nav__link'))"
+                    ".map(a => a.textContent.trim()).filter(t => t)"
+                )
+                for label in NAV_LABELS:
+                    assert label in labels, (path, label, labels)
+                title = await page.evaluate("document.querySelector('article h1').textContent")
+                assert title.strip(), path
+            # search: type a scorer's name into the search box, wait for the worker's results
+            await page.goto(served)
+            await page.evaluate("document.querySelector('input.md-search__input').focus()")
+            await page.call("Input.insertText", text="trajectory_match")
+            # a result links to the scorer's own section of the scorers reference
+            found = await page.wait_until(
+                "Array.from(document.querySelectorAll('.md-search-result__list a'))"
+                ".map(a => a.getAttribute('href'))"
+                ".find(h => /reference\\/scorers\\/[^#]*#trajectory_match$/.test(h))",
+                timeout=120,
+            )
+            assert found.startswith(served + "reference/scorers/"), found
+            summary = await page.evaluate(
+                "document.querySelector('.md-search-result__meta').textContent"
+            )
+            assert re.search(r"\d+ matching document", summary), summary
+            return list(page.requests), list(page.errors)
+
+    requests, problems = asyncio.run(run())
+    assert problems == []
+    assert any(url.endswith("search/search_index.json") for url in requests), requests
+    local = ("data:", "blob:", "file:", "about:", served)
+    assert [url for url in requests if not url.startswith(local)] == []
