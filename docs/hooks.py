@@ -107,7 +107,9 @@ def _first_paragraph(obj: Any) -> str:
     return doc.split("\n\n")[0].replace("\n", " ")
 
 
-def scorers_page() -> str:
+def scorers_page(quirks: str = "") -> str:
+    """``quirks``: the text of docs/quirks.md; a scorer it names (by any spelling, as code)
+    links there for its reference parity and documented quirks."""
     from pytest_llmeval import default_registry
     from pytest_llmeval.judge.params import JUDGE_OPTIONS
 
@@ -138,6 +140,8 @@ def scorers_page() -> str:
         out.append(f"- **Range**: {low:g} to {high:g}, {direction}")
         out.append(f"- **Uses a judge**: {'yes' if cls.uses_judge else 'no'}")
         out.append(f"- **Version** (part of the cache key): {_code(cls.version)}")
+        if any(f"`{spelling}`" in quirks for spelling in (name, *cls.aliases)):
+            out.append("- **Reference parity and quirks**: see [Reference quirks](../quirks.md)")
         options = dict(cls.default_options)
         if options:
             shown = ", ".join(f"{_code(k)} = {_code(repr(v))}" for k, v in options.items())
@@ -243,11 +247,21 @@ def api_page() -> str:
 
 GENERATORS: dict[str, Callable[[], str]] = {
     "options": options_page,
-    "scorers": scorers_page,
+    "scorers": lambda: scorers_page(_QUIRKS[0] if _QUIRKS else ""),
     "errors": errors_page,
     "report-schema": schema_page,
     "api": api_page,
 }
+
+
+_QUIRKS: list[str] = []
+
+
+def on_config(config: Any) -> Any:
+    from pathlib import Path
+
+    _QUIRKS[:] = [(Path(config["docs_dir"]) / "quirks.md").read_text("utf-8")]
+    return config
 
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:

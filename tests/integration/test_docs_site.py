@@ -127,6 +127,11 @@ def test_every_registered_scorer_is_in_the_scorers_reference(site: Path) -> None
     assert "You are checking a submitted answer against an expert answer" in text
     assert 'assert_score("hallucination", output=output, context=context, max=0)' in text
     assert 'assert_score("levenshtein", output=output, expected=expected, min=1)' in text
+    # the scorers docs/quirks.md speaks of link to it, the others do not
+    section = text.split("levenshtein¶", 1)[1].split("¶", 1)[0]
+    assert "Reference parity and quirks: see Reference quirks" in section
+    section = text.split("trace_budget¶", 1)[1].split("¶", 1)[0]
+    assert "Reference parity and quirks" not in section
 
 
 def test_every_public_name_and_error_is_in_the_reference(site: Path) -> None:
