@@ -124,6 +124,16 @@ class Page:
                 pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}", pytrace=False)
             await asyncio.sleep(0.05)
 
+    async def poll(self, expression: str, seconds: float) -> Any:
+        """Poll ``expression`` for up to ``seconds``; its first truthy value, else None."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            value = await self.evaluate(expression)
+            if value:
+                return value
+            await asyncio.sleep(0.1)
+        return None
+
     async def wait_until(self, expression: str, timeout: float = 90.0) -> Any:
         """Poll ``expression`` until it is truthy; its value."""
         deadline = time.monotonic() + timeout
@@ -161,6 +171,20 @@ def _devtools_url(process: subprocess.Popen[str], timeout: float) -> str:
     pytest.fail(f"chromium gave no DevTools address in {timeout:.0f} s: {''.join(seen)[-2000:]}")
 
 
+def _page_target(port: str, timeout: float) -> str:
+    """The websocket address of the browser's page, polled until Chromium lists it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with urllib.request.urlopen(f"http://{port}/json/list", timeout=timeout) as answer:
+            targets = json.load(answer)
+        pages = [t["webSocketDebuggerUrl"] for t in targets if t["type"] == "page"]
+        if pages:
+            return str(pages[0])
+        if time.monotonic() > deadline:
+            pytest.fail(f"chromium listed no page in {timeout:.0f} s: {targets}", pytrace=False)
+        time.sleep(0.2)
+
+
 @contextlib.asynccontextmanager
 async def open_page(profile: Path, timeout: float = 90.0) -> AsyncIterator[Page]:
     """A fresh headless Chromium (its profile in ``profile``) and its one page, instrumented."""
@@ -176,9 +200,7 @@ async def open_page(profile: Path, timeout: float = 90.0) -> AsyncIterator[Page]
     try:
         browser_ws = await asyncio.to_thread(_devtools_url, process, timeout)
         port = browser_ws.split("//", 1)[1].split("/", 1)[0]
-        with urllib.request.urlopen(f"http://{port}/json/list", timeout=timeout) as answer:
-            targets = json.load(answer)
-        page_ws = next(t["webSocketDebuggerUrl"] for t in targets if t["type"] == "page")
+        page_ws = await asyncio.to_thread(_page_target, port, timeout)
         async with websockets.connect(page_ws, max_size=None, open_timeout=timeout) as ws:
             page = Page(ws)
             for domain in ("Page", "Runtime", "Network", "Log"):

@@ -222,15 +222,25 @@ def test_the_site_in_headless_chromium(served: str, tmp_path: Path) -> None:
                 assert title.strip(), path
             # search: type a scorer's name into the search box, wait for the worker's results
             await page.goto(served)
-            await page.evaluate("document.querySelector('input.md-search__input').focus()")
-            await page.call("Input.insertText", text="trajectory_match")
-            # a result links to the scorer's own section of the scorers reference
-            found = await page.wait_until(
-                "Array.from(document.querySelectorAll('.md-search-result__list a'))"
-                ".map(a => a.getAttribute('href'))"
-                ".find(h => /reference\\/scorers\\/[^#]*#trajectory_match$/.test(h))",
-                timeout=120,
-            )
+            # typed before the worker has built its index, a query may go unanswered: type it
+            # again until the deadline (each round polls for results; nothing is a fixed wait)
+            found = None
+            deadline = time.monotonic() + 180
+            while not found:
+                await page.evaluate(
+                    "(() => { const q = document.querySelector('input.md-search__input');"
+                    " q.value = ''; q.dispatchEvent(new Event('input')); q.focus(); })()"
+                )
+                await page.call("Input.insertText", text="trajectory_match")
+                # a result links to the scorer's own section of the scorers reference
+                found = await page.poll(
+                    "Array.from(document.querySelectorAll('.md-search-result__list a'))"
+                    ".map(a => a.getAttribute('href'))"
+                    ".find(h => /reference\\/scorers\\/[^#]*#trajectory_match$/.test(h))",
+                    seconds=20,
+                )
+                if not found and time.monotonic() > deadline:
+                    pytest.fail("search found no trajectory_match section in 180 s")
             assert found.startswith(served + "reference/scorers/"), found
             summary = await page.evaluate(
                 "document.querySelector('.md-search-result__meta').textContent"
