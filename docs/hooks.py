@@ -272,3 +272,12 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
         return GENERATORS[name]()
 
     return _MARKER.sub(replace, markdown)
+
+
+_ROLE = re.compile(r":(?:class|func|meth|data|mod|attr|exc|obj):(?=<code>)")
+
+
+def on_page_content(html: str, page: Any, config: Any, files: Any) -> str:
+    """The docstrings' reST roles (``:class:`Scorer```) as plain code, not role text: the
+    Python handler renders the backticked name as code and leaves the role's name before it."""
+    return _ROLE.sub("", html)

@@ -140,6 +140,12 @@ def test_every_public_name_and_error_is_in_the_reference(site: Path) -> None:
     missing = [n for n in public if f"pytest_llmeval.{n}" not in api]
     assert missing == []
     assert pytest_llmeval.__version__ in page_text(site, "reference/api")
+    # docstrings' reST roles are shown as code, not as role text
+    assert "Register a `Scorer` subclass" in inspect.getdoc(pytest_llmeval.register).replace(
+        ":class:", ""
+    )
+    assert "Register a Scorer subclass in the default registry" in page_text(site, "reference/api")
+    assert re.search(r":(class|func|meth|data):", page_text(site, "reference/api")) is None
     text = page_text(site, "reference/errors")
     for name, cls in inspect.getmembers(errors, inspect.isclass):
         if issubclass(cls, BaseException) and cls.__module__ == errors.__name__:
