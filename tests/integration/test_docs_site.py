@@ -259,3 +259,17 @@ def test_the_site_in_headless_chromium(served: str, tmp_path: Path) -> None:
     assert any(url.endswith("search/search_index.json") for url in requests), requests
     local = ("data:", "blob:", "file:", "about:", served)
     assert [url for url in requests if not url.startswith(local)] == []
+
+
+def test_the_migration_tables_name_only_registered_scorers() -> None:
+    """Every bare snake_case name in the "ours" column of docs/migration.md is a scorer of the
+    registry (a renamed or misspelt scorer there would send a migrating user nowhere)."""
+    text = (ROOT / "docs" / "migration.md").read_text(encoding="utf-8")
+    rows = [line.split("|") for line in text.splitlines() if line.startswith("| ")]
+    ours = [cells[2] for cells in rows if len(cells) > 3 and cells[2].strip() != "ours"]
+    names = {n for cell in ours for n in re.findall(r"`([a-z][a-z0-9_]*)`", cell)}
+    # inputs, columns and API names the tables also show
+    not_scorers = {"context", "output", "expected", "input", "messages", "id", "assert"}
+    not_scorers |= {"llm_classifier", "llm_eval_trace", "score_many"}
+    assert len(names - not_scorers) >= 40
+    assert sorted(names - not_scorers - set(default_registry.names())) == []
