@@ -107,6 +107,76 @@ def _first_paragraph(obj: Any) -> str:
     return doc.split("\n\n")[0].replace("\n", " ")
 
 
+#: inputs of one example for each scorer that needs no judge, model or sandbox: the hook scores
+#: them when the site is built (cache off), so the value shown is the scorer's own (not
+#: specificity: loading its tagger would add 1.8 s to every build)
+EXAMPLES: dict[str, dict[str, Any]] = {
+    "exact_match": {"output": "Paris", "expected": "paris", "case_sensitive": False},
+    "levenshtein": {"output": "kitten", "expected": "sitting"},
+    "numeric_diff": {"output": 95, "expected": 100},
+    "json_diff": {
+        "output": {"city": "Paris", "population": 2100000},
+        "expected": {"city": "Paris", "population": 2161000},
+    },
+    "valid_json": {"output": '{"a": 1}', "schema": {"type": "object", "required": ["a"]}},
+    "list_contains": {"output": ["Paris", "Rome"], "expected": ["Paris", "Berlin"]},
+    "word_count_match": {
+        "output": "The cat sat on the mat",
+        "expected": "A cat sat on the red mat today",
+    },
+    "readability": {"output": "The cat sat on the mat. It was warm and happy."},
+    "tool_correctness": {
+        "output": ["search_flights", "book_flight"],
+        "expected": ["search_flights", "book_flight", "send_receipt"],
+    },
+    "tool_call_accuracy": {
+        "output": [{"name": "search_flights", "arguments": {"to": "Rome"}}],
+        "expected": [{"name": "search_flights", "arguments": {"to": "Rome", "date": "2026-12-01"}}],
+    },
+}
+
+
+def _literal(value: Any) -> str:
+    """A Python literal of an example value, double-quoted as ruff format writes it."""
+    if isinstance(value, bool) or value is None:
+        return repr(value)
+    if isinstance(value, str) and '"' in value and "'" not in value:
+        return repr(value)  # single quotes: fewer escapes
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _example(name: str) -> list[str]:
+    """A runnable example of ``name`` and what it printed when the site was built."""
+    from pytest_llmeval import configure, score
+
+    configure(cache_mode="off")
+    inputs = EXAMPLES[name]
+    result = score(name, **inputs)
+    args = "".join(f", {k}={_literal(v)}" for k, v in inputs.items())
+    code = [
+        "from pytest_llmeval import score",
+        "",
+        f'result = score("{name}"{args})',
+        "print(round(result.value, 4), result.rationale)",
+    ]
+    if len(code[2]) > 99:
+        lines = [f'result = score(\n    "{name}",']
+        lines += [f"    {k}={_literal(v)}," for k, v in inputs.items()]
+        code[2:3] = [*lines, ")"]
+    return [
+        "",
+        "Example (run when this page was built; the output is what it printed):",
+        "",
+        "```python",
+        *code,
+        "```",
+        "",
+        "```text",
+        f"{round(result.value, 4)} {result.rationale}",
+        "```",
+    ]
+
+
 def scorers_page(quirks: str = "") -> str:
     """``quirks``: the text of docs/quirks.md; a scorer it names (by any spelling, as code)
     links there for its reference parity and documented quirks."""
@@ -149,6 +219,8 @@ def scorers_page(quirks: str = "") -> str:
         if cls.uses_judge:
             extra = [k for k in JUDGE_OPTIONS if k not in options]
             out.append(f"- **Judge options**: {', '.join(_code(k) for k in extra)}")
+        if name in EXAMPLES:
+            out += _example(name)
         bound = "min" if cls.higher_is_better else "max"
         edge = high if cls.higher_is_better else low
         fields = list(cls.required_inputs)

@@ -130,6 +130,11 @@ def test_every_registered_scorer_is_in_the_scorers_reference(site: Path) -> None
     # the scorers docs/quirks.md speaks of link to it, the others do not
     section = text.split("levenshtein¶", 1)[1].split("¶", 1)[0]
     assert "Reference parity and quirks: see Reference quirks" in section
+    # the examples were scored when the page was built: the values are the scorers' own
+    assert 'result = score("levenshtein", output="kitten", expected="sitting")' in section
+    assert "\n0.5714 None\n" in section
+    section = text.split("tool_correctness¶", 1)[1].split("¶", 1)[0]
+    assert "\n0.8 missing: send_receipt\n" in section
     section = text.split("trace_budget¶", 1)[1].split("¶", 1)[0]
     assert "Reference parity and quirks" not in section
 
