@@ -1,6 +1,6 @@
-"""The Markdown summary a CI job posts on a pull request (see the README, "Markdown summary for
-CI"): a baseline recorded on "main", then a pull request that makes 6 of 16 answers
-worse, compared with it and summed up in Markdown. No judge, no network.
+"""The Markdown summary a CI job posts on a pull request (see docs/guides/reports.md,
+"Markdown summary for CI"): a baseline recorded on "main", then a pull request that makes 6 of
+16 answers worse, compared with it and summed up in Markdown. No judge, no network.
 
 What the pull request's job runs:
 

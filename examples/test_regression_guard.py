@@ -1,8 +1,8 @@
 """A merge guard in miniature: a baseline recorded on "main", pull requests compared with it, and
 the ways a regression could slip through that the guard refuses. No judge, no network.
 
-What a CI job runs on every pull request (see the README, "Comparing runs" and "What a verdict
-guarantees"):
+What a CI job runs on every pull request (see docs/guides/comparing-runs-ci.md and
+docs/guides/gates-statistics.md, "What a verdict guarantees"):
 
     pytest --llm-eval --llm-eval-baseline=last --llm-eval-fail-on-regression
 

@@ -1,7 +1,7 @@
 """A CI job matrix in miniature: the gated suite (test_gated_suite.py) run as three shards, each
 on "its own machine" (a separate pytest process), then merged into one verdict.
 
-This is what a CI workflow does (see the README, "Sharded CI runs (merge)"):
+This is what a CI workflow does (see docs/guides/concurrency.md, "Sharded CI runs (merge)"):
 
     pytest --llm-eval --llm-eval-shard 1/3 --llm-eval-report shard-1.json   # job 1
     pytest --llm-eval --llm-eval-shard 2/3 --llm-eval-report shard-2.json   # job 2

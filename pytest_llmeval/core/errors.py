@@ -244,7 +244,7 @@ class InvalidCacheEntryError(CacheMissError):
             "run once with --llm-eval-cache=refresh (or =use) with the judge reachable, which "
             "stores the result over the invalid entry, and commit or restore the cache directory "
             "(.llmeval/ by default); if the entry came from a shared Redis store, find out who "
-            "wrote it (see the README's trust model).",
+            "wrote it (see the trust model in docs/guides/caching.md).",
         )
 
 

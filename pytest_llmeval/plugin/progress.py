@@ -84,7 +84,7 @@ def format_status(
     rate_wait: float | None = None,
     slot_wait: tuple[float, int] | None = None,
 ) -> str:
-    """The status line's text (pure, for tests and the README). What a person needs first
+    """The status line's text (pure, for tests and the docs). What a person needs first
     comes first, as a narrow terminal cuts the end."""
     head = f"llm-eval: {done}/{total if total is not None else '?'} cases"
     if eta is not None:

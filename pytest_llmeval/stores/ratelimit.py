@@ -448,8 +448,8 @@ class RedisBucket:
                 RateLimitWarning(
                     f"llm-eval: the rate-limit bucket {self.key!r} in Redis {self.url} was broken "
                     f"({broken}: no process of ours writes that); it is reset (full). Anyone "
-                    "who can write the Redis can change the fleet's limit: see the README's "
-                    "trust model"
+                    "who can write the Redis can change the fleet's limit: see the trust model in "
+                    "docs/guides/caching.md"
                 ),
                 stacklevel=1,
             )

@@ -19,9 +19,9 @@ miss (an entry copied or renamed by hand). With a secret in ``LLM_EVAL_CACHE_HMA
 entry written carries ``"sig"``, an HMAC-SHA256 over its canonical JSON (key included), and every
 read requires a valid one: an unsigned or badly signed entry is a miss with a warning, so only
 holders of the secret can make a score. Without it, anyone who can write the Redis can (see the
-README's trust model). Every value read is checked like the SQLite store's (strict JSON, a
-score's shape) before it is used or copied into the local store; a value its scorer refuses
-(out of range) is taken back from the local store (:meth:`TieredStore.reject`).
+trust model in docs/guides/caching.md). Every value read is checked like the SQLite store's
+(strict JSON, a score's shape) before it is used or copied into the local store; a value its
+scorer refuses (out of range) is taken back from the local store (:meth:`TieredStore.reject`).
 
 A user that may read but not write (a Redis ACL for pull-request runs) makes the store read-only
 for the run on the first ``NOPERM``, with one warning: reads go on, results stay local.

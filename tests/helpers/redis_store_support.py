@@ -40,8 +40,9 @@ HMAC_SECRET = "hmac-Secret-7f3a-do-not-print"
 
 
 def readme_acl() -> list[list[str]]:
-    """The ``user ...`` lines of the README's users.acl block, each as ACL SETUSER arguments."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    """The ``user ...`` lines of the users.acl block of the trust model (the caching guide,
+    docs/guides/caching.md), each as ACL SETUSER arguments."""
+    text = (ROOT / "docs" / "guides" / "caching.md").read_text(encoding="utf-8")
     start = text.index("<!-- redis-acl -->")
     block = text[start:].split("```", 2)[1]
     return [line.split()[1:] for line in block.splitlines() if line.startswith("user ")]

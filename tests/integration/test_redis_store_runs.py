@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from paths import ROOT
 from redis_store_support import HMAC_SECRET, _redis, readme_acl
 
 CONFTEST = """
@@ -572,14 +571,14 @@ def test_with_signing_a_forged_passing_score_in_redis_fails_the_gate(
     client.close()
 
 
-# The ACL of the README's trust model, read from the README itself (the test keeps it true).
-README = ROOT / "README.md"
+# The ACL of the trust model (docs/guides/caching.md), read from that page itself (the test keeps
+# it true).
 
 
 @pytest.fixture
 def acl_redis() -> Iterator[Any]:
-    """A redis-server of this test alone with the README's users (main and pr), their
-    passwords filled in; the default user is switched off as the README says."""
+    """A redis-server of this test alone with the trust model's users (main and pr), their
+    passwords filled in; the default user is switched off as the caching guide says."""
     from redis_server import start
 
     for server in start():

@@ -121,7 +121,7 @@ def test_the_distribution_is_named_pytest_llmeval_suite() -> None:
 
 
 def test_no_install_instruction_installs_the_other_pytest_llmeval() -> None:
-    files = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+    files = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
     files += sorted((REPO / "scripts").glob("*.sh"))
     files += sorted((REPO / "pytest_llmeval").rglob("*.py"))
     files += [p for p in sorted(TESTS.rglob("*.py")) if p.resolve() != Path(__file__).resolve()]
