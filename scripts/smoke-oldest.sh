@@ -13,7 +13,8 @@
 #
 # The venvs live outside the checkout (SMOKE_VENV_DIR, default $TMPDIR or /tmp), one per checkout
 # and mode, and are reused when their requirements are unchanged. Extra pytest arguments go in
-# SMOKE_PYTEST_ARGS. Each step prints its time in seconds.
+# SMOKE_PYTEST_ARGS. Each step prints its time in seconds. PYTHON: the interpreter of "newest" and the
+# base of the venvs (default: python).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -52,6 +53,20 @@ for req in reqs:
 EOF
 }
 
+# pip, quiet: its output (warnings included) goes to a log printed (its last 60 lines) only when
+# pip fails.
+pip_q() {
+    local out status=0
+    out=$(mktemp -t smoke-oldest.XXXXXX.log)
+    "$@" --quiet --progress-bar off >"$out" 2>&1 || status=$?
+    if [ "$status" != 0 ]; then
+        echo "smoke: failed (exit $status): $*; last lines of its output (whole log kept: $out):" >&2
+        tail -n 60 "$out" >&2
+        return "$status"
+    fi
+    rm -f "$out"
+}
+
 venv_for() {
     local mode=$1 key
     key=$(printf '%s' "$ROOT" | cksum | cut -d' ' -f1)
@@ -65,14 +80,16 @@ make_venv() {
     start=$SECONDS
     if [ ! -x "$venv/bin/python" ] || [ "$(cat "$venv/.requirements" 2>/dev/null)" != "$reqs" ]; then
         rm -rf "$venv"
+        # PYTHON may itself be a venv's interpreter (scripts/run-tests.sh passes its chosen
+        # environment's): venv then builds on that venv's base interpreter, with none of its packages.
         "$PYTHON" -m venv "$venv"
         # shellcheck disable=SC2086  # one requirement a line, none with spaces
-        "$venv/bin/python" -m pip install --quiet $(if [ "$mode" = latest ]; then echo --upgrade; fi) $reqs
+        pip_q "$venv/bin/python" -m pip install $(if [ "$mode" = latest ]; then echo --upgrade; fi) $reqs
         printf '%s' "$reqs" >"$venv/.requirements"
     fi
     # the checkout itself, every time (the entry point registers the plugin; a venv made for
     # another checkout of the same path is re-pointed)
-    "$venv/bin/python" -m pip install --quiet --no-deps -e "$ROOT"
+    pip_q "$venv/bin/python" -m pip install --no-deps -e "$ROOT"
     echo "smoke[$mode]: venv ready in $((SECONDS - start)) s: $("$venv/bin/python" -m pip list \
         2>/dev/null | grep -iE '^(pytest|pytest-xdist|pluggy) ' | tr -s ' ' | paste -sd, -)"
 }
