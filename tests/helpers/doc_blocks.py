@@ -23,8 +23,9 @@ DIRECTIVES = {
     "(judge: the scripted test server; and the --OPTIONs given); the run must pass, unless an "
     "output transcript ('$ pytest ...') follows, which runs it instead",
     "file PATH": "a data file the page asks for: written into the page's project at PATH",
-    "run": "a script: executed in the page's project; its stdout is what a following output block "
-    "is checked against",
+    "run": "a script: executed in the page's project; its stdout (or, when the output block "
+    "after it starts with the error's class name, the error it raises) is what that output "
+    "block is checked against",
     "setup NAME": "a script other blocks of the page continue: executed like run, and its code "
     "is prepended to every block marked uses NAME",
     "uses NAME": "a fragment continuing setup NAME: run (or, for a test file, tested) after it",

@@ -128,7 +128,15 @@ class Page:
             ), f"{b.where}: the test file does not pass:\n{out}"
             self.record(out, b.where)
         elif kind in ("run", "setup", "uses"):
-            self.record(self.script(code, b.where), b.where)
+            try:
+                out = self.script(code, b.where)
+            except Exception as exc:
+                # an error the page shows: the output block that follows names its class
+                shown = nxt.code if nxt is not None and nxt.kind == "output" else ""
+                if not shown.startswith(type(exc).__name__ + ":"):
+                    raise
+                out = f"{type(exc).__name__}: {exc}"
+            self.record(out, b.where)
             if kind == "setup":
                 self.setups[arg] = code
         elif kind == "file":
