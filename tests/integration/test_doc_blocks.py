@@ -6,8 +6,6 @@ and still compiled or parsed. The directives: tests/helpers/doc_blocks.py (DIREC
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import re
 import shlex
@@ -101,11 +99,23 @@ class Page:
             return proc.stdout + proc.stderr
         raise AssertionError(f"no runner for the command {line!r}")
 
-    def script(self, code: str, where: str) -> str:
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):
-            exec(compile(code, where, "exec"), {"__name__": "__main__"})
-        return out.getvalue()
+    def script(self, code: str, line: int) -> tuple[str, str | None]:
+        """Run a script as a reader would, ``python script.py`` in the project: its stdout, and
+        the error it ended with (``ScorerInputError: ...``, the class without its module) or
+        None."""
+        path = self.p.path / f"doc_block_{line}.py"
+        path.write_text(code)
+        proc = subprocess.run(
+            [sys.executable, path.name],
+            cwd=self.p.path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        if proc.returncode == 0:
+            return proc.stdout, None
+        last = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else ""
+        return proc.stdout, re.sub(r"^(?:\w+\.)+(?=\w+:)", "", last) or proc.stderr
 
     # -- directives -----------------------------------------------------------------------------
     def handle(self, b: Block, nxt: Block | None) -> None:
@@ -128,14 +138,12 @@ class Page:
             ), f"{b.where}: the test file does not pass:\n{out}"
             self.record(out, b.where)
         elif kind in ("run", "setup", "uses"):
-            try:
-                out = self.script(code, b.where)
-            except Exception as exc:
+            out, err = self.script(code, b.line)
+            if err is not None:
                 # an error the page shows: the output block that follows names its class
                 shown = nxt.code if nxt is not None and nxt.kind == "output" else ""
-                if not shown.startswith(type(exc).__name__ + ":"):
-                    raise
-                out = f"{type(exc).__name__}: {exc}"
+                assert shown.startswith(err.split(":")[0] + ":"), f"{b.where} failed:\n{err}"
+                out += err
             self.record(out, b.where)
             if kind == "setup":
                 self.setups[arg] = code
