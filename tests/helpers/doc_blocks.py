@@ -113,14 +113,15 @@ _PORT = re.compile(r"(127\.0\.0\.1|localhost):\d+")
 
 
 def normalise(text: str, *paths: Path) -> list[str]:
-    """Lines as compared: timings, local ports and the given paths replaced by placeholders,
-    pytest's ``====`` rules and the right-aligned ``[100%]`` columns squeezed."""
+    """Lines as compared: timings, local ports, cache key hashes and the given paths replaced by
+    placeholders, pytest's ``====`` rules and runs of spaces squeezed."""
     for p in paths:
         text = text.replace(str(p), "<path>")
     out = []
     for line in text.splitlines():
         line = _TIMING.sub("<t>", line)
         line = _PORT.sub(r"\1:<port>", line)
+        line = re.sub(r"\bkey [0-9a-f]{8,}", "key <hash>", line)
         line = re.sub(r"={3,}", "==", line)
         line = re.sub(r"\s+", " ", line).strip()
         if line:

@@ -74,13 +74,17 @@ class Page:
         self.setups: dict[str, str] = {}
         self.last_output: str | None = None
         self.last_where = ""
+        self.status = 0
 
     # -- runners --------------------------------------------------------------------------------
     def pytest(self, args: list[str]) -> str:
         result = self.p.runpytest(*args)
+        self.status = int(result.ret)
         return "\n".join(result.outlines + result.errlines)
 
     def command(self, line: str) -> str:
+        """Run one command line; its exit status is left in ``self.status``."""
+        self.status = 0
         argv = shlex.split(line, comments=True)
         if not argv:
             return ""
@@ -96,6 +100,7 @@ class Page:
                 text=True,
                 timeout=120,
             )
+            self.status = proc.returncode
             return proc.stdout + proc.stderr
         raise AssertionError(f"no runner for the command {line!r}")
 
@@ -160,7 +165,10 @@ class Page:
         elif kind == "excerpt":
             check_excerpt(b)
         elif kind == "shell":
-            outs = [self.command(ln) for ln in _commands(code)]
+            outs = []
+            for ln in _commands(code):
+                outs.append(self.command(ln))
+                assert self.status == 0, f"{b.where}: {ln!r} exited {self.status}:\n{outs[-1]}"
             self.record("\n".join(outs), b.where)
         elif kind == "output":
             self.check_output(b)
@@ -176,12 +184,17 @@ class Page:
     def check_output(self, b: Block) -> None:
         shown = b.code
         if shown.startswith("$ "):
-            first, _, rest = shown.partition("\n")
-            real = self.command(first[2:])
-            shown = rest
+            # a transcript: each "$ command" is run and the lines after it are its output
+            for part in re.split(r"^\$ ", shown, flags=re.MULTILINE)[1:]:
+                first, _, rest = part.partition("\n")
+                self.compare(b, rest, self.command(first))
+            return
         else:
             assert self.last_output is not None, f"{b.where}: output, but nothing ran before it"
             real = self.last_output
+        self.compare(b, shown, real)
+
+    def compare(self, b: Block, shown: str, real: str) -> None:
         missing = missing_lines(shown, real, self.p.path)
         assert not missing, (
             f"{b.where}: shown output not in the real output of {self.last_where or b.where}:\n"
