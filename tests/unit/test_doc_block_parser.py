@@ -1,0 +1,73 @@
+"""The parser behind tests/integration/test_doc_blocks.py: fences, directives, output matching."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from doc_blocks import blocks, missing_lines
+
+PAGE = """# A page
+
+<!-- block: test test_a.py -->
+```python
+def test_a():
+    pass
+```
+
+<!-- block: not-run: an install -->
+
+```bash
+pip install x
+```
+
+??? note "indented"
+
+    <!-- block: output -->
+    ```text
+    1 passed in 0.70s
+    ```
+
+````markdown
+~~~text
+inner
+~~~
+````
+
+```
+no directive
+```
+"""
+
+
+def test_blocks_their_lines_directives_and_code(tmp_path: Path) -> None:
+    (tmp_path / "p.md").write_text(PAGE)
+    found = blocks(tmp_path, tmp_path / "p.md")
+    assert [(b.line, b.lang, b.kind, b.arg) for b in found] == [
+        (4, "python", "test", "test_a.py"),
+        (11, "bash", "not-run", "an install"),  # a blank line between is allowed
+        (18, "text", "output", ""),
+        (22, "markdown", "", ""),  # the ~~~ block inside the ```` one is its content
+        (28, "", "", ""),
+    ]
+    assert found[0].code == "def test_a():\n    pass\n"
+    assert found[2].code == "1 passed in 0.70s\n"  # dedented out of the admonition
+    assert found[3].code == "~~~text\ninner\n~~~\n"
+    assert str(found[1].where) == "p.md:11"
+
+
+def test_shown_output_matches_modulo_timings_ports_paths_and_rules(tmp_path: Path) -> None:
+    real = (
+        f"rootdir: {tmp_path}\n"
+        "=============== 4 passed in 2.07s ===============\n"
+        "judge at http://127.0.0.1:41995/v1 took 9.9 s\n"
+    )
+    shown = (
+        "rootdir: /somewhere/else\n...\n"
+        "==== 4 passed in 1.82s ====\n"
+        "judge at http://127.0.0.1:58409/v1 took 8.6 s\n"
+    )
+    assert missing_lines(shown, real, tmp_path) == ["rootdir: /somewhere/else"]
+    assert missing_lines(shown.replace("/somewhere/else", str(tmp_path)), real, tmp_path) == []
+    # in order: a line shown before one it follows in the real output is missing
+    assert missing_lines("b\na\n", "a\nb\n") == ["a"]
+    assert missing_lines("5 passed\n", real) == ["5 passed"]
