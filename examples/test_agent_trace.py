@@ -1,6 +1,6 @@
 """Assertions on an agent's trace: no judge, no network, run with `pytest --llm-eval`.
 
-`weather_agent` stands in for an instrumented agent (pydantic-ai with `instrument=True`, the
+`weather_agent` stands in for an instrumented agent (pydantic-ai with `agent.instrument = True`, the
 OpenAI Agents SDK, LangGraph through OpenInference...): as it works it emits OpenTelemetry
 spans in the GenAI semantic conventions, one for the agent run, one per model call (model,
 messages, tokens) and one per tool run (name, arguments, result). The `llm_eval_trace` fixture

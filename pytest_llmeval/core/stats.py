@@ -1250,8 +1250,8 @@ class CorrectedRate:
     estimate: float | None
     interval: Interval | None
     n: int  # judged records behind ``raw``
-    true_pass: float
-    true_fail: float
+    true_pass: float | None  # None without labelled records people passed
+    true_fail: float | None  # None without labelled records people failed
     reason: str | None = None
 
     def to_json(self) -> dict[str, Any]:
@@ -1333,8 +1333,8 @@ def corrected_pass_rate(
             None,
             None,
             n,
-            true_pass_hits / labelled_pass if labelled_pass else math.nan,
-            true_fail_hits / labelled_fail if labelled_fail else math.nan,
+            true_pass_hits / labelled_pass if labelled_pass else None,
+            true_fail_hits / labelled_fail if labelled_fail else None,
             "the correction needs labelled records people passed and labelled records they "
             f"failed (have {labelled_pass} passed, {labelled_fail} failed)",
         )

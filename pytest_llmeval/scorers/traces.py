@@ -48,8 +48,8 @@ __all__ = [
 
 #: what to do when a trace holds nothing usable
 INSTRUMENTATION_HINT = (
-    "Turn the agent's instrumentation on before it runs (pydantic-ai: Agent(..., "
-    "instrument=True) or Agent.instrument_all(); LangGraph/LangChain: OpenInference's "
+    "Turn the agent's instrumentation on before it runs (pydantic-ai: agent.instrument = "
+    "True or Agent.instrument_all(); LangGraph/LangChain: OpenInference's "
     "LangChainInstrumentor().instrument(); plain openai: opentelemetry-instrumentation-genai-"
     "openai; the OpenAI Agents SDK: imported before the test) and request llm_eval_trace before "
     "the agent runs; trace.render() shows what was captured"

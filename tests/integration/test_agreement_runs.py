@@ -268,3 +268,35 @@ def test_a_gate_decides_on_the_corrected_pass_rate(labelled: pytest.Pytester) ->
     assert gate["verdict"] == "inconclusive"
     assert "cannot tell the judge from one no better than chance" in gate["result"]["reason"]
     assert report["verdict"]["passed"] is False
+
+
+def test_labels_of_one_kind_beside_unlabelled_cases_end_the_run_with_rates_null(
+    pytester: pytest.Pytester,
+) -> None:
+    # people passed the one labelled case: the true-fail rate (0 of 0) is undefined, and was a
+    # NaN that the saved run's strict JSON refused at session end (the run crashed)
+    rows = [
+        {"id": "a", "output": "x", "expected": "x", "label": True},
+        {"id": "b", "output": "x", "expected": "x", "label": None},
+    ]
+    pytester.makefile(".jsonl", cases="\n".join(json.dumps(r) for r in rows))
+    pytester.makepyfile(
+        """
+import pytest
+from pytest_llmeval import assert_score
+
+@pytest.mark.llm_eval
+@pytest.mark.llm_eval_dataset("cases.jsonl")
+def test_n(case):
+    assert_score("exact_match", output=case.output, expected=case.expected, label=case.label,
+                 min=1)
+"""
+    )
+    result = pytester.runpytest("-p", "no:cacheprovider", "--llm-eval", "--llm-eval-report=r.json")
+    result.assert_outcomes(passed=2)
+    assert result.ret == 0
+    corrected = json.loads((pytester.path / "r.json").read_text())["agreement"]["exact_match"][
+        "corrected"
+    ]
+    assert (corrected["true_pass_rate"], corrected["true_fail_rate"]) == (1.0, None)
+    assert corrected["estimate"] is None and "have 1 passed, 0 failed" in corrected["reason"]
