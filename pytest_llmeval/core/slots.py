@@ -198,7 +198,9 @@ def slot_waits_line(waits: SlotWaits, source: str) -> str:
         else f"{waits.limit} per process (automatic; --llm-eval-concurrency sets it)"
     )
     n = waits.waited
+    # the seconds are the queue's wall time (a union), not the sum of each request's wait: said
+    # so, since the rate limit's line beside it sums the requests' waits
     return (
-        f"judge slots {how}: {n} judge request{'' if n == 1 else 's'} waited "
-        f"{waits.seconds:.1f} s in all for a free slot"
+        f"judge slots {how}: {n} judge request{'' if n == 1 else 's'} queued for a free slot; "
+        f"the queue lasted {waits.seconds:.1f} s in all"
     )

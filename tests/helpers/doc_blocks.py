@@ -33,7 +33,10 @@ DIRECTIVES = {
     "scripts/run-examples.sh): compiled, and its code lines must be lines of PATH, in order",
     "shell": "shell commands run in the page's project (pytest ..., python -m pytest_llmeval ...)",
     "output": "output shown: checked against the real output of the block before it (timings, "
-    "ports and paths normalised)",
+    "ports and paths normalised); a block starting '$ command' runs the command itself. The "
+    "shown lines must be lines of the real output, in order; '...' marks lines left out. "
+    "$REDIS_URL in a command is a redis-server started for the page (without one, that block "
+    "is not run and the page reports a skip with the reason)",
     "not-run: REASON": "cannot run here (installs, the network, the real local judge, CI "
     "files); a Python block is still compiled, a YAML block parsed and the --llm-eval options "
     "it names checked against the option table",

@@ -754,12 +754,12 @@ def test_a_judge_limit_the_user_set_is_kept_with_a_warning_and_its_waits_reporte
             "*JudgeSlotsWarning: test_j.py::test_j runs 12 cases at once, but judge calls are "
             "limited to 4 in flight per process (ini llm_eval_concurrency)*",
             # 8 of the 12 requests queued; the queue lasted about 2 rounds of 0.5 s
-            "judge slots 4 per process (ini llm_eval_concurrency): 8 judge requests waited "
-            "*s in all for a free slot",
+            "judge slots 4 per process (ini llm_eval_concurrency): 8 judge requests queued "
+            "for a free slot; the queue lasted *s in all",
         ]
     )
     line = next(x for x in result.outlines if x.startswith("judge slots 4"))
-    waited = float(line.split("waited ")[1].split(" s")[0])
+    waited = float(line.split("lasted ")[1].split(" s")[0])
     assert 0.9 <= waited < 30, line
 
 

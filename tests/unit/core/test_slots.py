@@ -140,10 +140,11 @@ def test_waits_round_trip_add_up_and_read_as_a_line() -> None:
     total = a + b
     assert total == SlotWaits(8, 8, 3.25, True)
     assert slot_waits_line(SlotWaits(4, 1, 0.5, True), "--llm-eval-concurrency") == (
-        "judge slots 4 per process (--llm-eval-concurrency): 1 judge request waited 0.5 s in "
-        "all for a free slot"
+        "judge slots 4 per process (--llm-eval-concurrency): 1 judge request queued for a free "
+        "slot; the queue lasted 0.5 s in all"
     )
+    # the seconds are the queue's wall time, not a sum of the requests' waits: the line says so
     assert slot_waits_line(a, "unused") == (
         "judge slots 8 per process (automatic; --llm-eval-concurrency sets it): 3 judge "
-        "requests waited 1.2 s in all for a free slot"
+        "requests queued for a free slot; the queue lasted 1.2 s in all"
     )
