@@ -31,9 +31,14 @@ DIRECTIVES = {
     "uses NAME": "a fragment continuing setup NAME: run (or, for a test file, tested) after it",
     "excerpt PATH": "an excerpt of a file of the repository (an example that is run by "
     "scripts/run-examples.sh): compiled, and its code lines must be lines of PATH, in order",
-    "shell": "shell commands run in the page's project (pytest ..., python -m pytest_llmeval ...)",
-    "output": "output shown: checked against the real output of the block before it (timings, "
-    "ports and paths normalised)",
+    "shell [tty]": "shell commands run in the page's project (pytest ..., python -m "
+    "pytest_llmeval ...; a * is expanded; a path under examples/ is the repository's examples, "
+    "copied in); tty: pytest runs on a pseudo-terminal and its output is what the terminal "
+    "received, escape sequences dropped and each carriage return a line break (so a live line "
+    "drawn and erased is a line of it)",
+    "output [PATH]": "output shown: checked against the real output of the block before it "
+    "(timings, ports and paths normalised; a line '...' stands for lines left out); with PATH, "
+    "against the file PATH of the page's project as the blocks before it left it",
     "not-run: REASON": "cannot run here (installs, the network, the real local judge, CI "
     "files); a Python block is still compiled, a YAML block parsed and the --llm-eval options "
     "it names checked against the option table",
@@ -110,6 +115,16 @@ def blocks(root: Path, path: Path) -> list[Block]:
 
 _TIMING = re.compile(r"\b\d+(?:\.\d+)?\s?s\b")
 _PORT = re.compile(r"(127\.0\.0\.1|localhost):\d+")
+
+
+_ESCAPE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
+
+
+def terminal_text(raw: str) -> str:
+    """What a pseudo-terminal received, as lines: escape sequences (colours, cursor moves,
+    erasures) dropped and each carriage return a line break, so a line drawn and then erased
+    (a live status line) is a line of the result."""
+    return _ESCAPE.sub("", raw).replace("\r\n", "\n").replace("\r", "\n")
 
 
 def normalise(text: str, *paths: Path) -> list[str]:

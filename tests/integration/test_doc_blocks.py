@@ -6,18 +6,24 @@ and still compiled or parsed. The directives: tests/helpers/doc_blocks.py (DIREC
 
 from __future__ import annotations
 
+import glob
 import json
+import os
+import pty
 import re
+import select
 import shlex
+import shutil
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from doc_blocks import DIRECTIVES, Block, blocks, doc_files, missing_lines
+from doc_blocks import DIRECTIVES, Block, blocks, doc_files, missing_lines, terminal_text
 from paths import ROOT
 
 from pytest_llmeval.core.options import OPTIONS
@@ -82,14 +88,40 @@ class Page:
         self.status = int(result.ret)
         return "\n".join(result.outlines + result.errlines)
 
-    def command(self, line: str) -> str:
-        """Run one command line; its exit status is left in ``self.status``."""
+    def command(self, line: str, tty: bool = False) -> str:
+        """Run one command line (``*`` expanded in the project; on a pseudo-terminal with
+        ``tty``); its exit status is left in ``self.status``."""
         self.status = 0
         argv = shlex.split(line, comments=True)
         if not argv:
             return ""
         if argv[0] == "cd":
             return ""
+        if any(a.startswith("examples/") for a in argv) and not (self.p.path / "examples").exists():
+            shutil.copytree(ROOT / "examples", self.p.path / "examples")
+        argv = [
+            w
+            for a in argv
+            for w in (sorted(glob.glob(a, root_dir=self.p.path)) if "*" in a else [a]) or [a]
+        ]
+        env = {}
+        while argv and re.fullmatch(r"[A-Z_][A-Z0-9_]*=.*", argv[0]):  # NAME=value command
+            name, _, val = argv.pop(0).partition("=")
+            env[name] = val
+        saved = {k: os.environ.get(k) for k in env}
+        os.environ.update(env)
+        try:
+            return self._command(argv, tty)
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+
+    def _command(self, argv: list[str], tty: bool) -> str:
+        if argv[0] == "pytest" and tty:
+            return self.pytest_tty(argv[1:])
         if argv[0] == "pytest":
             return self.pytest(argv[1:])
         if argv[:2] == ["python", "-m"]:
@@ -102,7 +134,44 @@ class Page:
             )
             self.status = proc.returncode
             return proc.stdout + proc.stderr
-        raise AssertionError(f"no runner for the command {line!r}")
+        raise AssertionError(f"no runner for the command {shlex.join(argv)!r}")
+
+    def pytest_tty(self, args: list[str]) -> str:
+        """``pytest ARGS`` as a subprocess whose stdout and stderr are a pseudo-terminal (a
+        person's terminal, 120 columns): what the terminal received, as :func:`terminal_text`
+        lines."""
+        master, slave = pty.openpty()
+        env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "PY_COLORS")}
+        env.pop("FORCE_COLOR", None)
+        env.update(TERM="xterm", COLUMNS="120", PYTEST_ADDOPTS="-p no:langsmith_plugin")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
+            cwd=self.p.path,
+            stdin=subprocess.DEVNULL,
+            stdout=slave,
+            stderr=slave,
+            env=env,
+        )
+        os.close(slave)
+        chunks: list[bytes] = []
+        deadline = time.monotonic() + 120
+        try:
+            while time.monotonic() < deadline:
+                ready, _, _ = select.select([master], [], [], 0.1)
+                if ready:
+                    try:
+                        data = os.read(master, 65536)
+                    except OSError:  # EIO: the child closed the terminal
+                        break
+                    if not data:
+                        break
+                    chunks.append(data)
+                elif proc.poll() is not None:
+                    break
+        finally:
+            os.close(master)
+            self.status = proc.wait(timeout=30)
+        return terminal_text(b"".join(chunks).decode("utf-8", "replace"))
 
     def script(self, code: str, line: int) -> tuple[str, str | None]:
         """Run a script as a reader would, ``python script.py`` in the project: its stdout, and
@@ -165,9 +234,10 @@ class Page:
         elif kind == "excerpt":
             check_excerpt(b)
         elif kind == "shell":
+            assert arg in ("", "tty"), f"{b.where}: shell takes nothing or tty, not {arg!r}"
             outs = []
             for ln in _commands(code):
-                outs.append(self.command(ln))
+                outs.append(self.command(ln, tty=arg == "tty"))
                 assert self.status == 0, f"{b.where}: {ln!r} exited {self.status}:\n{outs[-1]}"
             self.record("\n".join(outs), b.where)
         elif kind == "output":
@@ -183,6 +253,12 @@ class Page:
 
     def check_output(self, b: Block) -> None:
         shown = b.code
+        if b.arg:
+            target = self.p.path / b.arg
+            assert target.is_file(), f"{b.where}: output of {b.arg}, which the page did not make"
+            self.record(target.read_text(encoding="utf-8"), f"{b.where} ({b.arg})")
+            self.compare(b, shown, self.last_output or "")
+            return
         if shown.startswith("$ "):
             # a transcript: each "$ command" is run and the lines after it are its output
             for part in re.split(r"^\$ ", shown, flags=re.MULTILINE)[1:]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from doc_blocks import blocks, missing_lines
+from doc_blocks import blocks, missing_lines, terminal_text
 
 PAGE = """# A page
 
@@ -71,3 +71,29 @@ def test_shown_output_matches_modulo_timings_ports_paths_and_rules(tmp_path: Pat
     # in order: a line shown before one it follows in the real output is missing
     assert missing_lines("b\na\n", "a\nb\n") == ["a"]
     assert missing_lines("5 passed\n", real) == ["5 passed"]
+
+
+def test_arguments_of_shell_and_output(tmp_path: Path) -> None:
+    (tmp_path / "p.md").write_text(
+        "<!-- block: shell tty -->\n```bash\npytest\n```\n\n"
+        "<!-- block: output llm-eval.md -->\n```markdown\n# x\n```\n"
+    )
+    found = blocks(tmp_path, tmp_path / "p.md")
+    assert [(b.kind, b.arg) for b in found] == [("shell", "tty"), ("output", "llm-eval.md")]
+
+
+def test_terminal_text_keeps_a_line_drawn_then_erased() -> None:
+    # pytest's dots, then a status line drawn below them in colour, erased and redrawn: each
+    # drawing is a line, the escape sequences gone
+    raw = (
+        "test_a.py ..\r\n\x1b[32mllm-eval: 2/4 cases\x1b[0m\r\x1b[K\x1b[1A\x1b[12C."
+        "\r\nllm-eval: 3/4 cases\r\x1b[K\x1b]8;;http://x\x07link\x1b]8;;\x07\n"
+    )
+    assert terminal_text(raw).splitlines() == [
+        "test_a.py ..",
+        "llm-eval: 2/4 cases",
+        ".",
+        "llm-eval: 3/4 cases",
+        "link",
+    ]
+    assert missing_lines("llm-eval: 3/4 cases\n", terminal_text(raw)) == []
