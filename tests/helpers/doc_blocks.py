@@ -128,8 +128,9 @@ def terminal_text(raw: str) -> str:
 
 
 def normalise(text: str, *paths: Path) -> list[str]:
-    """Lines as compared: timings, local ports, cache key hashes and the given paths replaced by
-    placeholders, pytest's ``====`` rules and runs of spaces squeezed."""
+    """Lines as compared: timings, local ports, cache key hashes, OpenTelemetry trace and span
+    ids and the given paths replaced by placeholders, pytest's ``====`` rules and runs of spaces
+    squeezed."""
     for p in paths:
         text = text.replace(str(p), "<path>")
     out = []
@@ -137,6 +138,9 @@ def normalise(text: str, *paths: Path) -> list[str]:
         line = _TIMING.sub("<t>", line)
         line = _PORT.sub(r"\1:<port>", line)
         line = re.sub(r"\bkey [0-9a-f]{8,}", "key <hash>", line)
+        # OpenTelemetry's random trace and span ids
+        line = re.sub(r"\b[0-9a-f]{32}\b", "<trace-id>", line)
+        line = re.sub(r"\b[0-9a-f]{16}\b", "<span-id>", line)
         line = re.sub(r"={3,}", "==", line)
         line = re.sub(r"\s+", " ", line).strip()
         if line:

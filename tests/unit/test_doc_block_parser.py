@@ -97,3 +97,12 @@ def test_terminal_text_keeps_a_line_drawn_then_erased() -> None:
         "link",
     ]
     assert missing_lines("llm-eval: 3/4 cases\n", terminal_text(raw)) == []
+
+
+def test_opentelemetry_ids_are_placeholders() -> None:
+    shown = 'ev 4a7bbaf78acffb0866e766187588dce1 1688c9c3f49b3b30 {"id": "2d4863f0bef096d4"}'
+    real = 'ev 0123456789abcdef0123456789abcdef 0123456789abcdef {"id": "fedcba9876543210"}'
+    assert missing_lines(shown, real) == []
+    # a trace id is not a span id, and other hex (a short hash) is kept
+    assert missing_lines("id 1688c9c3f49b3b30\n", "id 4a7bbaf78acffb0866e766187588dce1\n")
+    assert missing_lines("commit 1688c9c\n", "commit 2d4863f\n")
