@@ -33,7 +33,9 @@ DIRECTIVES = {
     "scripts/run-examples.sh): compiled, and its code lines must be lines of PATH, in order",
     "shell [tty]": "shell commands run in the page's project (pytest ..., python -m "
     "pytest_llmeval ...; a * is expanded; a path under examples/ is the repository's examples, "
-    "copied in); tty: pytest runs on a pseudo-terminal and its output is what the terminal "
+    "copied in; a redis://127.0.0.1:PORT URL is the page's own redis-server, started on a free "
+    "port when first named, the page skipped without redis-server); tty: pytest runs on a "
+    "pseudo-terminal and its output is what the terminal "
     "received, escape sequences dropped and each carriage return a line break (so a live line "
     "drawn and erased is a line of it)",
     "output [PATH]": "output shown: checked against the real output of the block before it "
@@ -128,9 +130,9 @@ def terminal_text(raw: str) -> str:
 
 
 def normalise(text: str, *paths: Path) -> list[str]:
-    """Lines as compared: timings, local ports, cache key hashes, OpenTelemetry trace and span
-    ids and the given paths replaced by placeholders, pytest's ``====`` rules and runs of spaces
-    squeezed."""
+    """Lines as compared: timings, local ports, UTC dates, sizes of stored results, cache key
+    hashes, OpenTelemetry trace and span ids and the given paths replaced by placeholders,
+    pytest's ``====`` rules and runs of spaces squeezed."""
     for p in paths:
         text = text.replace(str(p), "<path>")
     out = []
@@ -138,6 +140,9 @@ def normalise(text: str, *paths: Path) -> list[str]:
         line = _TIMING.sub("<t>", line)
         line = _PORT.sub(r"\1:<port>", line)
         line = re.sub(r"\bkey [0-9a-f]{8,}", "key <hash>", line)
+        line = re.sub(r"\b\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC\b", "<date>", line)
+        # the size of stored results, which hold their recording time (a float of varying digits)
+        line = re.sub(r"\b\d+ bytes of results\b", "<n> bytes of results", line)
         # OpenTelemetry's random trace and span ids
         line = re.sub(r"\b[0-9a-f]{32}\b", "<trace-id>", line)
         line = re.sub(r"\b[0-9a-f]{16}\b", "<span-id>", line)

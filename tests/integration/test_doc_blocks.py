@@ -16,6 +16,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -32,6 +33,8 @@ from pytest_llmeval.testing import OpenAITestServer, text, tool_call
 PAGES = [p.relative_to(ROOT) for p in doc_files(ROOT)]
 KINDS = {d.split()[0].rstrip(":") for d in DIRECTIVES}
 FLAGS = {o.flag for o in OPTIONS if o.flag}
+#: a Redis URL on this machine in a command: the page's redis-server is put in its place
+_LOCAL_REDIS = re.compile(r"(redis://(?:[^@/\s]*@)?127\.0\.0\.1:)\d+")
 
 
 def _judge(body: dict[str, Any]) -> Any:
@@ -81,6 +84,27 @@ class Page:
         self.last_output: str | None = None
         self.last_where = ""
         self.status = 0
+        self._redis: Any = None  # the page's redis-server (redis_server.RestartableRedis)
+        self._redis_dir: tempfile.TemporaryDirectory[str] | None = None
+
+    def close(self) -> None:
+        if self._redis is not None:
+            self._redis.stop()
+        if self._redis_dir is not None:
+            self._redis_dir.cleanup()
+
+    def redis_port(self) -> int:
+        """The page's own redis-server on a free 127.0.0.1 port, started when a command first
+        names a ``redis://127.0.0.1:PORT`` URL (the test skips, saying why, without
+        redis-server or redis-py: redis_server.RestartableRedis)."""
+        if self._redis is None:
+            from redis_server import RestartableRedis
+
+            self._redis_dir = tempfile.TemporaryDirectory(prefix="doc-redis-")
+            server = RestartableRedis(self._redis_dir.name)
+            server.start()
+            self._redis = server
+        return int(self._redis.port)
 
     # -- runners --------------------------------------------------------------------------------
     def pytest(self, args: list[str]) -> str:
@@ -104,6 +128,9 @@ class Page:
             for a in argv
             for w in (sorted(glob.glob(a, root_dir=self.p.path)) if "*" in a else [a]) or [a]
         ]
+        if any(_LOCAL_REDIS.search(a) for a in argv):  # the page's redis-server, on its port
+            port = self.redis_port()
+            argv = [_LOCAL_REDIS.sub(rf"\g<1>{port}", a) for a in argv]
         env = {}
         while argv and re.fullmatch(r"[A-Z_][A-Z0-9_]*=.*", argv[0]):  # NAME=value command
             name, _, val = argv.pop(0).partition("=")
@@ -379,8 +406,11 @@ def test_page_blocks(
     monkeypatch.setenv("JUDGE_B_KEY", "sk-doc-blocks-b")
     _stand_ins(pytester)
     page_ = Page(pytester, judge_server)
-    for i, b in enumerate(found):
-        page_.handle(b, found[i + 1] if i + 1 < len(found) else None)
+    try:
+        for i, b in enumerate(found):
+            page_.handle(b, found[i + 1] if i + 1 < len(found) else None)
+    finally:
+        page_.close()
 
 
 def _stand_ins(p: pytest.Pytester) -> None:

@@ -106,3 +106,14 @@ def test_opentelemetry_ids_are_placeholders() -> None:
     # a trace id is not a span id, and other hex (a short hash) is kept
     assert missing_lines("id 1688c9c3f49b3b30\n", "id 4a7bbaf78acffb0866e766187588dce1\n")
     assert missing_lines("commit 1688c9c\n", "commit 2d4863f\n")
+
+
+def test_dates_and_result_sizes_are_placeholders() -> None:
+    shown = "entries: 5, 4593 bytes of results; oldest 2026-11-22 17:29:19 UTC\n"
+    real = "entries: 5, 4592 bytes of results; oldest 2026-11-26 22:00:25 UTC\n"
+    assert missing_lines(shown, real) == []
+    assert missing_lines(shown, real.replace("5,", "6,")) == [
+        "entries: 5, <n> bytes of results; oldest <date>"
+    ]
+    # a file's size on disk is compared as it is
+    assert missing_lines("28672 bytes on disk\n", "32768 bytes on disk\n")
