@@ -34,12 +34,14 @@ DIRECTIVES = {
     "shell [tty]": "shell commands run in the page's project (pytest ..., python -m "
     "pytest_llmeval ...; a * is expanded; a path under examples/ is the repository's examples, "
     "copied in; a redis://127.0.0.1:PORT URL is the page's own redis-server, started on a free "
-    "port when first named, the page skipped without redis-server); tty: pytest runs on a "
+    "port when first named and again, its data kept, when named after a block shut it down; the "
+    "page skipped without redis-server); tty: pytest runs on a "
     "pseudo-terminal and its output is what the terminal "
     "received, escape sequences dropped and each carriage return a line break (so a live line "
     "drawn and erased is a line of it)",
     "output [PATH]": "output shown: checked against the real output of the block before it "
-    "(timings, ports and paths normalised; a line '...' stands for lines left out); with PATH, "
+    "(timings, ports and paths normalised, the project's directory written /path/to/project; a "
+    "line '...' stands for lines left out); with PATH, "
     "against the file PATH of the page's project as the blocks before it left it",
     "not-run: REASON": "cannot run here (installs, the network, the real local judge, CI "
     "files); a Python block is still compiled, a YAML block parsed and the --llm-eval options "
@@ -115,6 +117,9 @@ def blocks(root: Path, path: Path) -> list[Block]:
     return found
 
 
+#: the project's directory as shown output on a page writes it (the real one is a temporary path)
+PROJECT = "/path/to/project"
+
 _TIMING = re.compile(r"\b\d+(?:\.\d+)?\s?s\b")
 _PORT = re.compile(r"(127\.0\.0\.1|localhost):\d+")
 
@@ -135,6 +140,7 @@ def normalise(text: str, *paths: Path) -> list[str]:
     pytest's ``====`` rules and runs of spaces squeezed."""
     for p in paths:
         text = text.replace(str(p), "<path>")
+    text = text.replace(PROJECT, "<path>")  # how a page writes the project's directory
     out = []
     for line in text.splitlines():
         line = _TIMING.sub("<t>", line)

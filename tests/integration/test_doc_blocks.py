@@ -95,8 +95,9 @@ class Page:
 
     def redis_port(self) -> int:
         """The page's own redis-server on a free 127.0.0.1 port, started when a command first
-        names a ``redis://127.0.0.1:PORT`` URL (the test skips, saying why, without
-        redis-server or redis-py: redis_server.RestartableRedis)."""
+        names a ``redis://127.0.0.1:PORT`` URL, and again (its data kept) when a command names
+        it after a block shut it down (the test skips, saying why, without redis-server or
+        redis-py: redis_server.RestartableRedis)."""
         if self._redis is None:
             from redis_server import RestartableRedis
 
@@ -104,6 +105,8 @@ class Page:
             server = RestartableRedis(self._redis_dir.name)
             server.start()
             self._redis = server
+        elif self._redis.proc.poll() is not None:  # a block shut it down: back, with its data
+            self._redis.start()
         return int(self._redis.port)
 
     # -- runners --------------------------------------------------------------------------------

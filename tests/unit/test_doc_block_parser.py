@@ -68,6 +68,8 @@ def test_shown_output_matches_modulo_timings_ports_paths_and_rules(tmp_path: Pat
     )
     assert missing_lines(shown, real, tmp_path) == ["rootdir: /somewhere/else"]
     assert missing_lines(shown.replace("/somewhere/else", str(tmp_path)), real, tmp_path) == []
+    # the project's directory as a page writes it
+    assert missing_lines(shown.replace("/somewhere/else", "/path/to/project"), real, tmp_path) == []
     # in order: a line shown before one it follows in the real output is missing
     assert missing_lines("b\na\n", "a\nb\n") == ["a"]
     assert missing_lines("5 passed\n", real) == ["5 passed"]
