@@ -31,12 +31,20 @@ DIRECTIVES = {
     "uses NAME": "a fragment continuing setup NAME: run (or, for a test file, tested) after it",
     "excerpt PATH": "an excerpt of a file of the repository (an example that is run by "
     "scripts/run-examples.sh): compiled, and its code lines must be lines of PATH, in order",
-    "shell": "shell commands run in the page's project (pytest ..., python -m pytest_llmeval ...)",
-    "output": "output shown: checked against the real output of the block before it (timings, "
-    "ports and paths normalised); a block starting '$ command' runs the command itself. The "
-    "shown lines must be lines of the real output, in order; '...' marks lines left out. "
-    "$REDIS_URL in a command is a redis-server started for the page (without one, that block "
-    "is not run and the page reports a skip with the reason)",
+    "shell [tty]": "shell commands run in the page's project (pytest ..., python -m "
+    "pytest_llmeval ...; a * is expanded; a path under examples/ is the repository's examples, "
+    "copied in; a redis://127.0.0.1:PORT URL (or $REDIS_URL) is the page's own redis-server, "
+    "started on a free port when first named and again, its data kept, when named after a "
+    "block shut it down; without redis-server the page is skipped, saying why, or, for a "
+    "'$ command' of an output block, that command alone is not run); tty: pytest runs on a "
+    "pseudo-terminal and its output is what the terminal "
+    "received, escape sequences dropped and each carriage return a line break (so a live line "
+    "drawn and erased is a line of it)",
+    "output [PATH]": "output shown: checked against the real output of the block before it "
+    "(timings, ports and paths normalised, the project's directory written /path/to/project; a "
+    "line '...' stands for lines left out; a block starting '$ command' runs the command "
+    "itself); with PATH, "
+    "against the file PATH of the page's project as the blocks before it left it",
     "not-run: REASON": "cannot run here (installs, the network, the real local judge, CI "
     "files); a Python block is still compiled, a YAML block parsed and the --llm-eval options "
     "it names checked against the option table",
@@ -111,20 +119,41 @@ def blocks(root: Path, path: Path) -> list[Block]:
     return found
 
 
+#: the project's directory as shown output on a page writes it (the real one is a temporary path)
+PROJECT = "/path/to/project"
+
 _TIMING = re.compile(r"\b\d+(?:\.\d+)?\s?s\b")
 _PORT = re.compile(r"(127\.0\.0\.1|localhost):\d+")
 
 
+_ESCAPE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
+
+
+def terminal_text(raw: str) -> str:
+    """What a pseudo-terminal received, as lines: escape sequences (colours, cursor moves,
+    erasures) dropped and each carriage return a line break, so a line drawn and then erased
+    (a live status line) is a line of the result."""
+    return _ESCAPE.sub("", raw).replace("\r\n", "\n").replace("\r", "\n")
+
+
 def normalise(text: str, *paths: Path) -> list[str]:
-    """Lines as compared: timings, local ports, cache key hashes and the given paths replaced by
-    placeholders, pytest's ``====`` rules and runs of spaces squeezed."""
+    """Lines as compared: timings, local ports, UTC dates, sizes of stored results, cache key
+    hashes, OpenTelemetry trace and span ids and the given paths replaced by placeholders,
+    pytest's ``====`` rules and runs of spaces squeezed."""
     for p in paths:
         text = text.replace(str(p), "<path>")
+    text = text.replace(PROJECT, "<path>")  # how a page writes the project's directory
     out = []
     for line in text.splitlines():
         line = _TIMING.sub("<t>", line)
         line = _PORT.sub(r"\1:<port>", line)
         line = re.sub(r"\bkey [0-9a-f]{8,}", "key <hash>", line)
+        line = re.sub(r"\b\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC\b", "<date>", line)
+        # the size of stored results, which hold their recording time (a float of varying digits)
+        line = re.sub(r"\b\d+ bytes of results\b", "<n> bytes of results", line)
+        # OpenTelemetry's random trace and span ids
+        line = re.sub(r"\b[0-9a-f]{32}\b", "<trace-id>", line)
+        line = re.sub(r"\b[0-9a-f]{16}\b", "<span-id>", line)
         line = re.sub(r"={3,}", "==", line)
         line = re.sub(r"\s+", " ", line).strip()
         if line:

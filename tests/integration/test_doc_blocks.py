@@ -6,19 +6,25 @@ and still compiled or parsed. The directives: tests/helpers/doc_blocks.py (DIREC
 
 from __future__ import annotations
 
+import glob
 import json
+import os
+import pty
 import re
+import select
 import shlex
+import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
-from collections.abc import Callable
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from doc_blocks import DIRECTIVES, Block, blocks, doc_files, missing_lines
+from doc_blocks import DIRECTIVES, Block, blocks, doc_files, missing_lines, terminal_text
 from paths import ROOT
 
 from pytest_llmeval.core.options import OPTIONS
@@ -27,6 +33,8 @@ from pytest_llmeval.testing import OpenAITestServer, text, tool_call
 PAGES = [p.relative_to(ROOT) for p in doc_files(ROOT)]
 KINDS = {d.split()[0].rstrip(":") for d in DIRECTIVES}
 FLAGS = {o.flag for o in OPTIONS if o.flag}
+#: a Redis URL on this machine in a command: the page's redis-server is put in its place
+_LOCAL_REDIS = re.compile(r"(redis://(?:[^@/\s]*@)?127\.0\.0\.1:)\d+")
 
 
 def _block(body: dict[str, Any], tag: str) -> str:
@@ -87,35 +95,39 @@ def _judge(body: dict[str, Any]) -> Any:
 class Page:
     """One page's project: its blocks run in order in one pytester directory."""
 
-    def __init__(
-        self,
-        pytester: pytest.Pytester,
-        server: OpenAITestServer,
-        cleanup: Callable[[Callable[[], object]], None],
-    ) -> None:
+    def __init__(self, pytester: pytest.Pytester, server: OpenAITestServer) -> None:
         self.p = pytester
         self.server = server
         self.setups: dict[str, str] = {}
         self.last_output: str | None = None
         self.last_where = ""
         self.status = 0
-        self.cleanup = cleanup
-        self.redis: Any = None
         #: blocks that could not run here, with the reason (the page is skipped at its end)
         self.skipped: list[str] = []
+        self._redis: Any = None  # the page's redis-server (redis_server.RestartableRedis)
+        self._redis_dir: tempfile.TemporaryDirectory[str] | None = None
 
-    def redis_url(self) -> str:
-        """A redis-server for the page's commands, stopped when the page's test ends
-        (tests/helpers/redis_server.py: without redis-server or redis-py it skips with the
-        reason, which :meth:`check_output` notes and the page reports as a skip at its end;
-        under CI it fails)."""
-        if self.redis is None:
-            from redis_server import start
+    def close(self) -> None:
+        if self._redis is not None:
+            self._redis.stop()
+        if self._redis_dir is not None:
+            self._redis_dir.cleanup()
 
-            servers = start()
-            self.redis = next(servers)
-            self.cleanup(servers.close)
-        return str(self.redis.url)
+    def redis_port(self) -> int:
+        """The page's own redis-server on a free 127.0.0.1 port, started when a command first
+        names a ``redis://127.0.0.1:PORT`` URL, and again (its data kept) when a command names
+        it after a block shut it down (the test skips, saying why, without redis-server or
+        redis-py: redis_server.RestartableRedis)."""
+        if self._redis is None:
+            from redis_server import RestartableRedis
+
+            self._redis_dir = tempfile.TemporaryDirectory(prefix="doc-redis-")
+            server = RestartableRedis(self._redis_dir.name)
+            server.start()
+            self._redis = server
+        elif self._redis.proc.poll() is not None:  # a block shut it down: back, with its data
+            self._redis.start()
+        return int(self._redis.port)
 
     # -- runners --------------------------------------------------------------------------------
     def pytest(self, args: list[str]) -> str:
@@ -123,17 +135,46 @@ class Page:
         self.status = int(result.ret)
         return "\n".join(result.outlines + result.errlines)
 
-    def command(self, line: str) -> str:
-        """Run one command line; its exit status is left in ``self.status``. ``$REDIS_URL`` is
-        a redis-server's URL (:meth:`redis_url`)."""
+    def command(self, line: str, tty: bool = False) -> str:
+        """Run one command line (``*`` expanded in the project; on a pseudo-terminal with
+        ``tty``); its exit status is left in ``self.status``. ``$REDIS_URL`` is the page's
+        redis-server (:meth:`redis_port`)."""
         self.status = 0
         if "$REDIS_URL" in line:
-            line = line.replace("$REDIS_URL", self.redis_url())
+            line = line.replace("$REDIS_URL", f"redis://127.0.0.1:{self.redis_port()}")
         argv = shlex.split(line, comments=True)
         if not argv:
             return ""
         if argv[0] == "cd":
             return ""
+        if any(a.startswith("examples/") for a in argv) and not (self.p.path / "examples").exists():
+            shutil.copytree(ROOT / "examples", self.p.path / "examples")
+        argv = [
+            w
+            for a in argv
+            for w in (sorted(glob.glob(a, root_dir=self.p.path)) if "*" in a else [a]) or [a]
+        ]
+        if any(_LOCAL_REDIS.search(a) for a in argv):  # the page's redis-server, on its port
+            port = self.redis_port()
+            argv = [_LOCAL_REDIS.sub(rf"\g<1>{port}", a) for a in argv]
+        env = {}
+        while argv and re.fullmatch(r"[A-Z_][A-Z0-9_]*=.*", argv[0]):  # NAME=value command
+            name, _, val = argv.pop(0).partition("=")
+            env[name] = val
+        saved = {k: os.environ.get(k) for k in env}
+        os.environ.update(env)
+        try:
+            return self._command(argv, tty)
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+
+    def _command(self, argv: list[str], tty: bool) -> str:
+        if argv[0] == "pytest" and tty:
+            return self.pytest_tty(argv[1:])
         if argv[0] == "pytest":
             return self.pytest(argv[1:])
         if argv[:2] == ["python", "-m"]:
@@ -146,7 +187,44 @@ class Page:
             )
             self.status = proc.returncode
             return proc.stdout + proc.stderr
-        raise AssertionError(f"no runner for the command {line!r}")
+        raise AssertionError(f"no runner for the command {shlex.join(argv)!r}")
+
+    def pytest_tty(self, args: list[str]) -> str:
+        """``pytest ARGS`` as a subprocess whose stdout and stderr are a pseudo-terminal (a
+        person's terminal, 120 columns): what the terminal received, as :func:`terminal_text`
+        lines."""
+        master, slave = pty.openpty()
+        env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "PY_COLORS")}
+        env.pop("FORCE_COLOR", None)
+        env.update(TERM="xterm", COLUMNS="120", PYTEST_ADDOPTS="-p no:langsmith_plugin")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
+            cwd=self.p.path,
+            stdin=subprocess.DEVNULL,
+            stdout=slave,
+            stderr=slave,
+            env=env,
+        )
+        os.close(slave)
+        chunks: list[bytes] = []
+        deadline = time.monotonic() + 120
+        try:
+            while time.monotonic() < deadline:
+                ready, _, _ = select.select([master], [], [], 0.1)
+                if ready:
+                    try:
+                        data = os.read(master, 65536)
+                    except OSError:  # EIO: the child closed the terminal
+                        break
+                    if not data:
+                        break
+                    chunks.append(data)
+                elif proc.poll() is not None:
+                    break
+        finally:
+            os.close(master)
+            self.status = proc.wait(timeout=30)
+        return terminal_text(b"".join(chunks).decode("utf-8", "replace"))
 
     def script(self, code: str, line: int) -> tuple[str, str | None]:
         """Run a script as a reader would, ``python script.py`` in the project: its stdout, and
@@ -209,9 +287,10 @@ class Page:
         elif kind == "excerpt":
             check_excerpt(b)
         elif kind == "shell":
+            assert arg in ("", "tty"), f"{b.where}: shell takes nothing or tty, not {arg!r}"
             outs = []
             for ln in _commands(code):
-                outs.append(self.command(ln))
+                outs.append(self.command(ln, tty=arg == "tty"))
                 assert self.status == 0, f"{b.where}: {ln!r} exited {self.status}:\n{outs[-1]}"
             self.record("\n".join(outs), b.where)
         elif kind == "output":
@@ -227,13 +306,19 @@ class Page:
 
     def check_output(self, b: Block) -> None:
         shown = b.code
+        if b.arg:
+            target = self.p.path / b.arg
+            assert target.is_file(), f"{b.where}: output of {b.arg}, which the page did not make"
+            self.record(target.read_text(encoding="utf-8"), f"{b.where} ({b.arg})")
+            self.compare(b, shown, self.last_output or "")
+            return
         if shown.startswith("$ "):
             # a transcript: each "$ command" is run and the lines after it are its output
             for part in re.split(r"^\$ ", shown, flags=re.MULTILINE)[1:]:
                 first, _, rest = part.partition("\n")
                 try:
                     real = self.command(first)
-                except pytest.skip.Exception as e:  # no redis-server for $REDIS_URL
+                except pytest.skip.Exception as e:  # no redis-server for the page
                     self.skipped.append(f"{b.where}: {e.msg}")
                     continue
                 self.compare(b, rest, real)
@@ -352,9 +437,12 @@ def test_page_blocks(
     monkeypatch.setenv("JUDGE_B", judge_server.base_url)
     monkeypatch.setenv("JUDGE_B_KEY", "sk-doc-blocks-b")
     _stand_ins(pytester)
-    page_ = Page(pytester, judge_server, request.addfinalizer)
-    for i, b in enumerate(found):
-        page_.handle(b, found[i + 1] if i + 1 < len(found) else None)
+    page_ = Page(pytester, judge_server)
+    try:
+        for i, b in enumerate(found):
+            page_.handle(b, found[i + 1] if i + 1 < len(found) else None)
+    finally:
+        page_.close()
     if page_.skipped:
         pytest.skip("the other blocks passed; not run here: " + "; ".join(page_.skipped))
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from doc_blocks import blocks, missing_lines
+from doc_blocks import blocks, missing_lines, terminal_text
 
 PAGE = """# A page
 
@@ -68,6 +68,54 @@ def test_shown_output_matches_modulo_timings_ports_paths_and_rules(tmp_path: Pat
     )
     assert missing_lines(shown, real, tmp_path) == ["rootdir: /somewhere/else"]
     assert missing_lines(shown.replace("/somewhere/else", str(tmp_path)), real, tmp_path) == []
+    # the project's directory as a page writes it
+    assert missing_lines(shown.replace("/somewhere/else", "/path/to/project"), real, tmp_path) == []
     # in order: a line shown before one it follows in the real output is missing
     assert missing_lines("b\na\n", "a\nb\n") == ["a"]
     assert missing_lines("5 passed\n", real) == ["5 passed"]
+
+
+def test_arguments_of_shell_and_output(tmp_path: Path) -> None:
+    (tmp_path / "p.md").write_text(
+        "<!-- block: shell tty -->\n```bash\npytest\n```\n\n"
+        "<!-- block: output llm-eval.md -->\n```markdown\n# x\n```\n"
+    )
+    found = blocks(tmp_path, tmp_path / "p.md")
+    assert [(b.kind, b.arg) for b in found] == [("shell", "tty"), ("output", "llm-eval.md")]
+
+
+def test_terminal_text_keeps_a_line_drawn_then_erased() -> None:
+    # pytest's dots, then a status line drawn below them in colour, erased and redrawn: each
+    # drawing is a line, the escape sequences gone
+    raw = (
+        "test_a.py ..\r\n\x1b[32mllm-eval: 2/4 cases\x1b[0m\r\x1b[K\x1b[1A\x1b[12C."
+        "\r\nllm-eval: 3/4 cases\r\x1b[K\x1b]8;;http://x\x07link\x1b]8;;\x07\n"
+    )
+    assert terminal_text(raw).splitlines() == [
+        "test_a.py ..",
+        "llm-eval: 2/4 cases",
+        ".",
+        "llm-eval: 3/4 cases",
+        "link",
+    ]
+    assert missing_lines("llm-eval: 3/4 cases\n", terminal_text(raw)) == []
+
+
+def test_opentelemetry_ids_are_placeholders() -> None:
+    shown = 'ev 4a7bbaf78acffb0866e766187588dce1 1688c9c3f49b3b30 {"id": "2d4863f0bef096d4"}'
+    real = 'ev 0123456789abcdef0123456789abcdef 0123456789abcdef {"id": "fedcba9876543210"}'
+    assert missing_lines(shown, real) == []
+    # a trace id is not a span id, and other hex (a short hash) is kept
+    assert missing_lines("id 1688c9c3f49b3b30\n", "id 4a7bbaf78acffb0866e766187588dce1\n")
+    assert missing_lines("commit 1688c9c\n", "commit 2d4863f\n")
+
+
+def test_dates_and_result_sizes_are_placeholders() -> None:
+    shown = "entries: 5, 4593 bytes of results; oldest 2026-11-22 17:29:19 UTC\n"
+    real = "entries: 5, 4592 bytes of results; oldest 2026-11-26 22:00:25 UTC\n"
+    assert missing_lines(shown, real) == []
+    assert missing_lines(shown, real.replace("5,", "6,")) == [
+        "entries: 5, <n> bytes of results; oldest <date>"
+    ]
+    # a file's size on disk is compared as it is
+    assert missing_lines("28672 bytes on disk\n", "32768 bytes on disk\n")
