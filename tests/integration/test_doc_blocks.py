@@ -141,7 +141,7 @@ class Page:
         redis-server (:meth:`redis_port`)."""
         self.status = 0
         if "$REDIS_URL" in line:
-            line = line.replace("$REDIS_URL", f"redis://127.0.0.1:{self.redis_port()}")
+            line = line.replace("$REDIS_URL", f"redis://127.0.0.1:{self.redis_port()}/0")
         argv = shlex.split(line, comments=True)
         if not argv:
             return ""
