@@ -1014,7 +1014,13 @@ class ConcurrentCases:
                 return setup(fixturefunc(**kwargs), fixture_context())
 
         with compat.fixture_function_replaced(fixturedef, stand_in):
-            return (yield)
+            try:
+                return (yield)
+            except BaseException:
+                # SystemExit from the fixture (let out of the case loop, see _serve): pytest
+                # caches no result for it, and from 9.1 on would leave its finalizers behind
+                compat.hand_uncached_finalizers_to_node(fixturedef, request)
+                raise
 
     # -- the protocol ------------------------------------------------------------------------
 

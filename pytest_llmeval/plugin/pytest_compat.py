@@ -8,7 +8,7 @@ code: ``_pytest.*`` functions, and private attributes of pytest objects (``item.
 (``tests/unit/plugin/test_pytest_compat.py`` walks every other module's syntax tree to keep it so),
 each entry saying what it wraps, since when pytest has it in that form, and what breaks without it.
 
-The supported ranges are declared in pyproject.toml (``pytest>=8.0,<9.1``,
+The supported ranges are declared in pyproject.toml (``pytest>=8.0,<9.2``,
 ``pytest-xdist>=3.7,<4``); ``scripts/smoke-oldest.sh`` runs the smoke subset on the oldest
 (CI runs it beside the whole suite on the newest). A pytest or xdist without one of these
 internals is an error naming it (:class:`PytestInternalsError`), never a silent default: a
@@ -50,6 +50,7 @@ __all__ = [
     "fixture_function_replaced",
     "fixture_info",
     "forget_request",
+    "hand_uncached_finalizers_to_node",
     "item_request",
     "parametrization_id_parts",
     "pytest_source_dirs",
@@ -68,7 +69,7 @@ __all__ = [
 ]
 
 #: What pyproject.toml declares (the error messages quote them).
-SUPPORTED_PYTEST = ">=8.0,<9.1"
+SUPPORTED_PYTEST = ">=8.0,<9.2"
 SUPPORTED_XDIST = ">=3.7,<4"
 
 
@@ -348,6 +349,37 @@ def detach_fixture(fixturedef: Any) -> DetachedFixture | None:
     fixturedef.cached_result = None
     own.clear()
     return detached
+
+
+#: pytest 9.1 on: ``FixtureDef.finish`` returns at once when ``cached_result`` is None (taken
+#: as "already finished"), and ``FixtureDef.execute`` registers its
+#: ``pytest_fixture_post_finalizer`` call in ``_finalizers`` before the setup and asserts the list
+#: is empty at the next setup. Before 9.1 ``finish`` ran the finalizers whatever the cache held.
+_FINISH_SKIPS_UNCACHED = pytest.version_tuple[:2] >= (9, 1)
+
+
+def hand_uncached_finalizers_to_node(fixturedef: Any, request: Any) -> None:
+    """After a fixture's setup raised something pytest's ``pytest_fixture_setup`` does not
+    cache (a BaseException that is not an Exception: SystemExit, KeyboardInterrupt): on pytest
+    9.1 and later its pending ``FixtureDef._finalizers`` (the post-finalizer hook call, and any
+    ``request.addfinalizer`` made before the raise) are moved to the fixture's node
+    (``SubRequest.node.addfinalizer``), to run, last first, at that node's teardown. Without it
+    ``finish`` skips them (nothing cached) and the next setup of the fixture, the next case's,
+    fails on pytest's ``assert not self._finalizers``: one case's SystemExit became an error of
+    every later case. Earlier pytest runs them from ``finish`` itself: nothing to do there."""
+    if not _FINISH_SKIPS_UNCACHED:
+        return
+    what = "tears down an async fixture whose setup raised SystemExit"
+    if _private(fixturedef, "cached_result", "FixtureDef", what) is not None:
+        return
+    own: list[Callable[[], object]] = _private(fixturedef, "_finalizers", "FixtureDef", what)
+    if not own:
+        return
+    pending = list(own)
+    own.clear()
+    node = request.node
+    for fin in pending:  # (the node runs its finalizers last first, as finish() would these)
+        node.addfinalizer(fin)
 
 
 @contextmanager

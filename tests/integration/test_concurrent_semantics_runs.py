@@ -577,6 +577,38 @@ async def test_e(case, res):
     )
 
 
+@pytest.mark.parametrize("kw", ["", ", concurrency=2"])
+def test_finalizer_of_an_async_fixture_that_raised_system_exit_runs(
+    pytester: pytest.Pytester, kw: str
+) -> None:
+    """pytest 9.1 on: a fixture whose setup raised SystemExit has no cached result, so its
+    FixtureDef.finish skipped its finalizers, and the next case's setup of it failed on pytest's
+    ``assert not self._finalizers``. The finalizer runs, the later cases pass."""
+    _cases(pytester, ["ok", "exits", "ok2"])
+    pytester.makepyfile(
+        test_f=HEADER
+        + f"""
+import sys
+
+
+@pytest.fixture
+async def res(case, request):
+    request.addfinalizer(lambda: event("finalized " + case.id))
+    if case.id == "exits":
+        sys.exit(4)
+    return case.id
+
+
+@pytest.mark.llm_eval_dataset("cases.jsonl"{kw})
+async def test_f(case, res):
+    assert res == case.id
+"""
+    )
+    result = _run(pytester)
+    result.assert_outcomes(passed=2, errors=1)
+    assert sorted(_events(pytester)) == ["finalized exits", "finalized ok", "finalized ok2"]
+
+
 @pytest.mark.smoke
 def test_monkeypatch_requested_at_run_time_is_the_cases_error(pytester: pytest.Pytester) -> None:
     _cases(pytester, ["c0", "c1"])
