@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -14,7 +15,9 @@ __all__ = [
     "format_check",
     "format_gate",
     "gate_totals",
+    "interval_defined",
     "metric_name",
+    "undefined_interval_text",
     "write_gates",
     "write_statistics",
 ]
@@ -49,13 +52,40 @@ def metric_name(metric: str, reducer: str) -> str:
     return f"{metric} ({reducer})" if reducer in ("median", "min", "max") else metric
 
 
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def interval_defined(iv: Interval) -> bool:
+    """False for an interval with no finite end: the t interval of one case, ``(-inf, inf)``."""
+    return math.isfinite(iv.low) or math.isfinite(iv.high)
+
+
+def undefined_interval_text(n: int) -> str:
+    """What is printed in place of an interval that has no finite end: ``n/a (1 case)`` (the
+    same words in the terminal, the Markdown summary and the HTML report)."""
+    if n < 2:
+        return f"n/a ({_plural(max(n, 0), 'case')})"
+    return "n/a (unbounded)"
+
+
 def _interval(iv: Interval | None, *, with_ci: bool = True) -> str:
     if iv is None:
         return "-"
     text = f"{iv.estimate:.3f}"
     if with_ci:
-        text += f" [{iv.low:.3f}, {iv.high:.3f}]"
+        if interval_defined(iv):
+            text += f" [{iv.low:.3f}, {iv.high:.3f}]"
+        else:
+            text += f" [{undefined_interval_text(iv.n)}]"
     return text
+
+
+def _interval_with_method(iv: Interval) -> str:
+    """``0.700 [0.4, 0.9] (95% t)``; without a finite end no level or method is claimed."""
+    if not interval_defined(iv):
+        return _interval(iv)
+    return f"{_interval(iv)} ({iv.confidence:.0%} {iv.method})"
 
 
 def _case_name(key: str) -> str:
@@ -92,7 +122,10 @@ def format_gate(outcome: GateOutcome) -> list[str]:
     checks = "; ".join(format_check(c, with_ci, spec.reducer) for c in result.checks)
     level = f" ({spec.confidence:g} confidence)" if with_ci else ""
     lines = [f"{head}: {checks}{level}"]
-    counts = f"    {result.n_cases} cases, {result.n_samples} samples, {result.n_errors} unscored"
+    counts = (
+        f"    {_plural(result.n_cases, 'case')}, {_plural(result.n_samples, 'sample')}, "
+        f"{result.n_errors} unscored"
+    )
     if spec.reducer != "mean":
         counts += f", reducer {spec.reducer}"
     if result.n_errors > spec.max_errors:
@@ -200,18 +233,14 @@ def write_statistics(tr: Any, statistics: Sequence[TestStatistics]) -> None:
             tr.write_line(item.test)
             current = item.test
         s = item.stats
-        parts = [f"{s.n_cases} cases", f"{s.n_samples} samples"]
+        parts = [_plural(s.n_cases, "case"), _plural(s.n_samples, "sample")]
         if s.n_errors:
             parts.append(f"{s.n_errors} unscored")
         if s.mean is not None:
-            parts.append(
-                f"{metric_name('mean', s.reducer)} {_interval(s.mean)} "
-                f"({s.mean.confidence:.0%} {s.mean.method})"
-            )
+            parts.append(f"{metric_name('mean', s.reducer)} {_interval_with_method(s.mean)}")
         if s.pass_rate is not None:
             parts.append(
-                f"{metric_name('pass_rate', s.reducer)} {_interval(s.pass_rate)} "
-                f"({s.pass_rate.confidence:.0%} {s.pass_rate.method})"
+                f"{metric_name('pass_rate', s.reducer)} {_interval_with_method(s.pass_rate)}"
             )
         line = f"  {s.scorer}: " + ", ".join(parts)
         if s.reducer_note and s.reducer != "mean":

@@ -109,6 +109,7 @@ def _interval_json(iv: Any) -> dict[str, Any] | None:
         "low": _finite(iv.get("low")),
         "high": _finite(iv.get("high")),
         "confidence": _finite(iv.get("confidence")),
+        "n": n if isinstance(n := iv.get("n"), int) and not isinstance(n, bool) else None,
     }
 
 

@@ -1143,3 +1143,24 @@ def test_unreadable_records_fail_the_run_instead_of_vanishing(pytester: pytest.P
     result.stdout.fnmatch_lines(
         ["*the score records sent with test_crash.py::test_gated[[]c1[]] could not be read*"]
     )
+
+
+def test_one_case_interval_reads_n_a_in_the_terminal_and_the_markdown(
+    pytester: pytest.Pytester,
+) -> None:
+    """One scored case has no mean interval (no spread can be estimated): it is printed as
+    ``n/a (1 case)``, never ``[-inf, inf]``, in the statistics, the gates and the Markdown."""
+    gate = '@pytest.mark.llm_eval_gate("exact_match", min_mean=0.6, confidence=0.95)'
+    _project(pytester, gates=gate, rows=ROWS[:1])
+    result, _ = _run(pytester, "--llm-eval-markdown=summary.md")
+    stats = _section(result.outlines, "llm-eval statistics")
+    em = next(line for line in stats if line.startswith("  exact_match:"))
+    assert em.startswith("  exact_match: 1 case, 2 samples, mean 1.000 [n/a (1 case)], pass rate ")
+    gates = _section(result.outlines, "llm-eval gates")
+    check = "mean 1.000 [n/a (1 case)] >= 0.6: inconclusive"
+    assert any(check in line for line in gates), gates
+    assert "    1 case, 2 samples, 0 unscored" in gates
+    assert "inf" not in "\n".join(stats + gates)
+    markdown = (pytester.path / "summary.md").read_text()
+    assert "mean 1.000 \\[n/a \\(1 case\\)\\] \\>= 0.6: inconclusive" in markdown, markdown
+    assert "inf]" not in markdown

@@ -23,7 +23,12 @@
     var f = asPct ? pct : fmt;
     var s = f(iv.estimate);
     if (isNum(iv.low) && isNum(iv.high)) s += " [" + f(iv.low) + ", " + f(iv.high) + "]";
+    else if (isNum(iv.n)) s += " [" + undefinedInterval(iv.n) + "]";
     return s;
+  }
+  /* an interval with no finite end (one case): the terminal's and the Markdown's words */
+  function undefinedInterval(n) {
+    return n < 2 ? "n/a (" + n + (n === 1 ? " case)" : " cases)") : "n/a (unbounded)";
   }
   function status(r) {
     if (r.error !== null && r.error !== undefined) return "error";
@@ -78,7 +83,7 @@
     var m = el("div", "big mean", c.mean ? fmt(c.mean.estimate) : "\u2013"); card.appendChild(m);
     var ci = c.mean && isNum(c.mean.low) && isNum(c.mean.high)
       ? Math.round((c.mean.confidence || 0.95) * 100) + "% CI [" + fmt(c.mean.low) + ", " + fmt(c.mean.high) + "]"
-      : "no interval (fewer than two cases)";
+      : "interval " + (c.mean && isNum(c.mean.n) ? undefinedInterval(c.mean.n) : "n/a");
     card.appendChild(el("div", "mut ci", "mean, " + ci));
     card.appendChild(el("div", "rate", "pass rate " + ival(c.pass_rate, true)));
     card.appendChild(el("div", "mut counts", c.n + " records: " + c.passed + " passed, " + c.failed +

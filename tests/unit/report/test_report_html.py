@@ -503,3 +503,15 @@ def test_browser_a_hand_written_trace_is_text_and_keeps_no_secret(tmp_path: Path
     assert detail.find_all("p", "trace-sum")[0].text == (
         "2 spans: 0 model calls, 1 tool call, 1 error; tokens 0 in + 0 out; 250.0 ms"
     )
+
+
+def test_browser_one_case_interval_reads_n_a(tmp_path: Path) -> None:
+    """One case has no mean interval: the card says ``n/a (1 case)``, the words of the terminal
+    and the Markdown summary."""
+    path = tmp_path / "one.html"
+    write_html(path, {"records": [_record(0, scorer="s", case_id="a", score=0.5, error=None)]})
+    (card,) = build_cards({"records": [_record(0, scorer="s", case_id="a", score=0.5, error=None)]})
+    assert card["mean"]["n"] == 1 and card["mean"]["low"] is None
+    dom = parse_dom(dump_dom(path, ""))
+    (ci,) = dom.by_id("cards").find_all("div", cls="ci")
+    assert ci.text == "mean, interval n/a (1 case)"
