@@ -448,7 +448,7 @@ def _swapping(scorer: str | Scorer | type[Scorer], kwargs: Mapping[str, Any]) ->
 
 def _instrument_of(inst: Scorer, ctx: ScoringContext, kwargs: Mapping[str, Any]) -> Instrument:
     """The instrument of a scoring made with the call keywords ``kwargs``."""
-    asked = _asked(inst, kwargs)
+    asked = _asked(inst, kwargs) if kwargs else None
     return inst.instrument_with(ctx, asked) if asked else inst.instrument(ctx)
 
 
@@ -999,6 +999,18 @@ async def _lookup_async(
     return await asyncio.wrap_future(ctx.store_call(_lookup, inst, inputs, key, ctx, t0))
 
 
+def _short_plan(scorer: str | Scorer | type[Scorer], ctx: ScoringContext) -> _Plan | None:
+    """``scorer``'s plan when :func:`score` without options takes its short path with it (no
+    cache to consult: the cache is off, or the scorer stores nothing), else None."""
+    try:
+        plan = _PLANS[scorer]
+    except (KeyError, TypeError):  # not planned yet, or an unhashable scorer instance
+        plan = _plan(scorer)
+    if plan is None or not (plan.unstored or ctx.settings.cache_mode == "off"):
+        return None
+    return plan
+
+
 def score(
     scorer: str | Scorer | type[Scorer],
     *,
@@ -1195,7 +1207,7 @@ def _record(
             error=None if error is None else redact_text(f"{type(error).__name__}: {error}"),
             where=rec.where,
             metadata=(_json_safe(dict(result.metadata)) or EMPTY_MAPPING)
-            if result is not None
+            if result is not None and result.metadata
             else EMPTY_MAPPING,
             prompt_tokens=usage.prompt_tokens if usage else 0,
             completion_tokens=usage.completion_tokens if usage else 0,
@@ -1394,7 +1406,12 @@ def assert_score(
         raise
     try:
         checked_label = _checked_label(scorer, label)
-        inst, result = _score_sync(scorer, fields, kwargs, ctx)
+        plan = None if kwargs else _short_plan(scorer, ctx)
+        if plan is None:
+            inst, result = _score_sync(scorer, fields, kwargs, ctx)
+        else:  # score()'s short path: the same score, without the general path's steps
+            inst = plan.inst
+            result = score(scorer, output=output, expected=expected, input=input, context=context)
         lo, hi = _resolve_bounds(inst, min, max, threshold)
     except Exception as exc:
         # Record the error (the summary lists it), then let it propagate: the plugin turns
@@ -1438,7 +1455,10 @@ def _check_and_record(
         hi,
         gated=soft,
         inputs=recorded_inputs(
-            fields, _without_sampling(kwargs), inst.input_fields(), ctx.settings.record_chars
+            fields,
+            _without_sampling(kwargs) if kwargs else kwargs,
+            inst.input_fields(),
+            ctx.settings.record_chars,
         ),
         instrument=instrument,
         label=label,

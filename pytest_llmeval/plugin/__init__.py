@@ -210,6 +210,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         config.pluginmanager.unregister(shares)
     session = config.stash.get(session_key, None)
     if session is not None:
+        session.release()
         config.pluginmanager.unregister(session)
         del config.stash[session_key]
     for name in (
@@ -364,7 +365,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     else:
         del item.stash[prepared_recorder_key]
     item.stash[recorder_key] = recorder
-    gates = item.config.pluginmanager.get_plugin("llm-eval-gate-hooks")
+    gates = _our_plugins(item.config)[0]
     if gates is not None:
         gates.prime(recorder)  # which scorers a gate decides
     token = current_recorder.set(recorder)
@@ -436,9 +437,10 @@ def pytest_runtest_makereport(
         assert excinfo is not None
         _hide_package_frames(item, excinfo)  # before the report renders the traceback
     report = yield
-    gates = item.config.pluginmanager.get_plugin("llm-eval-gate-hooks")
-    if gates is not None:
-        gates.after_report(item, call, report)  # gated misses; unreached gated scorers
+    gates, events = _our_plugins(item.config)
+    recorder = item_recorder(item)
+    if gates is not None and recorder is not None and recorder.gated:
+        gates.after_report(item, call, report, recorder)  # gated misses; unreached scorers
     if ours:
         assert excinfo is not None and isinstance(excinfo.value, LLMEvalError)
         # A judge that failed (or bad input, or a replay miss) is an ERROR of the test, not a
@@ -447,12 +449,10 @@ def pytest_runtest_makereport(
         if report.failed:  # not when xfail turned it into an expected failure
             _count_unrecorded_error(item, excinfo.value)
     if call.when == "teardown":
-        recorder = item_recorder(item)
         if recorder is not None and recorder.records and recorder.trace is not None:
             trace = recorder.trace
             recorder.records = [dataclasses.replace(r, trace=trace) for r in recorder.records]
         if recorder is not None and recorder.records:
-            events = item.config.pluginmanager.get_plugin("llm-eval-otel-events")
             if events is not None:
                 events.emit(recorder.records, report.nodeid)
             controller = item.config.stash.get(session_key, None)
@@ -467,6 +467,23 @@ def pytest_runtest_makereport(
                 if new:
                     setattr(report, INSTRUMENTS_ATTR, json.dumps(new, allow_nan=False))
     return report
+
+
+#: (gate hooks, OpenTelemetry events) as pytest_configure registered them: looked up once, not
+#: for every report
+_our_plugins_key = pytest.StashKey[tuple[Any, Any]]()
+
+
+def _our_plugins(config: pytest.Config) -> tuple[Any, Any]:
+    known = config.stash.get(_our_plugins_key, None)
+    if known is None:
+        manager = config.pluginmanager
+        known = (
+            manager.get_plugin("llm-eval-gate-hooks"),
+            manager.get_plugin("llm-eval-otel-events"),
+        )
+        config.stash[_our_plugins_key] = known
+    return known
 
 
 def _new_instruments(config: pytest.Config, recorder: TestRecorder) -> dict[str, Any]:

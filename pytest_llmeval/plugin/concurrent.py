@@ -684,9 +684,10 @@ class ConcurrentCases:
     def _owns(self, item: pytest.Item) -> bool:
         if not isinstance(item, pytest.Function):
             return False
-        if item.get_closest_marker("llm_eval_dataset") is None:
-            return False
+        # (the cheap question first: most tests are not coroutines)
         if not inspect.iscoroutinefunction(item.obj):
+            return False
+        if item.get_closest_marker("llm_eval_dataset") is None:
             return False
         return _other_async_plugin(item, item.fixturenames) is None
 

@@ -117,6 +117,22 @@ class RunController:
         #: one copy of each string many records read from workers share (see ScoreRecord.from_json)
         self._strings: dict[str, str] = {}
 
+    def release(self) -> None:
+        """Let go of the run (its records, model and what was decided over it) once the session
+        is over and everything is written: pytest's own last garbage collections (at its
+        cleanup, after every unconfigure hook) then need not walk a record per case."""
+        self.records = []
+        self.instruments = {}
+        self.run = None
+        self.outcomes = []
+        self.statistics = []
+        self.comparison = None
+        self.baseline_run = None
+        self.view = None
+        self._handed = {}
+        self.taken = (None, ())
+        self._strings = {}
+
     # -- collecting -------------------------------------------------------------------------
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -150,8 +166,9 @@ class RunController:
                 if self._add(report.nodeid, *handed):
                     self.taken = (report, handed[0])
                 return
-        payload = getattr(report, RECORDS_ATTR, None)
-        shipped = getattr(report, INSTRUMENTS_ATTR, None)
+        attrs = report.__dict__  # (a missing attribute costs no exception this way)
+        payload = attrs.get(RECORDS_ATTR)
+        shipped = attrs.get(INSTRUMENTS_ATTR)
         if not payload and not shipped:
             return
         try:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pytest_llmeval.plugin.identity import _definition_identity, _new_recorder, item_recorder
+from pytest_llmeval.plugin.identity import _definition_identity, _new_recorder
 
 if TYPE_CHECKING:
     from pytest_llmeval.analysis.gates import GateRule, TestGates
@@ -156,14 +156,17 @@ class GateHooks:
             recorder.soft = frozenset() if self.strict else gates.marker_scorers
 
     def after_report(
-        self, item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport
+        self,
+        item: pytest.Item,
+        call: pytest.CallInfo[None],
+        report: pytest.TestReport,
+        recorder: TestRecorder,
     ) -> None:
         """Worker side, called by the plugin's own makereport wrapper before it ships the
         records (so the records added here ship with the others): mark a passed call with gated
         misses; at teardown, an error record for each gated scorer a failed test never reached
         (an unscored sample, never a pass)."""
-        recorder = item_recorder(item)
-        if recorder is None or not recorder.gated:
+        if not recorder.gated:
             return
         from pytest_llmeval.analysis.gates import UNREACHED
 

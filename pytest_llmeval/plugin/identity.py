@@ -70,8 +70,14 @@ def record_identity(item: pytest.Item) -> tuple[str, str, str | None, str | None
 
 
 def _sample_of(item: pytest.Item) -> int:
-    mark = item.get_closest_marker("llm_eval_sample")
-    return int(mark.args[0]) if mark is not None and mark.args else 0
+    """The repeat sample of a dataset item: the ``llm_eval_sample`` mark its parametrization put
+    on the item itself (the marker is set by ``llm_eval_dataset(repeat=)``, never above an
+    item), else 0. Read from the item's own marks: asked for every item, and cheaper than a
+    walk up its parents."""
+    for mark in getattr(item, "own_markers", ()):
+        if mark.name == "llm_eval_sample":
+            return int(mark.args[0]) if mark.args else 0
+    return 0
 
 
 def item_recorder(item: pytest.Item) -> TestRecorder | None:

@@ -123,8 +123,16 @@ def concurrency_source(config: pytest.Config) -> str:
     return given.source if given.given else "JudgeSettings(concurrency=...)"
 
 
+_enabled_key = pytest.StashKey[bool]()
+
+
 def _enabled(config: pytest.Config) -> bool:
-    return bool(value(config, "llm_eval"))
+    """Whether evaluations are on (``--llm-eval``, ini or environment), resolved once per run:
+    it is asked for every item (a run does not change its mind)."""
+    known = config.stash.get(_enabled_key, None)
+    if known is None:
+        known = config.stash[_enabled_key] = bool(value(config, "llm_eval"))
+    return known
 
 
 def _is_worker(config: pytest.Config) -> bool:

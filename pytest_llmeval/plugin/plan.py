@@ -193,7 +193,8 @@ class PlanTracker:
         """Controller side: an item's fate (called by the run controller's logreport hook, for
         every report). xdist reports a crashed item with ``when="???"``."""
         if self.remote is None:
-            payload = getattr(report, PLAN_ATTR, None)
+            # (the report's own attributes: a missing one costs no exception this way)
+            payload = report.__dict__.get(PLAN_ATTR)
             if payload:
                 try:
                     self.remote = PlannedTests.from_json(json.loads(payload))

@@ -347,3 +347,44 @@ def test_a_custom_scorers_own_frame_stays_in_the_traceback(pytester: pytest.Pyte
     assert any("raise ScorerInputError" in line for line in section)
     assert any('assert_score("picky", output="")' in line for line in section)
     assert not [line for line in section if "pytest_llmeval/" in line]
+
+
+def test_the_run_is_let_go_of_before_pytests_last_garbage_collections(
+    pytester: pytest.Pytester,
+) -> None:
+    """Issue 24: once the session is over and written, the run controller holds no records, run
+    model or view (pytest's cleanup collects garbage several times after every unconfigure
+    hook: a record per case still held there is walked each time). What was written stays
+    right: the JSON report has every record."""
+    pytester.makeconftest(
+        """
+import json, pytest
+from pytest_llmeval.plugin.controller import session_key
+
+SEEN = []
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session):
+    SEEN.append(session.config.stash[session_key])
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config):
+    c = SEEN[0]
+    with open("held.json", "w") as fh:
+        json.dump([len(c.records), c.run is None, c.view is None, len(c.instruments)], fh)
+"""
+    )
+    pytester.makepyfile(
+        test_a="""
+import pytest
+from pytest_llmeval import assert_score
+
+@pytest.mark.parametrize("i", range(5))
+def test_one(i):
+    assert_score("exact_match", output=str(i), expected=str(i), min=1)
+"""
+    )
+    result = pytester.runpytest("--llm-eval", "-p", "no:cacheprovider", "--llm-eval-report=r.json")
+    result.assert_outcomes(passed=5)
+    assert len(json.loads((pytester.path / "r.json").read_text())["records"]) == 5
+    assert json.loads((pytester.path / "held.json").read_text()) == [0, True, True, 0]

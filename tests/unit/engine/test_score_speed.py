@@ -338,3 +338,95 @@ def test_benchmark_fails_on_any_ratio_below_one() -> None:
     assert verdict({"JSONDiff": {"compute": math.nan, "score": 2.0, "score_name": 2.0}}) == [
         "JSONDiff: compute ratio nan < 1.0"
     ]
+
+
+# -- assert_score takes the same short path (issue 24) ----------------------------------------
+
+
+def _records_of(fn: Callable[[], Any]) -> list[Any]:
+    """The records ``fn()`` makes under a recorder of its own (as inside a test)."""
+    from pytest_llmeval.core.records import TestRecorder, current_recorder
+
+    recorder = TestRecorder("test_x.py", "test_x", "c1", "cases.jsonl:1")
+    token = current_recorder.set(recorder)
+    try:
+        fn()
+    finally:
+        current_recorder.reset(token)
+    return recorder.records
+
+
+@pytest.mark.parametrize(("name", "output", "expected"), CASES)
+def test_assert_score_short_path_records_what_the_general_path_records(
+    ctx: ScoringContext, name: str, output: Any, expected: Any
+) -> None:
+    """Without options, assert_score scores by the plan; with an option that changes nothing
+    (``record_chars`` is not one: use a scorer option the short path cannot take) it takes the
+    general path: the records are the same but for the time taken."""
+    from pytest_llmeval import assert_score
+
+    def short() -> None:
+        assert_score(name, output=output, expected=expected, min=0.0)
+
+    def general() -> None:
+        fields = {"output": output, "expected": expected, "input": None, "context": None}
+        from pytest_llmeval.engine import assertions
+
+        inst, result = assertions._score_sync(name, fields, {}, ctx)
+        assertions._check_and_record(inst, result, 0.0, None, fields, {}, ctx)
+
+    a, b = _records_of(short), _records_of(general)
+    assert len(a) == len(b) == 1
+    left = {f.name: getattr(a[0], f.name) for f in dataclasses.fields(a[0])}
+    right = {f.name: getattr(b[0], f.name) for f in dataclasses.fields(b[0])}
+    assert left.pop("duration_s") >= 0 and right.pop("duration_s") >= 0
+    assert left == right
+    assert a[0].passed is True and a[0].cached is False
+
+
+def test_assert_score_without_options_skips_the_general_path(ctx: ScoringContext) -> None:
+    """The per-case cost issue 24 removed: a deterministic scorer that stores nothing is not split,
+    keyed or looked up by assert_score (score()'s plan does the work)."""
+    from pytest_llmeval import assert_score
+
+    assert_score("exact_match", output="Paris", expected="Paris", min=1)  # the plan is made
+    calls: list[str] = []
+    _records_of(
+        lambda: calls.extend(
+            _python_calls(
+                lambda: assert_score("exact_match", output="Paris", expected="Paris", min=1)
+            )
+        )
+    )
+    assert "score" in calls and "_match" in calls
+    for general in ("_score_sync", "_split", "_prepare", "_lookup", "_compute", "_asked"):
+        assert general not in calls, (general, calls)
+
+
+def test_assert_score_with_a_cache_to_consult_takes_the_general_path(tmp_path: Any) -> None:
+    """A scorer whose results are stored is looked up in the cache: no short path (its second
+    call is a hit, recorded as cached), while exact_match (which stores nothing) is computed
+    each time under the same cache."""
+    from pytest_llmeval import assert_score
+    from pytest_llmeval.core.settings import Settings
+    from pytest_llmeval.engine.context import set_context
+
+    class Stored(Scorer):
+        name = "stored_for_speed_test"
+        required_inputs = ("output",)
+
+        def compute(self, inputs: Mapping[str, Any], ctx: ScoringContext) -> Score:
+            return Score(value=1.0, scorer=self.name)
+
+    c = ScoringContext(Settings(cache_mode="use", cache_dir=tmp_path / ".llmeval"))
+    prev = set_context(c)
+    try:
+        first = _records_of(lambda: assert_score(Stored, output="x", min=1))
+        second = _records_of(lambda: assert_score(Stored, output="x", min=1))
+        plain = _records_of(lambda: assert_score("exact_match", output="x", expected="x", min=1))
+        again = _records_of(lambda: assert_score("exact_match", output="x", expected="x", min=1))
+    finally:
+        set_context(prev)
+        c.close()
+    assert (first[0].cached, second[0].cached) == (False, True)
+    assert (plain[0].cached, again[0].cached) == (False, False)
