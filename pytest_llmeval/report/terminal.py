@@ -92,6 +92,11 @@ def format_table(aggs: Sequence[ScorerAggregate]) -> list[str]:
     return lines
 
 
+def _plural(n: int, what: str) -> str:
+    """``1 score``, ``0 scores``, ``2 scores``."""
+    return f"{n} {what}" + ("" if n == 1 else "s")
+
+
 def totals_line(records: Sequence[ScoreRecord], aggs: Sequence[ScorerAggregate]) -> str:
     """``40 scores, 12 from cache, 28 judge calls, $0.0123`` (and the calls of unknown cost)."""
     total_cost = sum(a.cost_usd or 0.0 for a in aggs)
@@ -100,9 +105,13 @@ def totals_line(records: Sequence[ScoreRecord], aggs: Sequence[ScorerAggregate])
     n = sum(a.n for a in aggs)
     unpriced = sum(r.judge_calls for r in records if r.judge_calls and r.cost_usd is None)
     return (
-        f"{n} scores, {hits} from cache, {total_calls} judge calls"
+        f"{_plural(n, 'score')}, {hits} from cache, {_plural(total_calls, 'judge call')}"
         + (f", ${total_cost:.4f}" if total_cost else "")
-        + (f" ({unpriced} calls at an unknown cost: see llm_eval_prices)" if unpriced else "")
+        + (
+            f" ({_plural(unpriced, 'call')} at an unknown cost: see llm_eval_prices)"
+            if unpriced
+            else ""
+        )
     )
 
 

@@ -505,8 +505,8 @@ def test_editing_a_custom_scorer_reruns_it_instead_of_replaying(pytester: pytest
     pytester.runpytest().assert_outcomes(passed=1)
     again = pytester.runpytest()
     again.assert_outcomes(passed=1)
-    again.stdout.fnmatch_lines(["1 scores, 1 from cache*"])
+    again.stdout.fnmatch_lines(["1 score, 1 from cache*"])
     pytester.makepyfile(test_custom=body.replace("{limit}", "2"))  # the user tightens it
     edited = pytester.runpytest()
     edited.assert_outcomes(failed=1)
-    edited.stdout.fnmatch_lines(["1 scores, 0 from cache*"])
+    edited.stdout.fnmatch_lines(["1 score, 0 from cache*"])

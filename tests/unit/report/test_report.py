@@ -11,7 +11,7 @@ from paths import ROOT
 from pytest_llmeval.core.records import ScoreRecord, aggregate
 from pytest_llmeval.core.settings import JudgeSettings, Secret, Settings
 from pytest_llmeval.report.json_report import build_report, git_commit, write_report
-from pytest_llmeval.report.terminal import format_table, write_summary
+from pytest_llmeval.report.terminal import format_table, totals_line, write_summary
 
 
 class FakeTR:
@@ -65,6 +65,37 @@ def test_table_alignment() -> None:
         "time",
     ]
     assert lines[1].split()[:9] == ["s", "3", "0.367", "0.100", "0.900", "1", "2", "0", "1"]
+
+
+def _judged(case: str, calls: int, cost: float | None) -> ScoreRecord:
+    return ScoreRecord(
+        "t.py", "test_j", case, "s", 0, 0.9, 0.5, None, True, False, 0.01,
+        judge_calls=calls, cost_usd=cost,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("records", "line"),
+    [
+        (
+            [_judged("a", 1, None)],
+            "1 score, 0 from cache, 1 judge call (1 call at an unknown cost: see llm_eval_prices)",
+        ),
+        (
+            [_judged("a", 1, None), _judged("b", 1, None)],
+            "2 scores, 0 from cache, 2 judge calls (2 calls at an unknown cost: see "
+            "llm_eval_prices)",
+        ),
+        (
+            [_judged("a", 1, 0.5), _judged("b", 1, None)],
+            "2 scores, 0 from cache, 2 judge calls, $0.5000 (1 call at an unknown cost: see "
+            "llm_eval_prices)",
+        ),
+        ([_judged("a", 0, None)], "1 score, 0 from cache, 0 judge calls"),
+    ],
+)
+def test_totals_line_singular_and_plural(records: list[ScoreRecord], line: str) -> None:
+    assert totals_line(records, list(aggregate(records).values())) == line
 
 
 def test_default_verbosity_caps_failures_and_shortens_reasons() -> None:
