@@ -224,8 +224,8 @@ def write_statistics(tr: Any, statistics: Sequence[TestStatistics]) -> None:
     intervals, and the flaky cases."""
     tr.write_sep("=", "llm-eval statistics")
     tr.write_line(
-        "over cases, each case's samples reduced (mean, or its gate's reducer, shown); mean: of "
-        "the case scores; pass rate: cases whose reduced score meets their bound"
+        "per scorer: mean score and pass rate (share of cases meeting their bound), each with a "
+        "confidence interval [low, high]; a case's repeated samples are combined into one score"
     )
     current = None
     for item in statistics:

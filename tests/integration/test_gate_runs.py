@@ -201,7 +201,10 @@ def test_the_json_report_records_samples_and_gated_misses(project: pytest.Pytest
 def test_statistics_section_in_the_terminal(project: pytest.Pytester) -> None:
     result, report = _run(project)
     lines = _section(result.outlines, "llm-eval statistics")
-    assert lines[1].startswith("over cases, each case's samples reduced (mean, or its gate's")
+    assert lines[1] == (
+        "per scorer: mean score and pass rate (share of cases meeting their bound), each with a "
+        "confidence interval [low, high]; a case's repeated samples are combined into one score"
+    )
     assert lines[2] == "test_qa.py::test_qa"
     em = next(line for line in lines if line.startswith("  exact_match:"))
     iv = next(s for s in report["statistics"] if s["scorer"] == "exact_match")["pass_rate"]
