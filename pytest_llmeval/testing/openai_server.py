@@ -372,19 +372,27 @@ class _HTTPServer(ThreadingHTTPServer):
 
 @final
 class OpenAITestServer:
-    """A scripted OpenAI-compatible server on 127.0.0.1 (ephemeral port). Thread-safe.
+    """A scripted OpenAI-compatible server on 127.0.0.1. Thread-safe.
 
-    ``latency`` seconds are added to every API call (for benchmarks). ``model`` is what
-    ``/v1/models`` lists. Use as a context manager, or call :meth:`start` and :meth:`stop`.
+    ``port``: the port to listen on; 0 (the default) takes a free one, a new port each start.
+    A fixed port keeps the same :attr:`base_url` across runs, and so the same judge identity
+    (cached verdicts are found again, a baseline stays comparable); a port another process
+    holds is an :class:`OSError` naming it. ``latency`` seconds are added to every API call
+    (for benchmarks). ``model`` is what ``/v1/models`` lists. Use as a context manager, or call
+    :meth:`start` and :meth:`stop`.
     """
 
     def __init__(
         self,
         *,
+        port: int = 0,
         latency: float = 0.0,
         model: str = "test-judge",
         chat_default: ChatDefault | None = None,
     ) -> None:
+        if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+            raise ValueError(f"port must be a whole number from 0 to 65535, not {port!r}")
+        self._port = port
         self.latency = float(latency)
         self.model = model
         self._lock = threading.Lock()
@@ -405,7 +413,15 @@ class OpenAITestServer:
     def start(self) -> OpenAITestServer:
         if self._httpd is not None:
             return self
-        httpd = _HTTPServer(("127.0.0.1", 0), _Handler)
+        try:
+            httpd = _HTTPServer(("127.0.0.1", self._port), _Handler)
+        except OSError as exc:
+            raise OSError(
+                exc.errno,
+                f"the test server cannot listen on 127.0.0.1:{self._port}: "
+                f"{exc.strerror or exc} (is another process using that port? port=0 takes a "
+                "free one)",
+            ) from exc
         httpd.owner = self
         self._stopping.clear()
         thread = threading.Thread(
@@ -939,7 +955,8 @@ def _parse_top_logprobs(value: str) -> list[tuple[str, float]]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m pytest_llmeval.testing``: serve until interrupted (SIGINT or
-    SIGTERM), printing the base URL as the first line of stdout.
+    SIGTERM), printing the base URL as the first line of stdout (on ``--port``, default a free
+    port; a port in use is an error on stderr and exit status 1).
 
     Every chat request gets the same default reply: a forced tool call with ``--tool-arguments``
     when the request offers tools and those are given, else ``--reply-text`` with the first
@@ -957,6 +974,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--top-logprobs", type=_parse_top_logprobs, default=None)
     parser.add_argument("--tool-arguments", type=json.loads, default=None)
     parser.add_argument("--model", default="test-judge")
+    parser.add_argument(
+        "--port", type=int, default=0, help="port to listen on (default: a free one)"
+    )
     args = parser.parse_args(argv)
 
     plain = text(args.reply_text, top_logprobs=args.top_logprobs)
@@ -967,7 +987,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    with OpenAITestServer(latency=args.latency, model=args.model, chat_default=default) as srv:
+    srv = OpenAITestServer(
+        port=args.port, latency=args.latency, model=args.model, chat_default=default
+    )
+    try:
+        srv.start()
+    except OSError as exc:
+        print(f"error: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    with srv:
         print(srv.base_url, flush=True)
         try:
             while not stop.wait(0.2):

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import base64
+import errno
 import json
+import socket
 import struct
 import threading
 import time
@@ -378,6 +380,79 @@ def test_command_line_server() -> None:
         tooled = call({**CHAT, "tools": [{"type": "function", "function": {"name": "f"}}]})
         call_ = tooled["choices"][0]["message"]["tool_calls"][0]["function"]
         assert call_ == {"name": "f", "arguments": '{"choice": "A"}'}
+    finally:
+        proc.terminate()
+        assert proc.wait(timeout=10) == 0
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_a_fixed_port_serves_on_it_and_keeps_its_base_url_across_starts() -> None:
+    port = _free_port()
+    server = OpenAITestServer(port=port)
+    for _ in range(2):  # two runs: the same base URL, so the same judge identity
+        with server:
+            assert server.port == port
+            assert server.base_url == f"http://127.0.0.1:{port}/v1"
+            status, body = get(server, "/models")
+            assert (status, body["data"][0]["id"]) == (200, "test-judge")
+    assert [r.endpoint for r in server.requests] == ["models", "models"]
+
+
+def test_a_port_in_use_is_a_clear_error() -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        server = OpenAITestServer(port=port)
+        with pytest.raises(OSError) as info:
+            server.start()
+    assert info.value.errno == errno.EADDRINUSE
+    assert info.value.strerror == (
+        f"the test server cannot listen on 127.0.0.1:{port}: Address already in use (is another "
+        "process using that port? port=0 takes a free one)"
+    )
+    with pytest.raises(RuntimeError, match="not running"):
+        _ = server.base_url
+
+
+@pytest.mark.parametrize("port", [-1, 65536, True, "8080", 80.0])
+def test_port_must_be_a_port_number(port: Any) -> None:
+    with pytest.raises(ValueError) as info:
+        OpenAITestServer(port=port)
+    assert str(info.value) == f"port must be a whole number from 0 to 65535, not {port!r}"
+
+
+def test_command_line_server_port() -> None:
+    import subprocess
+    import sys
+
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest_llmeval.testing", "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == f"http://127.0.0.1:{port}/v1"
+        # a second server on the same port: the error, exit status 1
+        second = subprocess.run(
+            [sys.executable, "-m", "pytest_llmeval.testing", "--port", str(port)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert (second.returncode, second.stdout) == (1, "")
+        assert second.stderr == (
+            f"error: the test server cannot listen on 127.0.0.1:{port}: Address already in use "
+            "(is another process using that port? port=0 takes a free one)\n"
+        )
     finally:
         proc.terminate()
         assert proc.wait(timeout=10) == 0
