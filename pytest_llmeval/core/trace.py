@@ -205,6 +205,8 @@ class Trace:
         "_spans",
         "dropped",
         "limits",
+        "lost",
+        "open_limit",
         "unclaimed",
         "unfinished",
     )
@@ -213,8 +215,13 @@ class Trace:
         self.limits = limits if limits is not None else TraceLimits()
         self._spans: list[Span] = []
         self._lock = threading.Lock()
-        #: spans not kept because the trace held ``limits.max_spans`` already
+        #: spans not kept: because the trace held ``limits.max_spans`` already, or lost (below)
         self.dropped = 0
+        #: of ``dropped``, the spans the capture stopped following because more than
+        #: ``open_limit`` spans were open at once in the process (see :meth:`lose`)
+        self.lost = 0
+        #: the capture's limit of spans open at once when a span was lost (0: none lost)
+        self.open_limit = 0
         #: spans of this test still open when its capture ended
         self.unfinished = 0
         #: spans started in the process while this trace was capturing that no test claimed
@@ -250,11 +257,15 @@ class Trace:
         with self._lock:
             return tuple(self._running.values())
 
-    def lose(self) -> None:
-        """Count one span of this trace that will never be kept (the capture stopped following
-        it): the trace is then incomplete, as one past ``limits.max_spans`` (thread-safe)."""
+    def lose(self, open_limit: int) -> None:
+        """Count one span of this trace that will never be kept: more than ``open_limit`` spans
+        were open at once in the process and the capture stopped following this one, the
+        oldest. The trace is then incomplete, as with one past ``limits.max_spans``
+        (thread-safe)."""
         with self._lock:
             self.dropped += 1
+            self.lost += 1
+            self.open_limit = open_limit
 
     def require_spans(self) -> Trace:
         """This trace, if it has spans; else :class:`EmptyTraceError` saying why there may be

@@ -161,7 +161,7 @@ class SpanRouter:
                 self.forgotten += 1
                 if lost.trace is not None:  # its test's trace will miss it: incomplete
                     lost.trace.call_ended(oldest)
-                    lost.trace.lose()
+                    lost.trace.lose(_MAX_OPEN)
             self._open[key] = sink
             owner = self._traces.get(trace_key) or self._closed_traces.get(trace_key)
             if owner is not None and owner.owner != sink.owner:

@@ -129,13 +129,7 @@ def check_trace(scorer: str, field: str, trace: Trace, *, tools: bool = False) -
             hint=INSTRUMENTATION_HINT,
         )
     if trace.dropped:
-        raise ScorerInputError(
-            scorer,
-            field,
-            f"is an incomplete trace: {trace.dropped} span(s) were dropped over its limit of "
-            f"{trace.limits.max_spans} spans, so what the agent did cannot be scored",
-            hint="Capture fewer spans per test, or a trace with a larger TraceLimits.max_spans",
-        )
+        raise _incomplete(scorer, field, trace)
     partial = [s for s in spans if s.kind != "model" and _structure_lost(s)]
     if partial:
         raise ScorerInputError(
@@ -219,6 +213,35 @@ def check_trace_inputs(scorer: str, inputs: Mapping[str, Any], *, tools: bool = 
             check_trace(scorer, field, value, tools=tools)
 
 
+def _incomplete(scorer: str, field: str, trace: Trace) -> ScorerInputError:
+    """The error for a trace with spans not kept: past its own span limit, or lost when more
+    spans than the capture follows were open at once in the process (a span never ended)."""
+    over = trace.dropped - trace.lost
+    parts, hints = [], []
+    if over > 0:
+        parts.append(
+            f"{over} span(s) were dropped over its limit of {trace.limits.max_spans} spans"
+        )
+        hints.append("capture fewer spans per test, or a trace with a larger TraceLimits.max_spans")
+    if trace.lost:
+        parts.append(
+            f"{trace.lost} span(s) were lost because more than {trace.open_limit:,} spans were "
+            "open at once in this process (the capture follows at most that many open spans "
+            "and forgot the oldest)"
+        )
+        hints.append(
+            "end every span the code under test starts: one never ended stays open, counted "
+            f"against the limit of {trace.open_limit:,} open spans, until the process exits"
+        )
+    hint = "; ".join(hints)
+    return ScorerInputError(
+        scorer,
+        field,
+        f"is an incomplete trace: {'; '.join(parts)}, so what the agent did cannot be scored",
+        hint=hint[:1].upper() + hint[1:],
+    )
+
+
 def trace_calls(scorer: str, field: str, trace: Trace) -> list[TracedCall]:
     """The tool runs of ``trace`` in order (checked with :func:`check_trace`, ``tools=True``),
     each with its arguments as an object, or with a ``problem`` when they cannot be compared."""
@@ -227,7 +250,8 @@ def trace_calls(scorer: str, field: str, trace: Trace) -> list[TracedCall]:
     snapshot = Trace(trace.limits)
     for span in spans:
         snapshot.add(span)
-    snapshot.dropped = trace.dropped
+    snapshot.dropped, snapshot.lost = trace.dropped, trace.lost
+    snapshot.open_limit = trace.open_limit
     for i, what in enumerate(running):
         snapshot.call_started(str(i), what)
     check_trace(scorer, field, snapshot, tools=True)

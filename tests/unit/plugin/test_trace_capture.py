@@ -286,9 +286,17 @@ def test_an_open_span_forgotten_past_the_open_limit_makes_its_trace_incomplete(
         router.ended(key, lambda key=key: raw(key))  # "tool" is no longer followed: not kept
     router.close(trace)
     assert [s.span_id for s in trace.spans] == ["x", "y"]
-    assert trace.dropped == 1
-    with pytest.raises(ScorerInputError, match="incomplete trace: 1 span"):
+    assert (trace.dropped, trace.lost, trace.open_limit) == (1, 1, 2)
+    with pytest.raises(ScorerInputError) as info:
         TraceBudget(max_tool_calls=0).compute({"output": trace}, PLAIN_CTX)
+    # the open-span limit named, not the trace's own span limit (LIMITS.max_spans)
+    assert str(info.value) == (
+        "scorer 'trace_budget': input 'output' is an incomplete trace: 1 span(s) were lost "
+        "because more than 2 spans were open at once in this process (the capture follows at "
+        "most that many open spans and forgot the oldest), so what the agent did cannot be "
+        "scored. End every span the code under test starts: one never ended stays open, counted "
+        "against the limit of 2 open spans, until the process exits"
+    )
 
 
 def test_a_trace_scored_while_a_call_runs_is_refused_until_it_ends(provider: object) -> None:

@@ -453,10 +453,33 @@ def test_tools_asked_for_but_no_tool_run_captured_is_an_error(
 def test_a_trace_that_dropped_spans_is_incomplete() -> None:
     run = Run(TraceLimits(max_spans=2)).model(("a", {})).tool("a", {}).tool("a", {})
     assert run.trace.dropped == 1
-    with pytest.raises(ScorerInputError, match="incomplete trace: 1 span"):
+    with pytest.raises(ScorerInputError) as info:
         tm(run.trace, ["a"])
+    assert str(info.value) == (
+        "scorer 'trajectory_match': input 'output' is an incomplete trace: 1 span(s) were "
+        "dropped over its limit of 2 spans, so what the agent did cannot be scored. Capture "
+        "fewer spans per test, or a trace with a larger TraceLimits.max_spans"
+    )
     with pytest.raises(ScorerInputError, match="incomplete trace"):
         budget(run.trace, max_tool_calls=5)
+
+
+def test_a_trace_past_both_limits_names_each() -> None:
+    # one span over the trace's own limit, one lost to the capture's open-span limit
+    run = Run(TraceLimits(max_spans=2)).model(("a", {})).tool("a", {}).tool("a", {})
+    run.trace.lose(100_000)
+    assert (run.trace.dropped, run.trace.lost) == (2, 1)
+    with pytest.raises(ScorerInputError) as info:
+        budget(run.trace, max_tool_calls=5)
+    assert str(info.value) == (
+        "scorer 'trace_budget': input 'output' is an incomplete trace: 1 span(s) were dropped "
+        "over its limit of 2 spans; 1 span(s) were lost because more than 100,000 spans were "
+        "open at once in this process (the capture follows at most that many open spans and "
+        "forgot the oldest), so what the agent did cannot be scored. Capture fewer spans per "
+        "test, or a trace with a larger TraceLimits.max_spans; end every span the code under "
+        "test starts: one never ended stays open, counted against the limit of 100,000 open "
+        "spans, until the process exits"
+    )
 
 
 def _with_flags(trace: Trace, index: int, *flags: str, kind: str | None = None) -> Trace:
