@@ -9,16 +9,13 @@ from __future__ import annotations
 import glob
 import json
 import os
-import pty
 import re
-import select
 import shlex
 import shutil
 import subprocess
 import sys
 import tempfile
 import textwrap
-import time
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +23,7 @@ import pytest
 import yaml
 from doc_blocks import DIRECTIVES, Block, blocks, doc_files, missing_lines, terminal_text
 from paths import ROOT
+from pty_run import run_on_pty, terminal_env
 
 from pytest_llmeval.core.options import OPTIONS
 from pytest_llmeval.testing import OpenAITestServer, text, tool_call
@@ -201,38 +199,12 @@ class Page:
         """``pytest ARGS`` as a subprocess whose stdout and stderr are a pseudo-terminal (a
         person's terminal, 120 columns): what the terminal received, as :func:`terminal_text`
         lines."""
-        master, slave = pty.openpty()
-        env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "PY_COLORS")}
-        env.pop("FORCE_COLOR", None)
-        env.update(TERM="xterm", COLUMNS="120", PYTEST_ADDOPTS="-p no:langsmith_plugin")
-        proc = subprocess.Popen(
+        raw, self.status = run_on_pty(
             [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
-            cwd=self.p.path,
-            stdin=subprocess.DEVNULL,
-            stdout=slave,
-            stderr=slave,
-            env=env,
+            self.p.path,
+            terminal_env(120),
         )
-        os.close(slave)
-        chunks: list[bytes] = []
-        deadline = time.monotonic() + 120
-        try:
-            while time.monotonic() < deadline:
-                ready, _, _ = select.select([master], [], [], 0.1)
-                if ready:
-                    try:
-                        data = os.read(master, 65536)
-                    except OSError:  # EIO: the child closed the terminal
-                        break
-                    if not data:
-                        break
-                    chunks.append(data)
-                elif proc.poll() is not None:
-                    break
-        finally:
-            os.close(master)
-            self.status = proc.wait(timeout=30)
-        return terminal_text(b"".join(chunks).decode("utf-8", "replace"))
+        return terminal_text(raw)
 
     def script(self, code: str, line: int) -> tuple[str, str | None]:
         """Run a script as a reader would, ``python script.py`` in the project: its stdout, and

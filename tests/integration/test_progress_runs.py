@@ -3,18 +3,14 @@ own output, absent with -q, --llm-eval-no-progress, its ini twin and a non-termi
 
 from __future__ import annotations
 
-import os
-import pty
 import re
-import select
-import subprocess
 import sys
-import time
 import types
 from typing import Any
 
 import pytest
 from progress_support import COLUMNS, _Tty, screen
+from pty_run import run_on_pty, terminal_env
 
 from pytest_llmeval.plugin.progress import Progress
 from pytest_llmeval.testing import OpenAITestServer, text
@@ -34,55 +30,11 @@ def test_slow(i):
 def run_in_pty(p: pytest.Pytester, *args: str, env: dict[str, str] | None = None) -> str:
     """``pytest ARGS`` in ``p.path`` with stdout and stderr on a pseudo-terminal: the bytes the
     terminal received."""
-    master, slave = pty.openpty()
-    full_env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "PY_COLORS")}
-    full_env.update(
-        TERM="xterm",
-        COLUMNS=str(COLUMNS),
-        # nothing of the outer run's; no langsmith plugin (see tests/conftest.py)
-        PYTEST_ADDOPTS="-p no:langsmith_plugin",
-        **(env or {}),
-    )
-    full_env.pop("FORCE_COLOR", None)
-    proc = subprocess.Popen(
-        # no saved runs: "-v" prints the saved run's number, which differs from run to run
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-p",
-            "no:cacheprovider",
-            "-p",
-            "no:randomly",
-            "--llm-eval-no-history",
-            *args,
-        ],
-        cwd=p.path,
-        stdin=subprocess.DEVNULL,
-        stdout=slave,
-        stderr=slave,
-        env=full_env,
-    )
-    os.close(slave)
-    chunks: list[bytes] = []
-    deadline = time.monotonic() + 120
-    try:
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([master], [], [], 0.1)
-            if ready:
-                try:
-                    data = os.read(master, 65536)
-                except OSError:  # EIO: the child closed the terminal
-                    break
-                if not data:
-                    break
-                chunks.append(data)
-            elif proc.poll() is not None:
-                break
-    finally:
-        os.close(master)
-        proc.wait(timeout=30)
-    return b"".join(chunks).decode("utf-8", "replace")
+    # no saved runs: "-v" prints the saved run's number, which differs from run to run
+    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly"]
+    argv += ["--llm-eval-no-history", *args]
+    raw, _ = run_on_pty(argv, p.path, terminal_env(COLUMNS, env))
+    return raw
 
 
 _STATUS = re.compile(
