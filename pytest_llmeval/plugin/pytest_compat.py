@@ -8,7 +8,7 @@ code: ``_pytest.*`` functions, and private attributes of pytest objects (``item.
 (``tests/unit/plugin/test_pytest_compat.py`` walks every other module's syntax tree to keep it so),
 each entry saying what it wraps, since when pytest has it in that form, and what breaks without it.
 
-The supported ranges are declared in pyproject.toml (``pytest>=8.0,<9.1``,
+The supported ranges are declared in pyproject.toml (``pytest>=8.0,<9.2``,
 ``pytest-xdist>=3.7,<4``); ``scripts/smoke-oldest.sh`` runs the smoke subset on the oldest
 (CI runs it beside the whole suite on the newest). A pytest or xdist without one of these
 internals is an error naming it (:class:`PytestInternalsError`), never a silent default: a
@@ -69,7 +69,7 @@ __all__ = [
 ]
 
 #: What pyproject.toml declares (the error messages quote them).
-SUPPORTED_PYTEST = ">=8.0,<9.1"
+SUPPORTED_PYTEST = ">=8.0,<9.2"
 SUPPORTED_XDIST = ">=3.7,<4"
 
 
