@@ -348,19 +348,30 @@ def case_samples(
     its case unscored."""
     groups: dict[str | None, list[ScoreRecord]] = {}
     for r in records:
-        groups.setdefault(r.case_id, []).append(r)
+        group = groups.get(r.case_id)
+        if group is None:
+            groups[r.case_id] = [r]
+        else:
+            group.append(r)
     missing: dict[str | None, list[tuple[int, str]]] = {}
     for (case_id, sample), why in (lost or {}).items():
         missing.setdefault(case_id, []).append((sample, why))
     out = []
-    for case_id in sorted(set(groups) | set(missing), key=lambda c: (c is not None, c or "")):
-        recs = sorted(groups.get(case_id, ()), key=lambda r: (r.sample, r.index))
+    ids = set(groups) | set(missing) if missing else groups
+    for case_id in sorted(ids, key=lambda c: (c is not None, c or "")):
+        recs = groups.get(case_id, [])
+        if len(recs) > 1:
+            recs = sorted(recs, key=lambda r: (r.sample, r.index))
         samples = [record_sample(r) for r in recs]
-        samples += [
-            Sample(score=None, passed=None, error=why, sample=sample)
-            for sample, why in sorted(missing.get(case_id, ()))
-        ]
-        bounded = next((r for r in recs if r.error is None), recs[0] if recs else None)
+        if missing:
+            samples += [
+                Sample(score=None, passed=None, error=why, sample=sample)
+                for sample, why in sorted(missing.get(case_id, ()))
+            ]
+        if len(recs) == 1 and recs[0].error is None:
+            bounded: ScoreRecord | None = recs[0]  # (one record per case: no repeat)
+        else:
+            bounded = next((r for r in recs if r.error is None), recs[0] if recs else None)
         f, t = (recs[0].file, recs[0].test) if recs else (file, test)
         out.append(
             CaseSamples(

@@ -71,11 +71,41 @@ def report_chunks(document: Mapping[str, Any], nested: Collection[str] = ()) -> 
     value in compact form by json's C encoder; a key in ``nested`` whose value is a mapping is
     laid out the same way, one level in (a saved run's report). NaN or infinity is a ValueError,
     raised when the piece holding it is made."""
-    import json
-
-    encode = json.JSONEncoder(allow_nan=False, separators=(", ", ": ")).encode
-    yield from _chunks(document, nested, encode, " ")
+    yield from _chunks(document, nested, _value_encoder(), " ")
     yield "\n"
+
+
+def _value_encoder() -> Callable[[Any], str]:
+    """One JSON value as compact text (``", "`` and ``": "`` separators, ASCII, no NaN or
+    infinity: a ValueError), by json's C encoder made once for the whole report: a run's report
+    encodes one record per case, and ``JSONEncoder.encode`` makes the C encoder anew for each
+    value. The same text as ``encode``; without the C encoder, ``encode`` itself. Reports hold
+    the JSON-safe values the records made (no cycles), so no circular-reference check."""
+    import json
+    import json.encoder as json_encoder
+
+    encoder = json.JSONEncoder(allow_nan=False, separators=(", ", ": "))
+    make = getattr(json_encoder, "c_make_encoder", None)
+    if make is None:
+        return encoder.encode
+    # (markers, default, string encoder, indent, key and item separators, sort_keys,
+    # skipkeys, allow_nan): JSONEncoder.iterencode's own call for a one-shot value
+    made = make(
+        None,
+        encoder.default,
+        json_encoder.encode_basestring_ascii,
+        None,
+        encoder.key_separator,
+        encoder.item_separator,
+        False,
+        False,
+        False,
+    )
+
+    def encode(value: Any) -> str:
+        return "".join(made(value, 0))
+
+    return encode
 
 
 def _chunks(

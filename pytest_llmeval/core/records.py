@@ -336,7 +336,10 @@ class TestRecorder:
         where: str | None,
         *,
         sample: int = 0,
+        owner: object = None,
     ) -> None:
+        #: what the recorder records for (the plugin: the pytest item), told apart by identity
+        self.owner = owner
         self.file = file
         self.test = test
         self.case_id = case_id
@@ -440,9 +443,33 @@ class ScorerAggregate:
         }
 
 
+#: the last run's aggregates: (its records, how many there were, the aggregates). The terminal
+#: summary and the JSON report both ask for the aggregates of the same records at the end of a
+#: session: one pass over a record per case, not two.
+_last_aggregate: tuple[Any, int, dict[str, ScorerAggregate]] | None = None
+
+
 def aggregate(records: Iterable[ScoreRecord]) -> dict[str, ScorerAggregate]:
-    """Per-scorer aggregates, in scorer-name order."""
+    """Per-scorer aggregates, in scorer-name order (a new dict each call; asked twice for the
+    same unchanged list or tuple of records, the aggregates are counted once)."""
+    global _last_aggregate
+    kept = isinstance(records, (list, tuple))
+    last = _last_aggregate
+    # (a tuple cannot change; a list may have grown since)
+    if kept and last is not None and last[0] is records and len(records) == last[1]:
+        return dict(last[2])
     out: dict[str, ScorerAggregate] = {}
     for rec in records:
-        out.setdefault(rec.scorer, ScorerAggregate(rec.scorer)).add(rec)
-    return dict(sorted(out.items()))
+        agg = out.get(rec.scorer)
+        if agg is None:
+            agg = out[rec.scorer] = ScorerAggregate(rec.scorer)
+        agg.add(rec)
+    result = dict(sorted(out.items()))
+    _last_aggregate = (records, len(records), result) if kept else None  # type: ignore[arg-type]
+    return dict(result)
+
+
+def forget_aggregates() -> None:
+    """Let go of the records the aggregate memo holds (the run controller's release)."""
+    global _last_aggregate
+    _last_aggregate = None

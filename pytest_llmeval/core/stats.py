@@ -370,6 +370,39 @@ def _reduce(
     bound_max: float | None,
     reducer: str,
 ) -> CaseResult:
+    if len(samples) == 1:
+        return _reduce_one(key, samples[0], bound_min, bound_max, reducer)
+    return _reduce_samples(key, samples, bound_min, bound_max, reducer)
+
+
+def _reduce_one(
+    key: str, s: Sample, bound_min: float | None, bound_max: float | None, reducer: str
+) -> CaseResult:
+    """:func:`_reduce_samples` of one sample (most cases: no repeat), told without its lists:
+    every reducer of one score is that score; a bound decides a mean/median/min/max case, else
+    the sample's own verdict does (the majority, any and all of one verdict are that verdict)."""
+    value = s.score
+    if s.error is not None or value is None or not math.isfinite(value):
+        return CaseResult(key, None, None, 1, 1, False)
+    score = float(value)
+    passed: bool | None = s.passed
+    if (bound_min is not None or bound_max is not None) and reducer in _SCORE_REDUCERS:
+        passed = (bound_min is None or score >= bound_min) and (
+            bound_max is None or score <= bound_max
+        )
+    return CaseResult(key, score, passed, 1, 0, False)
+
+
+_SCORE_REDUCERS = frozenset(("mean", "median", "min", "max"))
+
+
+def _reduce_samples(
+    key: str,
+    samples: Sequence[Sample],
+    bound_min: float | None,
+    bound_max: float | None,
+    reducer: str,
+) -> CaseResult:
     # one pass over the samples: this runs for every case of every gate and scorer
     n_errors = 0
     scores: list[float] = []

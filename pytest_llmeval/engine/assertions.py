@@ -1115,7 +1115,9 @@ def _checked_label(
     is a :class:`ScorerInputError` naming the scorer, the case and its ``file:line``, raised
     before the scorer runs (no judge call is paid for a case that cannot be recorded)."""
     __tracebackhide__ = True
-    if label is None or isinstance(label, bool):
+    if label is None:
+        return NO_LABEL  # (most cases: no label, no new object)
+    if isinstance(label, bool):
         return Label(label, None)
     try:
         cls = _scorer_class(scorer)
@@ -1185,6 +1187,39 @@ def _record(
     rec = current_recorder.get()
     if rec is None:
         return
+    if (
+        result is not None
+        and error is None
+        and not result.metadata
+        and (result.cached or result.usage is None)
+    ):
+        # The usual record (a score that cost no judge call in this run, no metadata): the
+        # fields below that would all be their defaults are left to them.
+        rec.add(
+            ScoreRecord(
+                rec.file,
+                rec.test,
+                rec.case_id,
+                inst_name,
+                rec.next_index(inst_name),
+                result.value,
+                min,
+                max,
+                result.passed,
+                result.cached,
+                result.duration_s,
+                result.rationale,
+                where=rec.where,
+                metadata=EMPTY_MAPPING,
+                sample=rec.sample,
+                gated=gated,
+                inputs=inputs or EMPTY_MAPPING,
+                instrument=instrument.digest if instrument is not None else None,
+                label=label.value,
+                label_score=label.score,
+            )
+        )
+        return
     # A cached result cost nothing in this run: its stored usage is not spent again. A failed
     # scoring's calls were paid all the same.
     usage = result.usage if result is not None and not result.cached else None
@@ -1245,7 +1280,8 @@ def recorded_inputs(
                 continue
             if source is extra and key not in declared:
                 continue
-            out[key] = _cut(value, limit)
+            # (a short string, the usual field, as it is: no call)
+            out[key] = value if type(value) is str and len(value) <= limit else _cut(value, limit)
     return out
 
 

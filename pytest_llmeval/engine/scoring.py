@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from pytest_llmeval.core.errors import ScorerConfigError, ScorerInputError
 from pytest_llmeval.core.redaction import hide_secrets, redact_text, redact_url
 from pytest_llmeval.core.scores import Score, Usage, canonical_json
+from pytest_llmeval.judge import params as _params
 from pytest_llmeval.judge.params import JUDGE_OPTIONS
 
 if TYPE_CHECKING:
@@ -216,10 +217,8 @@ class Scorer:
         """:meth:`identity` as canonical JSON, computed once per (instance, context) and again
         when the run learns that a judge model refuses a parameter (it is then not sent, and the
         key must say so)."""
-        from pytest_llmeval.judge.params import generation
-
         memo = self.__dict__.get("_identity_memo")
-        learned = generation()
+        learned = _params.generation()
         if memo is not None and memo[0] is ctx and memo[1] == learned:
             text: str = memo[2]
             return text

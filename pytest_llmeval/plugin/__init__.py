@@ -42,7 +42,7 @@ from pytest_llmeval.plugin.controller import (
     RunController,
     session_key,
 )
-from pytest_llmeval.plugin.gates import _configure_gates, _test_gates, gated_miss_status
+from pytest_llmeval.plugin.gates import _configure_gates, _test_gates
 from pytest_llmeval.plugin.identity import (
     _definition_identity,
     _new_recorder,
@@ -77,6 +77,7 @@ from pytest_llmeval.plugin.services import (
     _shared_store,
     _start_progress,
 )
+from pytest_llmeval.plugin.status import STATUS_PLUGIN, need_status_hooks
 from pytest_llmeval.plugin.tracebacks import _hide_package_frames
 
 _SKIP_REASON = (
@@ -176,6 +177,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    global _our_plugins_memo
+    if _our_plugins_memo[0] is config:
+        _our_plugins_memo = (None, (None, None))
     outage = config.pluginmanager.get_plugin(_OUTAGE_PLUGIN)
     if outage is not None:
         config.pluginmanager.unregister(outage)
@@ -214,6 +218,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         config.pluginmanager.unregister(session)
         del config.stash[session_key]
     for name in (
+        STATUS_PLUGIN,
         "llm-eval-plan-tracker",
         "llm-eval-plan",
         "llm-eval-gate-hooks",
@@ -437,52 +442,57 @@ def pytest_runtest_makereport(
         assert excinfo is not None
         _hide_package_frames(item, excinfo)  # before the report renders the traceback
     report = yield
-    gates, events = _our_plugins(item.config)
     recorder = item_recorder(item)
-    if gates is not None and recorder is not None and recorder.gated:
-        gates.after_report(item, call, report, recorder)  # gated misses; unreached scorers
+    if recorder is not None and recorder.gated:
+        gates = _our_plugins(item.config)[0]
+        if gates is not None:
+            gates.after_report(item, call, report, recorder)  # gated misses; unreached scorers
     if ours:
         assert excinfo is not None and isinstance(excinfo.value, LLMEvalError)
         # A judge that failed (or bad input, or a replay miss) is an ERROR of the test, not a
         # quality FAIL: the score is unknown. The flag crosses xdist with the report.
         setattr(report, ERROR_ATTR, f"{type(excinfo.value).__name__}")
+        need_status_hooks(item.config)
         if report.failed:  # not when xfail turned it into an expected failure
             _count_unrecorded_error(item, excinfo.value)
-    if call.when == "teardown":
-        if recorder is not None and recorder.records and recorder.trace is not None:
+    if call.when == "teardown" and recorder is not None and recorder.records:
+        if recorder.trace is not None:
             trace = recorder.trace
             recorder.records = [dataclasses.replace(r, trace=trace) for r in recorder.records]
-        if recorder is not None and recorder.records:
-            if events is not None:
-                events.emit(recorder.records, report.nodeid)
-            controller = item.config.stash.get(session_key, None)
-            if controller is not None:
-                # This process is the controller (no xdist): the records go over as they are.
-                controller.hand_over(
-                    report.nodeid, recorder.records, _new_instruments(item.config, recorder)
-                )
-            else:
-                setattr(report, RECORDS_ATTR, records_to_wire(recorder.records))
-                new = _new_instruments(item.config, recorder)
-                if new:
-                    setattr(report, INSTRUMENTS_ATTR, json.dumps(new, allow_nan=False))
+        events = _our_plugins(item.config)[1]
+        if events is not None:
+            events.emit(recorder.records, report.nodeid)
+        controller = item.config.stash.get(session_key, None)
+        if controller is not None:
+            # This process is the controller (no xdist): the records go over as they are.
+            controller.hand_over(
+                report.nodeid, recorder.records, _new_instruments(item.config, recorder)
+            )
+        else:
+            setattr(report, RECORDS_ATTR, records_to_wire(recorder.records))
+            new = _new_instruments(item.config, recorder)
+            if new:
+                setattr(report, INSTRUMENTS_ATTR, json.dumps(new, allow_nan=False))
     return report
 
 
-#: (gate hooks, OpenTelemetry events) as pytest_configure registered them: looked up once, not
-#: for every report
-_our_plugins_key = pytest.StashKey[tuple[Any, Any]]()
+#: (config, (gate hooks, OpenTelemetry events)) as pytest_configure registered them: looked up
+#: once per config, not for every report (a module attribute: cheaper than the config's stash,
+#: asked four times a test; a nested in-process pytest run only makes it look them up again)
+_our_plugins_memo: tuple[Any, tuple[Any, Any]] = (None, (None, None))
 
 
 def _our_plugins(config: pytest.Config) -> tuple[Any, Any]:
-    known = config.stash.get(_our_plugins_key, None)
-    if known is None:
-        manager = config.pluginmanager
-        known = (
-            manager.get_plugin("llm-eval-gate-hooks"),
-            manager.get_plugin("llm-eval-otel-events"),
-        )
-        config.stash[_our_plugins_key] = known
+    global _our_plugins_memo
+    memo = _our_plugins_memo
+    if memo[0] is config:
+        return memo[1]
+    manager = config.pluginmanager
+    known = (
+        manager.get_plugin("llm-eval-gate-hooks"),
+        manager.get_plugin("llm-eval-otel-events"),
+    )
+    _our_plugins_memo = (config, known)
     return known
 
 
@@ -503,14 +513,6 @@ def _new_instruments(config: pytest.Config, recorder: TestRecorder) -> dict[str,
                 new[digest] = inst.to_json()
                 shipped.add(digest)
     return new
-
-
-def pytest_report_teststatus(
-    report: pytest.TestReport, config: pytest.Config
-) -> tuple[str, str, str | tuple[str, dict[str, bool]]] | None:
-    if report.when == "call" and report.failed and getattr(report, ERROR_ATTR, None):
-        return "error", "E", ("ERROR", {"red": True})
-    return gated_miss_status(report)
 
 
 # -- suite gates and repeated samples (issue 9) ------------------------------------------------

@@ -75,6 +75,7 @@ from pytest_llmeval.core.errors import Skipped as ScoringSkipped
 from pytest_llmeval.core.records import TestRecorder, current_recorder
 from pytest_llmeval.core.slots import SlotWaits
 from pytest_llmeval.plugin import pytest_compat as compat
+from pytest_llmeval.plugin.identity import closest_mark
 from pytest_llmeval.plugin.keys import prepared_recorder_key
 from pytest_llmeval.plugin.options import host_option
 from pytest_llmeval.plugin.progress import RUNNING_ATTR, SLOT_WAIT_ATTR
@@ -204,7 +205,7 @@ def _other_async_plugin(node: pytest.Item, fixturenames: list[str]) -> tuple[str
 
 
 def _concurrency_kw(item: pytest.Item) -> int | None:
-    mark = item.get_closest_marker("llm_eval_dataset")
+    mark = closest_mark(item, "llm_eval_dataset")
     if mark is None:
         return None
     value = mark.kwargs.get("concurrency")
@@ -687,7 +688,7 @@ class ConcurrentCases:
         # (the cheap question first: most tests are not coroutines)
         if not inspect.iscoroutinefunction(item.obj):
             return False
-        if item.get_closest_marker("llm_eval_dataset") is None:
+        if closest_mark(item, "llm_eval_dataset") is None:
             return False
         return _other_async_plugin(item, item.fixturenames) is None
 

@@ -19,7 +19,7 @@ import dataclasses
 import json
 import sys
 import time
-from collections.abc import Generator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,9 +27,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_llmeval.core.model import Instrument, Run, RunFileError, RunSettings, sort_key
-from pytest_llmeval.core.records import ScoreRecord, records_from_wire
+from pytest_llmeval.core.records import ScoreRecord, forget_aggregates, records_from_wire
 from pytest_llmeval.core.slots import SlotWaits, slot_waits_line
-from pytest_llmeval.plugin.keys import SLOT_WAITS_KEY
+from pytest_llmeval.plugin.keys import ERROR_ATTR, GATED_MISS_ATTR, SLOT_WAITS_KEY
 
 if TYPE_CHECKING:
     from pytest_llmeval.analysis.compare import Comparison
@@ -116,12 +116,15 @@ class RunController:
         self.taken: tuple[pytest.TestReport | None, Sequence[ScoreRecord]] = (None, ())
         #: one copy of each string many records read from workers share (see ScoreRecord.from_json)
         self._strings: dict[str, str] = {}
+        #: the status hook is registered (see pytest_llmeval.plugin.status)
+        self._status: bool | None = None
 
     def release(self) -> None:
         """Let go of the run (its records, model and what was decided over it) once the session
         is over and everything is written: pytest's own last garbage collections (at its
         cleanup, after every unconfigure hook) then need not walk a record per case."""
         self.records = []
+        forget_aggregates()
         self.instruments = {}
         self.run = None
         self.outcomes = []
@@ -135,19 +138,25 @@ class RunController:
 
     # -- collecting -------------------------------------------------------------------------
 
-    @pytest.hookimpl(wrapper=True, tryfirst=True)
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> Generator[None, None, None]:
-        """Controller side: the records and new instruments a teardown report carries, taken
-        before the other plugins see the report; once they all have, the report (which the
-        terminal keeps to the end of the session) lets go of them."""
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Controller side: the records and new instruments a teardown report carries (the only
+        report that carries any), taken before the other plugins see the report (the report,
+        which the terminal keeps to the end of the session, then lets go of them: nothing else
+        reads them). A report flagged as a plugin error or a gated miss gets the status hook
+        registered before the terminal asks for its status."""
         self.tracker.note(report)
-        self._take(report)
-        try:
-            return (yield)
-        finally:
-            for attr in (RECORDS_ATTR, INSTRUMENTS_ATTR):
-                if attr in report.__dict__:
-                    delattr(report, attr)
+        if report.when == "teardown":
+            self._take(report)
+            return
+        attrs = report.__dict__
+        if RECORDS_ATTR in attrs or INSTRUMENTS_ATTR in attrs:
+            self._take(report)  # (never sent today; taken all the same, never dropped)
+        if self._status is None and (ERROR_ATTR in attrs or GATED_MISS_ATTR in attrs):
+            from pytest_llmeval.plugin.status import need_status_hooks
+
+            need_status_hooks(self.config)
+            self._status = True
 
     def hand_over(
         self, nodeid: str, records: list[ScoreRecord], instruments: dict[str, Any]
@@ -159,16 +168,15 @@ class RunController:
         self._handed[nodeid] = (records, instruments)
 
     def _take(self, report: pytest.TestReport) -> None:
-        self.taken = (report, ())
-        if self._handed and report.when == "teardown":
+        if self._handed:
             handed = self._handed.pop(report.nodeid, None)
             if handed is not None:
                 if self._add(report.nodeid, *handed):
                     self.taken = (report, handed[0])
                 return
         attrs = report.__dict__  # (a missing attribute costs no exception this way)
-        payload = attrs.get(RECORDS_ATTR)
-        shipped = attrs.get(INSTRUMENTS_ATTR)
+        payload = attrs.pop(RECORDS_ATTR, None)
+        shipped = attrs.pop(INSTRUMENTS_ATTR, None)
         if not payload and not shipped:
             return
         try:

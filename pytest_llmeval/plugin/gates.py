@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pytest_llmeval.plugin.identity import _definition_identity, _new_recorder
+from pytest_llmeval.plugin.identity import _definition_identity, _new_recorder, closest_mark
 
 if TYPE_CHECKING:
     from pytest_llmeval.analysis.gates import GateRule, TestGates
@@ -31,6 +31,7 @@ from pytest_llmeval.plugin.keys import (
     verdict_policies_key,
 )
 from pytest_llmeval.plugin.options import _enabled, resolved, value
+from pytest_llmeval.plugin.status import need_status_hooks
 
 
 def _configure_gates(config: pytest.Config) -> None:
@@ -80,7 +81,7 @@ def _planned_kind(item: pytest.Item) -> bool | None:
     """Whether an item's fate counts: True for an llm_eval item of a run with evaluations on,
     False for one skipped because they are off (a plain ``pytest`` run judges no llm_eval
     gate), None for any other test (its gates, if a run gate gives it some, still count)."""
-    if item.get_closest_marker("llm_eval") is None:
+    if closest_mark(item, "llm_eval") is None:
         return None
     return _enabled(item.config)
 
@@ -103,6 +104,8 @@ class GateHooks:
     def __init__(self, config: pytest.Config, strict: bool) -> None:
         self.config = config
         self.strict = strict
+        #: every test function's gates (the config's gate table, read at each test)
+        self.table: dict[tuple[str, str], TestGates] = config.stash[gate_table_key]
         self._resolved: dict[str, GateRule] = {}
 
     def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
@@ -150,7 +153,10 @@ class GateHooks:
         case's recorder made before its protocol (its body may start ahead). Only the gates of
         the test's own markers soften its per-case misses: a run gate (``--llm-eval-gate``, ini
         ``llm_eval_gates``) adds a verdict and never turns a failing case into a pass."""
-        gates = self.config.stash[gate_table_key].get((recorder.file, recorder.test))
+        table = self.table
+        if not table:
+            return  # (no test has a gate: the usual run, asked for every test)
+        gates = table.get((recorder.file, recorder.test))
         if gates is not None and gates.specs:
             recorder.gated = gates.scorers
             recorder.soft = frozenset() if self.strict else gates.marker_scorers
@@ -176,6 +182,7 @@ class GateHooks:
                 item.stash[gate_failure_key] = redact_text(text)[:300]  # redacted, then cut
             if call.when == "call" and report.passed and recorder.gated_misses:
                 setattr(report, GATED_MISS_ATTR, "; ".join(recorder.gated_misses))
+                need_status_hooks(item.config)
             return
         if call.when != "teardown":
             return
@@ -203,15 +210,6 @@ class GateHooks:
                         gated=True,
                     )
                 )
-
-
-def gated_miss_status(
-    report: pytest.TestReport,
-) -> tuple[str, str, str | tuple[str, dict[str, bool]]] | None:
-    """Both sides: a passed test with gated misses reads ``PASSED (gated miss)`` with -v."""
-    if report.when == "call" and report.passed and getattr(report, GATED_MISS_ATTR, None):
-        return "passed", "g", ("PASSED (gated miss)", {"yellow": True})
-    return None
 
 
 def _case_recorder(item: pytest.Item) -> TestRecorder:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from pytest_llmeval.core.records import TestRecorder
+from pytest_llmeval.core.records import TestRecorder, current_recorder
 from pytest_llmeval.engine.dataset import Case
 from pytest_llmeval.plugin import pytest_compat as compat
 from pytest_llmeval.plugin.keys import prepared_recorder_key, recorder_key
@@ -80,16 +80,31 @@ def _sample_of(item: pytest.Item) -> int:
     return 0
 
 
+def closest_mark(item: pytest.Item, name: str) -> pytest.Mark | None:
+    """``item.get_closest_marker(name)``, its own marks read first without a walk: a test's
+    own marks (its function's decorators, its parametrization's) hold the plugin's markers of a
+    dataset test, asked for at collection of every item. The same mark pytest's walk finds:
+    the item's own come first in it."""
+    for mark in item.own_markers:
+        if mark.name == name:
+            return mark
+    return item.get_closest_marker(name)
+
+
 def item_recorder(item: pytest.Item) -> TestRecorder | None:
     """The item's recorder: its protocol's or, for a concurrent case set up ahead of its
     protocol (its setup reports are made then), the one prepared for it."""
-    prepared = item.stash.get(prepared_recorder_key, None)
-    return prepared if prepared is not None else item.stash.get(recorder_key, None)
+    current = current_recorder.get()
+    if current is not None and current.owner is item:
+        return current  # (the common case, without two stash lookups: its protocol is running)
+    stash = item.stash
+    prepared = stash.get(prepared_recorder_key, None)
+    return prepared if prepared is not None else stash.get(recorder_key, None)
 
 
 def _new_recorder(item: pytest.Item) -> TestRecorder:
     file, test, case_id, where = record_identity(item)
-    return TestRecorder(file, test, case_id, where, sample=_sample_of(item))
+    return TestRecorder(file, test, case_id, where, sample=_sample_of(item), owner=item)
 
 
 def _definition_identity(metafunc: pytest.Metafunc) -> tuple[str, str]:

@@ -112,6 +112,9 @@ class PlanCollector:
         self._function = function  # item -> (file, test), cheaper
         self._relevant = relevant  # item -> whether it is an llm_eval item whose verdict counts
         self.planned = PlannedTests()
+        #: each collected item's test function (node id -> (file, test)), from the first
+        #: collection hook to the last (worked out once per item)
+        self._keys: dict[str, tuple[str, str]] = {}
 
     def _gated(self, key: tuple[str, str]) -> bool:
         gates = self.gate_table.get(key)
@@ -124,8 +127,9 @@ class PlanCollector:
         distinct cases each gated test has (a gate over a subset says of how many)."""
         seen: dict[str, None] = {}
         cases: dict[tuple[str, str], set[str | None]] = {}
+        keys = self._keys
         for item in items:
-            key = self._function(item)
+            key = keys[item.nodeid] = self._function(item)
             seen.setdefault(f"{key[0]}::{key[1]}", None)
             if self._gated(key):
                 cases.setdefault(key, set()).add(self._identity(item)[2])
@@ -138,8 +142,9 @@ class PlanCollector:
         from pytest_llmeval.plugin.identity import _sample_of
 
         planned = self.planned
+        keys, self._keys = self._keys, {}
         for item in session.items:
-            key = self._function(item)
+            key = keys.get(item.nodeid) or self._function(item)
             relevant = self._relevant(item)
             if self._gated(key) and relevant is not False:
                 file, test, case_id, _where = self._identity(item)
@@ -207,7 +212,7 @@ class PlanTracker:
         when = report.when
         if when == "teardown":
             self.reported.add(report.nodeid)
-        elif report.skipped and when in ("setup", "call"):
+        elif report.outcome == "skipped" and when in ("setup", "call"):
             self.skipped.add(report.nodeid)
         elif when not in ("setup", "call"):
             self.crashed.add(report.nodeid)

@@ -388,3 +388,54 @@ def test_one(i):
     result.assert_outcomes(passed=5)
     assert len(json.loads((pytester.path / "r.json").read_text())["records"]) == 5
     assert json.loads((pytester.path / "held.json").read_text()) == [0, True, True, 0]
+
+
+STATUS_PROBE = """
+import pytest
+
+def pytest_sessionfinish(session):
+    has = session.config.pluginmanager.get_plugin("llm-eval-status") is not None
+    print(f"status hook registered: {has}")
+"""
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["n0", "n2"])
+def test_the_status_hook_is_registered_by_the_first_flagged_report(
+    pytester: pytest.Pytester, workers: list[str]
+) -> None:
+    """A run whose reports carry no plugin-error flag never asks the status hook of each report
+    (it is not registered); a plugin error (an unknown scorer here, an ERROR not a FAIL) registers
+    it before the terminal logs the flagged report, in the only process and in the xdist
+    controller that receives it from a worker: the test reads ERROR, counted as an error."""
+    pytester.makeconftest(STATUS_PROBE)
+    pytester.makepyfile(
+        test_clean="""
+        from pytest_llmeval import assert_score
+
+        def test_a():
+            assert_score("levenshtein", output="a", expected="a", min=1)
+
+        def test_b():
+            assert_score("levenshtein", output="a", expected="b", min=1)
+        """
+    )
+    clean = pytester.runpytest_subprocess("-s", "-p", "no:randomly", *workers)
+    clean.assert_outcomes(passed=1, failed=1)
+    assert "status hook registered: False" in clean.stdout.str()
+
+    pytester.makepyfile(
+        test_clean="""
+        from pytest_llmeval import assert_score
+
+        def test_a():
+            assert_score("levenshtein", output="a", expected="a", min=1)
+
+        def test_typo():
+            assert_score("levenstein", output="a", expected="b")
+        """
+    )
+    flagged = pytester.runpytest_subprocess("-s", "-p", "no:randomly", "-rA", *workers)
+    flagged.assert_outcomes(passed=1, errors=1)
+    out = flagged.stdout.str()
+    assert "status hook registered: True" in out
+    assert "ERROR test_clean.py::test_typo" in out

@@ -190,3 +190,22 @@ def test_anything_but_rows_of_this_wire_version_is_refused(text: str) -> None:
 
     with pytest.raises(ValueError, match=r"wire version 2|JSON array of 28 values"):
         records_from_wire(text, {})
+
+
+def test_aggregates_asked_twice_are_counted_once_and_again_when_the_records_grew() -> None:
+    """The terminal and the report ask for the aggregates of the same records: counted once;
+    a list that grew since (or another list) is counted afresh, never the stale totals."""
+    from pytest_llmeval.core import records as records_module
+
+    recs = [rec("a", 1.0, True), rec("a", 0.0, False)]
+    first = aggregate(recs)
+    assert aggregate(recs)["a"] is first["a"]  # the memo
+    recs.append(rec("a", None, None, error="JudgeError: down"))
+    grown = aggregate(recs)["a"].to_json()
+    assert (grown["n"], grown["passed"], grown["failed"], grown["errors"]) == (3, 1, 1, 1)
+    other = aggregate(list(recs[:1]))["a"].to_json()
+    assert (other["n"], other["passed"], other["failed"]) == (1, 1, 0)
+    frozen = tuple(recs)
+    assert aggregate(frozen)["a"].to_json()["n"] == 3
+    records_module.forget_aggregates()
+    assert records_module._last_aggregate is None

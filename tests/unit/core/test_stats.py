@@ -831,3 +831,29 @@ def test_intervals_are_cut_to_the_scorers_range() -> None:
     )
     (check,) = gate.checks
     assert check.interval == cut
+
+
+def test_one_sample_is_reduced_as_the_general_pass_reduces_it() -> None:
+    """A case of one sample takes a short way (no lists); every reducer, bound, verdict and
+    unusable score gives the CaseResult the general one-pass reduction gives (a NaN, an
+    infinity, an error and a missing score are error cases, never a pass)."""
+    from pytest_llmeval.core.stats import REDUCERS, Sample, _reduce, _reduce_samples
+
+    scores = [0.0, 0.4, 0.5, 1.0, math.nan, math.inf, None]
+    bounds = [(None, None), (0.5, None), (None, 0.5), (0.4, 0.6)]
+    seen = set()
+    for reducer in REDUCERS:
+        for value in scores:
+            for passed in (True, False, None):
+                for error in (None, "JudgeError: down"):
+                    for lo, hi in bounds:
+                        sample = Sample(score=value, passed=passed, error=error)
+                        one = _reduce("k", [sample], lo, hi, reducer)
+                        assert one == _reduce_samples("k", [sample], lo, hi, reducer)
+                        seen.add((one.score is None, one.passed))
+    # every outcome occurred: scored passes and fails, unscored errors, no verdict
+    assert seen == {(False, True), (False, False), (False, None), (True, None)}
+    # a bound decides a mean case against the sample's own (stale) verdict
+    assert _reduce("k", [Sample(score=0.4, passed=True)], 0.5, None, "mean").passed is False
+    nan = Sample(score=math.nan, passed=True)
+    assert _reduce("k", [nan], None, None, "pass_all").passed is None

@@ -11,6 +11,10 @@ from typing import Any
 
 from pytest_llmeval.testing import OpenAITestServer, text
 
+#: how long one thread of a test waits for another (a guard against a hang, not a time limit:
+#: the suite may run beside other CPU-heavy work)
+_PATIENCE = 300
+
 
 def test_a_case_step_waiting_for_the_gate_goes_before_steps_that_come_later() -> None:
     """Which of several identical judged scorings in flight pays the judge (the others read its
@@ -103,7 +107,9 @@ def test_an_identical_judged_scoring_that_just_finished_elsewhere_is_read_not_pa
             value = super().get(key)
             if value is None and who.get() == "B":
                 b_missed.set()
-                assert a_done.wait(30)
+                # (A's whole scoring, the openai import on its judge thread included, can take
+                # a minute on a machine busy with other work: the wait only guards a hang)
+                assert a_done.wait(_PATIENCE)
             return value
 
     settings = dataclasses.replace(
@@ -121,10 +127,10 @@ def test_an_identical_judged_scoring_that_just_finished_elsewhere_is_read_not_pa
     try:
         b = threading.Thread(target=scoring, args=("B",), name="B")
         b.start()
-        assert b_missed.wait(30)  # B's lookup missed; it goes on once A is done
+        assert b_missed.wait(_PATIENCE)  # B's lookup missed; it goes on once A is done
         scoring("A")  # A: a miss, nobody in flight, the judge, stored, out of the table
         a_done.set()
-        b.join(30)
+        b.join(_PATIENCE)
         assert not b.is_alive()
     finally:
         a_done.set()
