@@ -14,7 +14,7 @@ from pytest_llmeval.plugin.keys import ERROR_ATTR, GATED_MISS_ATTR
 
 STATUS_PLUGIN = "llm-eval-status"
 
-__all__ = ["STATUS_PLUGIN", "need_status_hooks", "wants_status"]
+__all__ = ["STATUS_PLUGIN", "need_status_hooks"]
 
 
 class _StatusHooks:
@@ -30,12 +30,6 @@ class _StatusHooks:
         if report.passed and attrs.get(GATED_MISS_ATTR):
             return "passed", "g", ("PASSED (gated miss)", {"yellow": True})
         return None
-
-
-def wants_status(report: pytest.TestReport) -> bool:
-    """Whether ``report`` carries a flag the status hook reads."""
-    attrs = report.__dict__
-    return ERROR_ATTR in attrs or GATED_MISS_ATTR in attrs
 
 
 def need_status_hooks(config: pytest.Config) -> None:
