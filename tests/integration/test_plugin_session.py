@@ -439,3 +439,48 @@ def test_the_status_hook_is_registered_by_the_first_flagged_report(
     out = flagged.stdout.str()
     assert "status hook registered: True" in out
     assert "ERROR test_clean.py::test_typo" in out
+
+
+PLANT_ON_CALL = """
+import pytest
+from pytest_llmeval.core.records import ScoreRecord, records_to_wire
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    if call.when == "call":
+        planted = ScoreRecord(
+            file="test_plant.py", test="test_a", case_id=None, scorer="planted", index=0,
+            score=0.0, min=1.0, max=None, passed=False, cached=False, duration_s=0.0,
+        )
+        report.llm_eval_records = records_to_wire([planted])
+    return report
+"""
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["n0", "n2"])
+def test_records_riding_on_a_report_other_than_teardown_are_taken_not_dropped(
+    pytester: pytest.Pytester, workers: list[str]
+) -> None:
+    """The controller reads records at teardown, where the plugin puts them; records that come
+    on another report (a call report here, in the only process and from an xdist worker) are
+    read all the same: a failing record is never lost by where it travelled."""
+    pytester.makeconftest(PLANT_ON_CALL)
+    pytester.makepyfile(
+        test_plant="""
+        from pytest_llmeval import assert_score
+
+        def test_a():
+            assert_score("levenshtein", output="a", expected="a", min=1)
+        """
+    )
+    report = pytester.path / "r.json"
+    result = pytester.runpytest_subprocess(
+        "-p", "no:randomly", "--llm-eval", f"--llm-eval-report={report}", *workers
+    )
+    result.assert_outcomes(passed=1)
+    records = json.loads(report.read_text())["records"]
+    assert sorted((r["scorer"], r["passed"]) for r in records) == [
+        ("levenshtein", True),
+        ("planted", False),
+    ]
