@@ -420,7 +420,7 @@ def _reduce_samples(
     mean = scores[0] if len(scores) == 1 else math.fsum(scores) / len(scores)
     score: float
     passed: bool | None
-    if reducer in ("mean", "median", "min", "max"):
+    if reducer in _SCORE_REDUCERS:
         if reducer == "mean":
             score = mean
         elif reducer == "median":
