@@ -8,8 +8,8 @@ import json
 import math
 from collections import deque
 from collections.abc import Iterable, Mapping
-from itertools import repeat
 from dataclasses import dataclass, field
+from itertools import repeat
 from types import MappingProxyType
 from typing import Any, final
 
@@ -324,6 +324,8 @@ def _check_row_types(row: list[Any]) -> None:
     for (name, types), value in zip(_ROW_TYPES, row, strict=True):
         if type(value) not in types:
             raise ValueError(f"record field {name!r}: {type(value).__name__} is not allowed")
+
+
 #: the version of the records' wire form (:func:`records_to_wire`)
 WIRE_VERSION = 2  # 2: the trace summary (issue 21)
 
