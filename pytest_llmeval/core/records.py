@@ -7,7 +7,7 @@ import dataclasses
 import json
 import math
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from itertools import repeat
 from types import MappingProxyType
@@ -304,7 +304,7 @@ _FILE, _TEST, _SCORER, _INSTRUMENT, _METADATA, _INPUTS, _MODELS, _TRACE = (
 _CHECKED_SHAPES: set[tuple[type, ...]] = set()
 _MAX_SHAPES = 4096
 #: runs an iterator to its end, keeping nothing
-_drain = deque(maxlen=0).extend
+_drain: Callable[[Iterable[Any]], None] = deque[Any](maxlen=0).extend
 
 
 def record_of(values: tuple[Any, ...]) -> ScoreRecord:
