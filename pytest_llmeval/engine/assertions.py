@@ -1193,8 +1193,8 @@ def _record(
         and not result.metadata
         and (result.cached or result.usage is None)
     ):
-        # The usual record (a score that cost no judge call in this run, no metadata): the
-        # fields below that would all be their defaults are left to them.
+        # The usual record (a score that cost no judge call in this run, no metadata), made by
+        # position (ROW_FIELDS order, pinned by a test): its usage fields are their defaults.
         rec.add(
             record_of(
                 (
