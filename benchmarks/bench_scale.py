@@ -246,7 +246,8 @@ def bench_judged(cases: int, conc: int, app: float, latency: float, repeats: int
             root, ["-v", "-p", "no:xdist", "--llm-eval", cache, "--llm-eval-concurrency=8"], env
         )
         said = "JudgeSlotsWarning" in stdout and re.search(
-            r"^judge slots 8 per process \(--llm-eval-concurrency\): \d+ judge requests waited",
+            r"^judge slots 8 per process \(--llm-eval-concurrency\): "
+            r"\d+ judge requests queued for a free slot",
             stdout,
             re.MULTILINE,
         )

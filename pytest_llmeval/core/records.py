@@ -6,8 +6,10 @@ import contextvars
 import dataclasses
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from itertools import repeat
 from types import MappingProxyType
 from typing import Any, final
 
@@ -164,22 +166,35 @@ class ScoreRecord:
         ``ValueError`` naming the field otherwise); ``strings`` as for :meth:`from_json`."""
         if type(row) is not list or len(row) != len(ROW_FIELDS):
             raise ValueError(f"a record row is a JSON array of {len(ROW_FIELDS)} values")
-        out: ScoreRecord = object.__new__(cls)
-        for (name, types), value in zip(_ROW_TYPES, row, strict=True):
-            if type(value) not in types:
-                raise ValueError(f"record field {name!r}: {type(value).__name__} is not allowed")
-            if type(value) is str and name in _SHARED:
-                value = strings.setdefault(value, value)
-            elif name == "trace":
-                value = _trace_of(value)
-            elif type(value) is dict and not value:
-                value = EMPTY_MAPPING
-            elif type(value) is list:  # judge_models
-                if not all(type(m) is str for m in value):
-                    raise ValueError(f"record field {name!r}: a list of strings")
-                value = tuple(strings.setdefault(m, m) for m in value)
-            _set_field(out, name, value)
-        return out
+        shape = tuple(map(type, row))
+        if shape not in _CHECKED_SHAPES:
+            _check_row_types(row)  # a ValueError naming the first field of a wrong type
+            if len(_CHECKED_SHAPES) < _MAX_SHAPES:
+                _CHECKED_SHAPES.add(shape)
+        # Each value's type is one its field allows (above); now the values themselves. The
+        # row is the reader's own fresh list (json.loads made it): replaced in place.
+        shared = strings.setdefault
+        row[_FILE] = shared(row[_FILE], row[_FILE])
+        row[_TEST] = shared(row[_TEST], row[_TEST])
+        row[_SCORER] = shared(row[_SCORER], row[_SCORER])
+        value = row[_INSTRUMENT]
+        if value is not None:
+            row[_INSTRUMENT] = shared(value, value)
+        if not row[_METADATA]:
+            row[_METADATA] = EMPTY_MAPPING
+        if not row[_INPUTS]:
+            row[_INPUTS] = EMPTY_MAPPING
+        value = row[_MODELS]
+        if value:
+            if not all(type(m) is str for m in value):
+                raise ValueError("record field 'judge_models': a list of strings")
+            row[_MODELS] = tuple(shared(m, m) for m in value)
+        else:
+            row[_MODELS] = ()
+        value = row[_TRACE]
+        if value is not None:
+            row[_TRACE] = _trace_of(value)
+        return record_of(row)  # type: ignore[arg-type]
 
     @classmethod
     def from_json(
@@ -278,6 +293,39 @@ _ROW_TYPE_OF: dict[str, frozenset[type]] = {
     "trace": frozenset({dict, _NONE}),
 }
 _ROW_TYPES = tuple((name, _ROW_TYPE_OF[name]) for name in ROW_FIELDS)
+#: the positions in a row of the values :meth:`ScoreRecord.from_row` does more than set
+_FILE, _TEST, _SCORER, _INSTRUMENT, _METADATA, _INPUTS, _MODELS, _TRACE = (
+    ROW_FIELDS.index(n)
+    for n in ("file", "test", "scorer", "instrument", "metadata", "inputs", "judge_models", "trace")
+)
+#: the rows' shapes (each value's type, in order) found to be allowed: a run's records come in
+#: a handful of shapes, each checked field by field once (bounded: a shape past the bound is
+#: checked every time)
+_CHECKED_SHAPES: set[tuple[type, ...]] = set()
+_MAX_SHAPES = 4096
+#: runs an iterator to its end, keeping nothing
+_drain: Callable[[Iterable[Any]], None] = deque[Any](maxlen=0).extend
+
+
+def record_of(values: tuple[Any, ...]) -> ScoreRecord:
+    """The record whose fields are ``values``, in :data:`ROW_FIELDS` order (every field, as
+    the dataclass would hold it: tuples, mappings, a trace summary), set in one pass in C as
+    the frozen ``__init__`` would set them one by one: made for every scored assertion."""
+    if len(values) != len(ROW_FIELDS):
+        raise TypeError(f"a record has {len(ROW_FIELDS)} fields, not {len(values)}")
+    out: ScoreRecord = object.__new__(ScoreRecord)
+    _drain(map(_set_field, repeat(out), ROW_FIELDS, values))
+    return out
+
+
+def _check_row_types(row: list[Any]) -> None:
+    """A ``ValueError`` naming the first value of ``row`` whose JSON type its field does not
+    allow (:data:`_ROW_TYPE_OF`)."""
+    for (name, types), value in zip(_ROW_TYPES, row, strict=True):
+        if type(value) not in types:
+            raise ValueError(f"record field {name!r}: {type(value).__name__} is not allowed")
+
+
 #: the version of the records' wire form (:func:`records_to_wire`)
 WIRE_VERSION = 2  # 2: the trace summary (issue 21)
 

@@ -27,7 +27,7 @@ from pytest_llmeval.core.errors import (
     describe_value,
 )
 from pytest_llmeval.core.model import Instrument
-from pytest_llmeval.core.records import EMPTY_MAPPING, ScoreRecord, current_recorder
+from pytest_llmeval.core.records import EMPTY_MAPPING, ScoreRecord, current_recorder, record_of
 from pytest_llmeval.core.redaction import redact_text
 from pytest_llmeval.core.scores import Score, spent_usage
 from pytest_llmeval.core.settings import Secret
@@ -1193,30 +1193,40 @@ def _record(
         and not result.metadata
         and (result.cached or result.usage is None)
     ):
-        # The usual record (a score that cost no judge call in this run, no metadata): the
-        # fields below that would all be their defaults are left to them.
+        # The usual record (a score that cost no judge call in this run, no metadata), made by
+        # position (ROW_FIELDS order, pinned by a test): its usage fields are their defaults.
         rec.add(
-            ScoreRecord(
-                rec.file,
-                rec.test,
-                rec.case_id,
-                inst_name,
-                rec.next_index(inst_name),
-                result.value,
-                min,
-                max,
-                result.passed,
-                result.cached,
-                result.duration_s,
-                result.rationale,
-                where=rec.where,
-                metadata=EMPTY_MAPPING,
-                sample=rec.sample,
-                gated=gated,
-                inputs=inputs or EMPTY_MAPPING,
-                instrument=instrument.digest if instrument is not None else None,
-                label=label.value,
-                label_score=label.score,
+            record_of(
+                (
+                    rec.file,
+                    rec.test,
+                    rec.case_id,
+                    inst_name,
+                    rec.next_index(inst_name),
+                    result.value,
+                    min,
+                    max,
+                    result.passed,
+                    result.cached,
+                    result.duration_s,
+                    result.rationale,
+                    None,  # error
+                    rec.where,
+                    EMPTY_MAPPING,  # metadata
+                    0,  # prompt_tokens
+                    0,  # completion_tokens
+                    0,  # judge_calls
+                    None,  # cost_usd
+                    (),  # judge_models
+                    rec.sample,
+                    gated,
+                    inputs or EMPTY_MAPPING,
+                    0,  # cached_prompt_tokens
+                    instrument.digest if instrument is not None else None,
+                    label.value,
+                    label.score,
+                    None,  # trace
+                )
             )
         )
         return

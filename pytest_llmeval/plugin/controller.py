@@ -182,7 +182,7 @@ class RunController:
         try:
             strings = self._strings
             records = records_from_wire(payload, strings) if payload else []
-            instruments = json.loads(shipped or "{}")
+            instruments = json.loads(shipped) if shipped else {}
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
             self._unreadable(report.nodeid, exc)
             return

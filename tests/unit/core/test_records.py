@@ -174,6 +174,37 @@ def test_a_row_with_a_value_of_the_wrong_type_is_refused_naming_the_field(
 
 
 @pytest.mark.parametrize(
+    ("field", "bad"),
+    [("index", True), ("score", "1.0"), ("judge_models", ["a", 1]), ("trace", {"spans": 1})],
+)
+@pytest.mark.parametrize("memo_full", [False, True])
+def test_a_bad_row_after_good_rows_is_refused_whatever_shapes_were_checked_before(
+    field: str, bad: object, memo_full: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reader checks each row shape (each value's type) once: a good row's shape never
+    lets a bad row through, be it of another shape (a bool index) or of the same shape with a
+    bad value inside (a list holding a number, a trace that is no summary); nor does a full
+    memo of shapes."""
+    from pytest_llmeval.core import records as records_module
+    from pytest_llmeval.core.records import ROW_FIELDS, WIRE_VERSION, records_from_wire
+
+    if memo_full:
+        monkeypatch.setattr(records_module, "_CHECKED_SHAPES", set())
+        monkeypatch.setattr(records_module, "_MAX_SHAPES", 0)
+    good = _every_field_set().to_row()
+    row = _every_field_set().to_row()
+    row[ROW_FIELDS.index(field)] = bad
+    text = json.dumps({"v": WIRE_VERSION, "rows": [good, good, row]})
+    with pytest.raises(ValueError, match=f"record field '{field}'"):
+        records_from_wire(text, {})
+    assert records_from_wire(json.dumps({"v": WIRE_VERSION, "rows": [good]}), {}) == [
+        _every_field_set()
+    ]
+    shape = tuple(map(type, json.loads(json.dumps(good))))
+    assert (shape in records_module._CHECKED_SHAPES) is not memo_full
+
+
+@pytest.mark.parametrize(
     "text",
     [
         '[{"file": 1}]',  # the old form: a list of objects
@@ -209,3 +240,51 @@ def test_aggregates_asked_twice_are_counted_once_and_again_when_the_records_grew
     assert aggregate(frozen)["a"].to_json()["n"] == 3
     records_module.forget_aggregates()
     assert records_module._last_aggregate is None
+
+
+def test_the_field_order_is_pinned_and_record_of_sets_every_field_by_it() -> None:
+    """``record_of`` (the usual record's constructor) and the wire rows set fields by position:
+    the order is pinned here, and a record made by position equals one made by name."""
+    from pytest_llmeval.core.records import ROW_FIELDS, record_of
+
+    assert ROW_FIELDS == (
+        "file", "test", "case_id", "scorer", "index", "score", "min", "max", "passed",
+        "cached", "duration_s", "rationale", "error", "where", "metadata", "prompt_tokens",
+        "completion_tokens", "judge_calls", "cost_usd", "judge_models", "sample", "gated",
+        "inputs", "cached_prompt_tokens", "instrument", "label", "label_score", "trace",
+    )  # fmt: skip
+    full = _every_field_set()
+    values = tuple(getattr(full, name) for name in ROW_FIELDS)
+    made = record_of(values)
+    assert made == full and type(made) is ScoreRecord
+    assert all(getattr(made, name) is getattr(full, name) for name in ROW_FIELDS)
+    with pytest.raises(TypeError, match="28 fields, not 27"):
+        record_of(values[:-1])
+
+
+def test_the_usual_record_equals_the_general_paths_record_field_by_field() -> None:
+    """``_record`` builds the usual record (no judge call in this run, no metadata) by
+    position: every field equals the keyword-built record's, default or not."""
+    from pytest_llmeval.core.model import Instrument
+    from pytest_llmeval.core.records import TestRecorder, current_recorder
+    from pytest_llmeval.core.scores import Score
+    from pytest_llmeval.engine.assertions import Label, _record
+
+    recorder = TestRecorder("t.py", "test_x", "c7", "data.jsonl:8", sample=2)
+    recorder.next_index("exact_match")  # the second assertion of the scorer: index 1
+    token = current_recorder.set(recorder)
+    try:
+        score = Score(0.25, "exact_match", "why", cached=True, duration_s=0.5, passed=False)
+        inst = Instrument(digest="d1g3st", scorer="exact_match")
+        _record("exact_match", score, 0.5, 0.75, gated=True, inputs={"output": "o"},
+                instrument=inst, label=Label("B", 0.5))  # fmt: skip
+    finally:
+        current_recorder.reset(token)
+    (made,) = recorder.records
+    assert made == ScoreRecord(
+        file="t.py", test="test_x", case_id="c7", scorer="exact_match", index=1, score=0.25,
+        min=0.5, max=0.75, passed=False, cached=True, duration_s=0.5, rationale="why",
+        where="data.jsonl:8", sample=2, gated=True, inputs={"output": "o"},
+        instrument=inst.digest, label="B", label_score=0.5,
+    )  # fmt: skip
+    assert made.metadata == {} and made.judge_models == () and made.trace is None
