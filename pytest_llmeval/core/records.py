@@ -7,7 +7,7 @@ import dataclasses
 import json
 import math
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
 from types import MappingProxyType
@@ -194,7 +194,7 @@ class ScoreRecord:
         value = row[_TRACE]
         if value is not None:
             row[_TRACE] = _trace_of(value)
-        return record_of(row)  # type: ignore[arg-type]
+        return record_of(row)
 
     @classmethod
     def from_json(
@@ -293,10 +293,11 @@ _ROW_TYPE_OF: dict[str, frozenset[type]] = {
     "trace": frozenset({dict, _NONE}),
 }
 _ROW_TYPES = tuple((name, _ROW_TYPE_OF[name]) for name in ROW_FIELDS)
-#: the positions in a row of the values :meth:`ScoreRecord.from_row` does more than set
-_FILE, _TEST, _SCORER, _INSTRUMENT, _METADATA, _INPUTS, _MODELS, _TRACE = (
-    ROW_FIELDS.index(n)
-    for n in ("file", "test", "scorer", "instrument", "metadata", "inputs", "judge_models", "trace")
+#: the positions in a row of the values :meth:`ScoreRecord.from_row` does more than set: the
+#: shared strings (:data:`_SHARED`, in its order), the mappings, the judge models, the trace
+_FILE, _TEST, _SCORER, _INSTRUMENT = (ROW_FIELDS.index(n) for n in _SHARED)
+_METADATA, _INPUTS, _MODELS, _TRACE = (
+    ROW_FIELDS.index(n) for n in ("metadata", "inputs", "judge_models", "trace")
 )
 #: the rows' shapes (each value's type, in order) found to be allowed: a run's records come in
 #: a handful of shapes, each checked field by field once (bounded: a shape past the bound is
@@ -307,7 +308,7 @@ _MAX_SHAPES = 4096
 _drain: Callable[[Iterable[Any]], None] = deque[Any](maxlen=0).extend
 
 
-def record_of(values: tuple[Any, ...]) -> ScoreRecord:
+def record_of(values: Sequence[Any]) -> ScoreRecord:
     """The record whose fields are ``values``, in :data:`ROW_FIELDS` order (every field, as
     the dataclass would hold it: tuples, mappings, a trace summary), set in one pass in C as
     the frozen ``__init__`` would set them one by one: made for every scored assertion."""
