@@ -21,6 +21,8 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import compress, repeat
+from operator import contains, or_
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -176,6 +178,30 @@ class RunController:
         if self._add(report.nodeid, records, instruments):
             self.taken = (report, records)
 
+    def _take_carried(self) -> None:
+        """Without xdist: records (or instruments) that rode on a logged report the way a
+        worker ships them (only another plugin puts them there in this process: one that
+        replays reports made elsewhere, say) are read all the same at the end, from the reports
+        the terminal keeps: a failing record is never lost by where it travelled. (No hook runs
+        for each logged report in this process; the reports are scanned in C.)"""
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        stats = getattr(reporter, "stats", None)
+        if not isinstance(stats, dict):
+            return
+        for reports in stats.values():
+            if not isinstance(reports, list):
+                continue
+            attrs = list(map(getattr, reports, repeat("__dict__"), repeat(_NO_ATTRS)))
+            carrying = list(
+                map(
+                    or_,
+                    map(contains, attrs, repeat(RECORDS_ATTR)),
+                    map(contains, attrs, repeat(INSTRUMENTS_ATTR)),
+                )
+            )
+            for report in compress(reports, carrying):
+                self.take_shipped(report)
+
     def _add(self, nodeid: str, records: list[ScoreRecord], shipped: dict[str, Any]) -> bool:
         """Keep the records of the test ``nodeid`` and the instruments (as JSON) that came with
         them; False (the run then cannot be judged) when the instruments cannot be read."""
@@ -328,6 +354,8 @@ class RunController:
         from pytest_llmeval.analysis.gates import dataset_statistics, evaluate_gates
         from pytest_llmeval.analysis.verdict import decide
 
+        if not self.config.pluginmanager.has_plugin(WORKER_REPORTS):
+            self._take_carried()
         run = self.build_run(session)
         self.run = run
         if not self._judge_nothing():
@@ -600,6 +628,9 @@ class RunController:
             after_summary=after_summary,
         ).write(view)
 
+
+#: what a report without attributes of its own offers (see RunController._take_carried)
+_NO_ATTRS: dict[str, Any] = {}
 
 #: the plugin name of :class:`WorkerReports`
 WORKER_REPORTS = "llm-eval-worker-reports"
