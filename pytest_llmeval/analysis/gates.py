@@ -25,6 +25,7 @@ import fnmatch
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any, final
 
 from pytest_llmeval.analysis.agreement import record_sample
@@ -47,6 +48,7 @@ from pytest_llmeval.core.stats import (
     ScorerStats,
     evaluate_gate,
     scorer_stats,
+    single_sample_stats,
 )
 from pytest_llmeval.engine.registry import ScorerRegistry
 
@@ -630,6 +632,10 @@ def _reducer_for(plan: TestPlan | None, scorer: str) -> tuple[str, str | None]:
     return "mean", None
 
 
+#: what :func:`single_sample_stats` reads of a record (an errored record is unscored there)
+_SAMPLE_FIELDS = attrgetter("score", "passed", "error", "min", "max")
+
+
 def dataset_statistics(run: Run) -> list[TestStatistics]:
     """Statistics for every scorer of every dataset test (records with a case location), over
     the run's cases: each case's samples reduced (the scorer's gate's reducer in that test, when
@@ -646,13 +652,25 @@ def dataset_statistics(run: Run) -> list[TestStatistics]:
         reducer, why = _reducer_for(plan, scorer)
         gated = plan is not None and scorer in plan.scorers_gated()
         missing = _missing(plan, scorer, recs) if plan is not None and gated else None
-        stats = scorer_stats(
-            scorer,
-            case_samples(recs, missing, file, test),
-            run.settings.confidence,
-            run.score_range(scorer),
-            reducer=reducer,
-            reducer_note=why,
-        )
+        if not missing and len({r.case_id for r in recs}) == len(recs):
+            # one sample per case (no repeat, one assertion of the scorer): the same
+            # statistics without a sample object per case
+            stats = single_sample_stats(
+                scorer,
+                map(_SAMPLE_FIELDS, recs),
+                run.settings.confidence,
+                run.score_range(scorer),
+                reducer=reducer,
+                reducer_note=why,
+            )
+        else:
+            stats = scorer_stats(
+                scorer,
+                case_samples(recs, missing, file, test),
+                run.settings.confidence,
+                run.score_range(scorer),
+                reducer=reducer,
+                reducer_note=why,
+            )
         out.append(TestStatistics(f"{file}::{test}", stats))
     return out

@@ -38,7 +38,7 @@ import dataclasses
 import functools
 import math
 import random
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, final
 
@@ -63,6 +63,7 @@ __all__ = [
     "normal_ppf",
     "reduce_case",
     "scorer_stats",
+    "single_sample_stats",
     "t_cdf",
     "t_interval",
     "t_ppf",
@@ -1595,18 +1596,84 @@ def scorer_stats(
     scorer's declared range) bounds the mean interval as in a gate."""
     _check_confidence(confidence)
     results = [reduce_case(c, reducer) for c in cases]
-    scores = [r.score for r in results if r.score is not None]
+    return _stats_of(
+        scorer,
+        len(cases),
+        sum(len(c.samples) for c in cases),
+        [r.score for r in results if r.score is not None],
+        [r.passed for r in results if r.score is not None and r.passed is not None],
+        tuple(r.case for r in results if r.flaky),
+        confidence,
+        score_range,
+        reducer,
+        reducer_note,
+    )
+
+
+def single_sample_stats(
+    scorer: str,
+    samples: Iterable[tuple[float | None, bool | None, str | None, float | None, float | None]],
+    confidence: float = 0.95,
+    score_range: tuple[float, float] | None = None,
+    *,
+    reducer: str = "mean",
+    reducer_note: str | None = None,
+) -> ScorerStats:
+    """:func:`scorer_stats` of cases of one sample each (no repeat, one assertion of the
+    scorer per case: most dataset tests), each given as ``(score, passed, error, min, max)``,
+    told without a :class:`CaseSamples`, :class:`Sample` and :class:`CaseResult` per case:
+    the same statistics, each case reduced as :func:`reduce_case` reduces one sample (an
+    error, a missing or non-finite score: unscored; a bound decides a mean, median, min or
+    max case, else the sample's verdict does). One sample is never flaky."""
+    _check_confidence(confidence)
+    if reducer not in REDUCERS:
+        raise ValueError(f"unknown reducer {reducer!r}; choose one of {', '.join(REDUCERS)}")
+    by_bound = reducer in _SCORE_REDUCERS
+    isfinite = math.isfinite
+    n = 0
+    scores: list[float] = []
+    verdicts: list[bool] = []
+    for value, passed, error, bound_min, bound_max in samples:
+        n += 1
+        if error is not None or value is None or not isfinite(value):
+            continue
+        score = float(value)
+        scores.append(score)
+        if by_bound and (bound_min is not None or bound_max is not None):
+            passed = (bound_min is None or score >= bound_min) and (
+                bound_max is None or score <= bound_max
+            )
+        if passed is not None:
+            verdicts.append(passed)
+    return _stats_of(
+        scorer, n, n, scores, verdicts, (), confidence, score_range, reducer, reducer_note
+    )
+
+
+def _stats_of(
+    scorer: str,
+    n_cases: int,
+    n_samples: int,
+    scores: list[float],
+    verdicts: list[bool],
+    flaky: tuple[str, ...],
+    confidence: float,
+    score_range: tuple[float, float] | None,
+    reducer: str,
+    reducer_note: str | None,
+) -> ScorerStats:
+    """The statistics over the cases' reduced scores (of the scored cases) and verdicts (of
+    the scored cases that have one)."""
     mean = _case_mean_interval(scores, confidence, score_range) if scores else None
-    verdicts = [r.passed for r in results if r.score is not None and r.passed is not None]
     pass_rate = wilson_interval(sum(verdicts), len(verdicts), confidence) if verdicts else None
     return ScorerStats(
         scorer=scorer,
-        n_cases=len(cases),
-        n_samples=sum(len(c.samples) for c in cases),
+        n_cases=n_cases,
+        n_samples=n_samples,
         mean=mean,
         pass_rate=pass_rate,
-        flaky=tuple(r.case for r in results if r.flaky),
-        n_errors=sum(1 for r in results if r.score is None),
+        flaky=flaky,
+        n_errors=n_cases - len(scores),
         reducer=reducer,
         reducer_note=reducer_note,
     )

@@ -4,9 +4,10 @@ test's score records on its teardown report. No scoring logic lives here.
 Records reach the controller with each test's teardown report. In an xdist worker a
 ``pytest_runtest_makereport`` wrapper puts the test's records, as one JSON string, on the
 teardown report (a str always survives execnet, and every test reported before a worker crash
-keeps its records); without xdist the same wrapper hands them, as they are, to the
-:class:`~pytest_llmeval.plugin.controller.RunController` of this process. Either way the
-controller takes them in ``pytest_runtest_logreport`` of that report.
+keeps its records), which the controller takes in ``pytest_runtest_logreport``
+(:class:`~pytest_llmeval.plugin.controller.WorkerReports`); without xdist the same wrapper hands
+each report, and the teardown report's records as they are, to the
+:class:`~pytest_llmeval.plugin.controller.RunController` of this process.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import sys
 from collections.abc import Generator, Iterator
 from contextvars import ContextVar
 from pathlib import Path
@@ -39,7 +41,9 @@ from pytest_llmeval.plugin.concurrent import check_marker
 from pytest_llmeval.plugin.controller import (
     INSTRUMENTS_ATTR,
     RECORDS_ATTR,
+    WORKER_REPORTS,
     RunController,
+    WorkerReports,
     session_key,
 )
 from pytest_llmeval.plugin.gates import _configure_gates, _test_gates
@@ -62,6 +66,7 @@ from pytest_llmeval.plugin.keys import (
 )
 from pytest_llmeval.plugin.options import (
     _enabled,
+    _has_workers,
     _is_worker,
     build_settings,
     register,
@@ -169,9 +174,10 @@ def pytest_configure(config: pytest.Config) -> None:
         session = RunController(config, tracker)
         config.stash[session_key] = session
         config.pluginmanager.register(session, "llm-eval-session")
-        if config.pluginmanager.has_plugin("xdist"):
+        if _has_workers(config):
             from pytest_llmeval.plugin.xdist_sched import SharesPlugin
 
+            config.pluginmanager.register(WorkerReports(session), WORKER_REPORTS)
             config.pluginmanager.register(SharesPlugin(config), "llm-eval-xdist-shares")
         _start_progress(config, ctx)
 
@@ -179,7 +185,7 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     global _our_plugins_memo
     if _our_plugins_memo[0] is config:
-        _our_plugins_memo = (None, (None, None))
+        _our_plugins_memo = (None, (None, None, None))
     outage = config.pluginmanager.get_plugin(_OUTAGE_PLUGIN)
     if outage is not None:
         config.pluginmanager.unregister(outage)
@@ -219,6 +225,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         del config.stash[session_key]
     for name in (
         STATUS_PLUGIN,
+        WORKER_REPORTS,
         "llm-eval-plan-tracker",
         "llm-eval-plan",
         "llm-eval-gate-hooks",
@@ -416,73 +423,89 @@ def _count_unrecorded_error(item: pytest.Item, error: LLMEvalError) -> None:
     )
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Generator[None, object, object]:
+def _skip_instead(call: pytest.CallInfo[None], exc: ScoringSkipped) -> None:
     """A scorer that asks for a skip (:class:`ScoringSkipped`; scorers know nothing of pytest)
-    skips the test, whether its body ran here or as a concurrent case replayed here."""
-    __tracebackhide__ = True
+    skips the test, whether it scored in the test's body, in a fixture it set up, or as a
+    concurrent case replayed here: the exception becomes pytest's skip before the report is made
+    (as pytest's own unittest plugin turns ``unittest.SkipTest`` into a skip), reported at the
+    test like a skip raised in its body. (In a teardown it stays an error: the test ran.)"""
     try:
-        return (yield)
-    except ScoringSkipped as exc:
-        # reported at the test, like a skip raised in its body (not at this wrapper)
         raise pytest.skip.Exception(str(exc), _use_item_location=True) from None
+    except pytest.skip.Exception:
+        call.excinfo = pytest.ExceptionInfo.from_current()
+    # pytest kept the scorer's exception for a post-mortem (as for any failure; a skip raised
+    # in the body is not kept): let go of it and the frames it holds
+    if getattr(sys, "last_value", None) is exc:
+        for name in ("last_exc", "last_type", "last_value", "last_traceback"):
+            sys.__dict__.pop(name, None)
 
 
-@pytest.hookimpl(wrapper=True)
+@pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    # tryfirst: the outermost wrapper, so the report noted below is the one every other
+    # wrapper has finished with (an xfail turned into a skip, say), as it will be logged
     excinfo = call.excinfo
-    ours = (
-        excinfo is not None
-        and isinstance(excinfo.value, LLMEvalError)
-        and not isinstance(excinfo.value, AssertionError)
-    )
-    if ours:
-        assert excinfo is not None
-        _hide_package_frames(item, excinfo)  # before the report renders the traceback
+    ours = False
+    if excinfo is not None:
+        value = excinfo.value
+        if isinstance(value, ScoringSkipped) and call.when != "teardown":
+            _skip_instead(call, value)
+        elif isinstance(value, LLMEvalError) and not isinstance(value, AssertionError):
+            ours = True
+            _hide_package_frames(item, excinfo)  # before the report renders the traceback
     report = yield
-    recorder = item_recorder(item)
-    if recorder is not None and recorder.gated:
-        gates = _our_plugins(item.config)[0]
-        if gates is not None:
-            gates.after_report(item, call, report, recorder)  # gated misses; unreached scorers
+    config = item.config
+    memo = _our_plugins_memo
+    gates, events, controller = memo[1] if memo[0] is config else _our_plugins(config)
+    recorder = current_recorder.get()
+    if recorder is None or recorder.owner is not item:
+        recorder = item_recorder(item)  # (its protocol is not running: a concurrent case)
+    if recorder is not None and recorder.gated and gates is not None:
+        gates.after_report(item, call, report, recorder)  # gated misses; unreached scorers
     if ours:
         assert excinfo is not None and isinstance(excinfo.value, LLMEvalError)
         # A judge that failed (or bad input, or a replay miss) is an ERROR of the test, not a
         # quality FAIL: the score is unknown. The flag crosses xdist with the report.
         setattr(report, ERROR_ATTR, f"{type(excinfo.value).__name__}")
-        need_status_hooks(item.config)
+        need_status_hooks(config)
         if report.failed:  # not when xfail turned it into an expected failure
             _count_unrecorded_error(item, excinfo.value)
-    if call.when == "teardown" and recorder is not None and recorder.records:
-        if recorder.trace is not None:
-            trace = recorder.trace
-            recorder.records = [dataclasses.replace(r, trace=trace) for r in recorder.records]
-        events = _our_plugins(item.config)[1]
-        if events is not None:
-            events.emit(recorder.records, report.nodeid)
-        controller = item.config.stash.get(session_key, None)
+    if call.when != "teardown":
+        # this process's controller (no xdist) notes a skip; a passed or failed setup or call
+        # tells it nothing the teardown report does not
+        if controller is not None and report.outcome == "skipped":
+            controller.take_local(report)
+        return report
+    if recorder is None or not recorder.records:
         if controller is not None:
-            # This process is the controller (no xdist): the records go over as they are.
-            controller.hand_over(
-                report.nodeid, recorder.records, _new_instruments(item.config, recorder)
-            )
-        else:
-            setattr(report, RECORDS_ATTR, records_to_wire(recorder.records))
-            new = _new_instruments(item.config, recorder)
-            if new:
-                setattr(report, INSTRUMENTS_ATTR, json.dumps(new, allow_nan=False))
+            controller.take_local(report)
+        return report
+    if recorder.trace is not None:
+        trace = recorder.trace
+        recorder.records = [dataclasses.replace(r, trace=trace) for r in recorder.records]
+    if events is not None:
+        events.emit(recorder.records, report.nodeid)
+    if controller is not None:
+        # This process is the controller (no xdist): the records go over as they are.
+        controller.take_local(report, recorder.records, _new_instruments(config, recorder))
+        return report
+    setattr(report, RECORDS_ATTR, records_to_wire(recorder.records))
+    new = _new_instruments(config, recorder)
+    if new:
+        setattr(report, INSTRUMENTS_ATTR, json.dumps(new, allow_nan=False))
     return report
 
 
-#: (config, (gate hooks, OpenTelemetry events)) as pytest_configure registered them: looked up
-#: once per config, not for every report (a module attribute: cheaper than the config's stash,
-#: asked four times a test; a nested in-process pytest run only makes it look them up again)
-_our_plugins_memo: tuple[Any, tuple[Any, Any]] = (None, (None, None))
+#: (config, (gate hooks, OpenTelemetry events, this process's run controller or None)) as
+#: pytest_configure registered them: looked up once per config, not for every report (a module
+#: attribute: cheaper than the config's stash, asked for every report; a nested in-process
+#: pytest run only makes it look them up again)
+_our_plugins_memo: tuple[Any, tuple[Any, Any, RunController | None]] = (None, (None, None, None))
 
 
-def _our_plugins(config: pytest.Config) -> tuple[Any, Any]:
+def _our_plugins(config: pytest.Config) -> tuple[Any, Any, RunController | None]:
     global _our_plugins_memo
     memo = _our_plugins_memo
     if memo[0] is config:
@@ -491,6 +514,7 @@ def _our_plugins(config: pytest.Config) -> tuple[Any, Any]:
     known = (
         manager.get_plugin("llm-eval-gate-hooks"),
         manager.get_plugin("llm-eval-otel-events"),
+        config.stash.get(session_key, None),
     )
     _our_plugins_memo = (config, known)
     return known

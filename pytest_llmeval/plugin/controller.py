@@ -21,6 +21,8 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import compress, repeat
+from operator import contains, or_
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,7 +41,15 @@ if TYPE_CHECKING:
     from pytest_llmeval.report.view import ReportWriter, RunView
     from pytest_llmeval.stores.history import BaselineChoice
 
-__all__ = ["INSTRUMENTS_ATTR", "RECORDS_ATTR", "MarkdownTarget", "RunController", "markdown_target"]
+__all__ = [
+    "INSTRUMENTS_ATTR",
+    "RECORDS_ATTR",
+    "WORKER_REPORTS",
+    "MarkdownTarget",
+    "RunController",
+    "WorkerReports",
+    "markdown_target",
+]
 
 #: teardown report attribute: the test's score records, one JSON string
 RECORDS_ATTR = "llm_eval_records"
@@ -110,14 +120,10 @@ class RunController:
         self.view: RunView | None = None
         #: xdist workers' waits for judge slots (gateway id -> waits), from their output
         self.worker_slot_waits: dict[str, SlotWaits] = {}
-        #: records handed over in this process (no xdist), by test, until its report is logged
-        self._handed: dict[str, tuple[list[ScoreRecord], dict[str, Any]]] = {}
         #: the report being logged and the records taken from it
         self.taken: tuple[pytest.TestReport | None, Sequence[ScoreRecord]] = (None, ())
         #: one copy of each string many records read from workers share (see ScoreRecord.from_json)
         self._strings: dict[str, str] = {}
-        #: the status hook is registered (see pytest_llmeval.plugin.status)
-        self._status: bool | None = None
 
     def release(self) -> None:
         """Let go of the run (its records, model and what was decided over it) once the session
@@ -132,48 +138,31 @@ class RunController:
         self.comparison = None
         self.baseline_run = None
         self.view = None
-        self._handed = {}
         self.taken = (None, ())
         self._strings = {}
 
     # -- collecting -------------------------------------------------------------------------
 
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        """Controller side: the records and new instruments a teardown report carries (the only
-        report that carries any), taken before the other plugins see the report (the report,
-        which the terminal keeps to the end of the session, then lets go of them: nothing else
-        reads them). A report flagged as a plugin error or a gated miss gets the status hook
-        registered before the terminal asks for its status."""
-        self.tracker.note(report)
-        if report.when == "teardown":
-            self._take(report)
-            return
-        attrs = report.__dict__
-        if RECORDS_ATTR in attrs or INSTRUMENTS_ATTR in attrs:
-            self._take(report)  # (never sent today; taken all the same, never dropped)
-        if self._status is None and (ERROR_ATTR in attrs or GATED_MISS_ATTR in attrs):
-            from pytest_llmeval.plugin.status import need_status_hooks
-
-            need_status_hooks(self.config)
-            self._status = True
-
-    def hand_over(
-        self, nodeid: str, records: list[ScoreRecord], instruments: dict[str, Any]
+    def take_local(
+        self,
+        report: pytest.TestReport,
+        records: list[ScoreRecord] | None = None,
+        instruments: dict[str, Any] | None = None,
     ) -> None:
-        """Without xdist: the records of the test ``nodeid`` (and, as JSON, the instruments this
-        process had not handed over before), from the plugin's makereport in this same process;
-        taken when that test's teardown report is logged (no JSON round trip: the records are
-        the objects the test made, already JSON-safe)."""
-        self._handed[nodeid] = (records, instruments)
+        """Without xdist: each report this process makes, from the plugin's makereport wrapper
+        (the outermost: the report as it will be logged), with the records of its test and, as
+        JSON, the instruments this process had not taken before (a teardown report only). Its
+        fate goes to the plan tracker; the records are kept as they are (no JSON round trip:
+        they are the objects the test made, already JSON-safe). Taken when the report is made,
+        not when it is logged: no hook of this plugin is called for each logged report, and
+        a teardown report another plugin never logs keeps its records all the same."""
+        self.tracker.note(report)
+        if records is not None and self._add(report.nodeid, records, instruments or {}):
+            self.taken = (report, records)
 
-    def _take(self, report: pytest.TestReport) -> None:
-        if self._handed:
-            handed = self._handed.pop(report.nodeid, None)
-            if handed is not None:
-                if self._add(report.nodeid, *handed):
-                    self.taken = (report, handed[0])
-                return
+    def take_shipped(self, report: pytest.TestReport) -> None:
+        """xdist controller: the records and new instruments a worker's report carries (see
+        :class:`WorkerReports`)."""
         attrs = report.__dict__  # (a missing attribute costs no exception this way)
         payload = attrs.pop(RECORDS_ATTR, None)
         shipped = attrs.pop(INSTRUMENTS_ATTR, None)
@@ -188,6 +177,30 @@ class RunController:
             return
         if self._add(report.nodeid, records, instruments):
             self.taken = (report, records)
+
+    def _take_carried(self) -> None:
+        """Without xdist: records (or instruments) that rode on a logged report the way a
+        worker ships them (only another plugin puts them there in this process: one that
+        replays reports made elsewhere, say) are read all the same at the end, from the reports
+        the terminal keeps: a failing record is never lost by where it travelled. (No hook runs
+        for each logged report in this process; the reports are scanned in C.)"""
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        stats = getattr(reporter, "stats", None)
+        if not isinstance(stats, dict):
+            return
+        for reports in stats.values():
+            if not isinstance(reports, list):
+                continue
+            attrs = list(map(getattr, reports, repeat("__dict__"), repeat(_NO_ATTRS)))
+            carrying = list(
+                map(
+                    or_,
+                    map(contains, attrs, repeat(RECORDS_ATTR)),
+                    map(contains, attrs, repeat(INSTRUMENTS_ATTR)),
+                )
+            )
+            for report in compress(reports, carrying):
+                self.take_shipped(report)
 
     def _add(self, nodeid: str, records: list[ScoreRecord], shipped: dict[str, Any]) -> bool:
         """Keep the records of the test ``nodeid`` and the instruments (as JSON) that came with
@@ -341,10 +354,8 @@ class RunController:
         from pytest_llmeval.analysis.gates import dataset_statistics, evaluate_gates
         from pytest_llmeval.analysis.verdict import decide
 
-        # Records handed over for a report that was never logged (another plugin made the
-        # teardown report and did not log it) are still the test's records: none is dropped.
-        for nodeid in sorted(self._handed):
-            self._add(nodeid, *self._handed.pop(nodeid))
+        if not self.config.pluginmanager.has_plugin(WORKER_REPORTS):
+            self._take_carried()
         run = self.build_run(session)
         self.run = run
         if not self._judge_nothing():
@@ -616,6 +627,46 @@ class RunController:
             report_written=report_written,
             after_summary=after_summary,
         ).write(view)
+
+
+#: what a report without attributes of its own offers (see RunController._take_carried)
+_NO_ATTRS: dict[str, Any] = {}
+
+#: the plugin name of :class:`WorkerReports`
+WORKER_REPORTS = "llm-eval-worker-reports"
+
+
+class WorkerReports:
+    """xdist controller only: every report a worker sends, as it is logged. Registered only in
+    a process with workers (without them the plugin's makereport wrapper hands each report to
+    :meth:`RunController.take_local` instead: no hook call per logged report)."""
+
+    def __init__(self, controller: RunController) -> None:
+        self.controller = controller
+        #: the status hook is registered (see pytest_llmeval.plugin.status)
+        self._status: bool | None = None
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """The records and new instruments a teardown report carries (the only report that
+        carries any), taken before the other plugins see the report (the report, which the
+        terminal keeps to the end of the session, then lets go of them: nothing else reads
+        them); every report's fate goes to the plan tracker (xdist reports a crashed item with
+        ``when="???"``). A report flagged as a plugin error or a gated miss gets the status
+        hook registered before the terminal asks for its status."""
+        controller = self.controller
+        controller.tracker.note(report)
+        if report.when == "teardown":
+            controller.take_shipped(report)
+            return
+        attrs = report.__dict__
+        if RECORDS_ATTR in attrs or INSTRUMENTS_ATTR in attrs:
+            controller.take_shipped(report)  # (never sent today; taken all the same)
+        if self._status is None and (ERROR_ATTR in attrs or GATED_MISS_ATTR in attrs):
+            from pytest_llmeval.plugin.status import need_status_hooks
+
+            need_status_hooks(controller.config)
+            self._status = True
 
 
 session_key = pytest.StashKey["RunController"]()

@@ -139,6 +139,20 @@ def _is_worker(config: pytest.Config) -> bool:
     return hasattr(config, "workerinput")
 
 
+def _has_workers(config: pytest.Config) -> bool:
+    """This process hands its tests to xdist workers: xdist's own test for its distributed
+    session (a distribution mode and nodes to run on; not with ``--collect-only``), read from
+    options its ``pytest_cmdline_main`` has settled before any plugin is configured. Without
+    workers (``-n 0``, xdist not installed or ``-p no:xdist``) no hook for the workers' reports
+    or scheduler is registered: each would be one more call for every report of the run."""
+    return (
+        not _is_worker(config)
+        and config.getoption("dist", "no") not in ("no", None)
+        and bool(config.getoption("tx", None))
+        and not config.getoption("collectonly", False)
+    )
+
+
 def _worker_count(config: pytest.Config) -> int:
     n = host_option(config, "numprocesses")
     if isinstance(n, int):

@@ -195,8 +195,10 @@ class PlanTracker:
         self.crashed: set[str] = set()
 
     def note(self, report: pytest.TestReport) -> None:
-        """Controller side: an item's fate (called by the run controller's logreport hook, for
-        every report). xdist reports a crashed item with ``when="???"``."""
+        """Controller side: an item's fate, from its reports: every report a worker sends (the
+        xdist controller's logreport hook; xdist reports a crashed item with ``when="???"``),
+        or, without xdist, each teardown or skipped report this process makes (the others
+        tell nothing)."""
         if self.remote is None:
             # (the report's own attributes: a missing one costs no exception this way)
             payload = report.__dict__.get(PLAN_ATTR)

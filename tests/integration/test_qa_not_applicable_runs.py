@@ -88,3 +88,52 @@ def test_not_applicable_skip_in_a_batch_skips_the_test(
     # the batch's record says why (listed under the summary's scoring errors)
     result.stdout.fnmatch_lines(["*test_batch qa_correctness: Skipped: qa_correctness: the judge*"])
     assert _cached_rows(pytester) == 0
+
+
+MARKED = """
+import sys
+import pytest
+from pytest_llmeval import assert_score
+
+def _na():
+    assert_score("qa_correctness", input="When is high tide?", context="Boil pasta.",
+                 output="6pm", min=0.5, not_applicable="skip")
+
+@pytest.fixture
+def scored_in_setup():
+    _na()
+
+@pytest.mark.xfail(reason="expected to fail")
+def test_marked_xfail():
+    _na()
+
+def test_in_a_fixture(scored_in_setup):
+    pass
+
+def test_after():
+    # the scorer's exception is not kept for a post-mortem, as a skip is not
+    assert type(getattr(sys, "last_value", None)).__name__ != "Skipped"
+"""
+
+
+def test_a_scorers_skip_is_a_skip_under_xfail_and_in_a_fixture_at_the_tests_line(
+    pytester: pytest.Pytester, judge_server: OpenAITestServer
+) -> None:
+    """The skip is made before the report (not in a wrapper of the test's call): an xfail mark
+    does not turn it into an expected failure, a fixture's scoring skips its test, and the
+    skip points at the test, not at the plugin."""
+    _project(pytester, judge_server)
+    pytester.makepyfile(test_na=MARKED)
+    judge_server.set_default(NA)
+    result = pytester.runpytest("-rs", "-p", "no:randomly")
+    result.assert_outcomes(skipped=2, passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "SKIPPED [[]1[]] test_na.py:13: qa_correctness: the judge found*",
+            "SKIPPED [[]1[]] test_na.py:17: qa_correctness: the judge found*",
+        ]
+    )
+    assert "pytest_llmeval" not in "\n".join(
+        line for line in result.stdout.lines if line.startswith("SKIPPED")
+    )
+    assert _cached_rows(pytester) == 0

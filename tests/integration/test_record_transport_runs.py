@@ -105,3 +105,33 @@ def test_no_record_is_lost_whatever_becomes_of_the_teardown_report(
     records = _records(read_report(pytester, "r.json"))
     assert len(records) == 10
     assert {r["case_id"] for r in records if r["passed"] is False} == {"c0", "c3"}
+
+
+HOOKS_SEEN = """
+def pytest_sessionfinish(session):
+    impls = session.config.pluginmanager.hook.pytest_runtest_logreport.get_hookimpls()
+    print("\\nLOGREPORT", sorted(i.plugin_name for i in impls if "llm" in i.plugin_name))
+"""
+
+
+def test_only_a_controller_with_workers_has_a_hook_for_every_logged_report(
+    pytester: pytest.Pytester,
+) -> None:
+    """Without xdist the makereport wrapper hands each report over as it is made: no hook of
+    the plugin runs for each of the 3 reports a test logs. The xdist controller, whose reports
+    come from workers, takes them in its logreport hook (and its scheduler learns from them
+    which cases are done): with xdist installed but no workers (``-n 0``), neither is there."""
+    pytest.importorskip("xdist")
+    write_dataset(pytester.path / "data" / "cases.jsonl", ROWS)
+    pytester.makepyfile(test_t=PROJECT)
+    pytester.makeconftest(HOOKS_SEEN)
+    for extra, seen in (
+        (["-p", "no:xdist"], "LOGREPORT []"),
+        (["-n", "0"], "LOGREPORT []"),
+        (["-n", "2"], "LOGREPORT ['llm-eval-worker-reports', 'llm-eval-xdist-shares']"),
+    ):
+        result = pytester.runpytest_subprocess(
+            "--llm-eval", "--llm-eval-cache=off", "-s", "-p", "no:randomly", *extra
+        )
+        result.assert_outcomes(passed=4, failed=2)
+        assert seen in result.stdout.lines, extra

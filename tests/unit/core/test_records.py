@@ -288,3 +288,27 @@ def test_the_usual_record_equals_the_general_paths_record_field_by_field() -> No
         instrument=inst.digest, label="B", label_score=0.5,
     )  # fmt: skip
     assert made.metadata == {} and made.judge_models == () and made.trace is None
+
+
+def test_the_json_form_names_every_field_once_in_its_written_order_each_a_json_value() -> None:
+    """``to_json`` reads every field in one call: its keys and their order are the saved runs'
+    and reports' (pinned), each mapping a plain dict and each sequence a list (what
+    ``json.dumps`` writes without a default), never the record's own shared objects."""
+    full = _every_field_set()
+    out = full.to_json()
+    assert list(out) == [
+        "file", "test", "case_id", "scorer", "index", "score", "min", "max", "passed",
+        "cached", "duration_s", "rationale", "error", "where", "metadata", "prompt_tokens",
+        "cached_prompt_tokens", "completion_tokens", "judge_calls", "cost_usd", "judge_models",
+        "sample", "gated", "inputs", "instrument", "label", "label_score", "trace",
+    ]  # fmt: skip
+    assert type(out["metadata"]) is dict and out["metadata"] == dict(full.metadata)
+    assert out["metadata"] is not full.metadata and out["inputs"] is not full.inputs
+    assert type(out["inputs"]) is dict and out["inputs"] == dict(full.inputs)
+    assert out["judge_models"] == list(full.judge_models) and type(out["judge_models"]) is list
+    assert full.trace is not None and out["trace"] == full.trace.to_json()
+    for name in out.keys() - {"metadata", "inputs", "judge_models", "trace"}:
+        assert out[name] == getattr(full, name), name
+    assert ScoreRecord.from_json(json.loads(json.dumps(out))) == full
+    bare = rec("s", 1.0, True).to_json()
+    assert (bare["trace"], bare["metadata"], bare["judge_models"]) == (None, {}, [])
