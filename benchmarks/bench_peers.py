@@ -46,6 +46,13 @@ Rows (``--quick``: 400 / 1,600 / 50 / 50 cases, 1 round; a smoke check, not a me
             DeepEval's pytest path is not in this row: ``assert_test`` runs one case at a time,
             200 x 0.2 s = 40 s at least.
 
+The plain pytest floors and ours load the pytest plugins that installing this plugin brings
+(``--plugins clean``, the default: plugin autoload off, then this plugin, pytest-xdist and
+anyio's), not every plugin of the environment the benchmark runs in: a development environment
+carries others (langsmith's, hypothesis', pytest-benchmark's) whose imports cost every pytest
+process seconds, which the judged row's floor script never pays (``--plugins installed`` keeps
+them all).
+
 Times are whole processes (interpreter start to exit, measured by this script), with byte code
 cached for every side (``PYTHONPYCACHEPREFIX``, an untimed run of each column first). No network
 is needed: every judge is the local test server, and DeepEval runs with
@@ -66,7 +73,7 @@ pytest-repeat, pytest-rerunfailures, which would load into every pytest run of t
 A peer that is not installed is said at the start and its columns are skipped.
 
 Run: python benchmarks/bench_peers.py [small large runner judged ...] [--rounds 3]
-[--rounds-large 2] [--quick]
+[--rounds-large 2] [--plugins clean|installed] [--quick]
 """
 
 from __future__ import annotations
@@ -337,6 +344,13 @@ def main() -> int:
     ap.add_argument("--small", type=int, default=1600)
     ap.add_argument("--large", type=int, default=16_000)
     ap.add_argument("--runner-cases", type=int, default=200)
+    ap.add_argument(
+        "--plugins",
+        choices=["clean", "installed"],
+        default="clean",
+        help="pytest plugins of the plain floors and ours: what installing this plugin loads "
+        "(clean: autoload off, then this plugin, xdist, anyio) or every installed one",
+    )
     ap.add_argument("--judged", type=int, default=200)
     ap.add_argument("--concurrency", type=int, default=32)
     ap.add_argument("--app", type=float, default=0.1, help="seconds the fake app takes")
@@ -395,6 +409,25 @@ def main() -> int:
     de_pytest = [de_py, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
     py = sys.executable
     pytest_cmd = [py, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+    if args.plugins == "clean":
+        # what `pip install pytest-llmeval-suite` loads into pytest: this plugin, pytest-xdist
+        # (a dependency) and anyio's (openai's httpx brings it); not the other plugins of this
+        # development environment (langsmith's, hypothesis', pytest-benchmark's, ...), whose
+        # imports cost every pytest process seconds that neither the floor script nor a user of
+        # this plugin pays
+        base["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+        pytest_cmd += ["-p", "xdist.plugin", "-p", "xdist.looponfail", "-p", "anyio.pytest_plugin"]
+        ours_p, plain_p = ["-p", "pytest_llmeval.plugin"], []
+    else:
+        ours_p, plain_p = [], ["-p", "no:llmeval"]
+    print(
+        f"pytest plugins: {args.plugins}"
+        + (
+            " (autoload off; this plugin, xdist, anyio)"
+            if args.plugins == "clean"
+            else " (every plugin installed in this environment)"
+        )
+    )
     summary: list[str] = []
     try:
 
@@ -404,20 +437,21 @@ def main() -> int:
             (root / "pe_exact.py").write_text(PE_EXACT)
             (root / "de_exact.py").write_text(DE_EXACT)
             cols = [
-                Column("plain pytest", [*pytest_cmd, "-p", "no:llmeval", "test_plain.py"], root,
+                Column("plain pytest", [*pytest_cmd, *plain_p, "test_plain.py"], root,
                        base, n),
-                Column("ours (--llm-eval)", [*pytest_cmd, "--llm-eval", "test_plugin.py"], root,
-                       base, n),
+                Column("ours (--llm-eval)",
+                       [*pytest_cmd, *ours_p, "--llm-eval", "test_plugin.py"], root, base, n),
             ]  # fmt: skip
             if title == "large":
                 cols += [
                     Column("ours, --llm-eval-cache=off",
-                           [*pytest_cmd, "--llm-eval", "--llm-eval-cache=off", "test_plugin.py"],
-                           root, base, n),
+                           [*pytest_cmd, *ours_p, "--llm-eval", "--llm-eval-cache=off",
+                            "test_plugin.py"], root, base, n),
                     Column("plain pytest -n 2",
-                           [*pytest_cmd, "-p", "no:llmeval", "-n", "2", "test_plain.py"], root,
+                           [*pytest_cmd, *plain_p, "-n", "2", "test_plain.py"], root,
                            base, n),
-                    Column("ours -n 2", [*pytest_cmd, "--llm-eval", "-n", "2", "test_plugin.py"],
+                    Column("ours -n 2",
+                           [*pytest_cmd, *ours_p, "--llm-eval", "-n", "2", "test_plugin.py"],
                            root, base, n),
                 ]  # fmt: skip
             if pe_ver:
@@ -458,10 +492,10 @@ def main() -> int:
                 (root / "de_exact.py").write_text(DE_EXACT)
                 de_cli = str(Path(de_py).parent / "deepeval")
                 cols = [
-                    Column("plain pytest", [*pytest_cmd, "-p", "no:llmeval", "test_plain.py"],
+                    Column("plain pytest", [*pytest_cmd, *plain_p, "test_plain.py"],
                            root, base, n),
-                    Column("ours (--llm-eval)", [*pytest_cmd, "--llm-eval", "test_plugin.py"],
-                           root, base, n),
+                    Column("ours (--llm-eval)",
+                           [*pytest_cmd, *ours_p, "--llm-eval", "test_plugin.py"], root, base, n),
                     Column("DeepEval pytest + assert_test", [*de_pytest, "test_deepeval.py"],
                            root, de_env, n),
                     Column("deepeval test run", [de_cli, "test", "run", "test_deepeval.py"], root,
@@ -479,7 +513,7 @@ def main() -> int:
                     args.timeout,
                 )
         if "judged" in args.rows:
-            summary += judged(args, tmp, base, de_env, pe_ver, de_ver)
+            summary += judged(args, tmp, base, de_env, pe_ver, de_ver, [*pytest_cmd, *ours_p])
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print("\n== summary")
@@ -494,6 +528,7 @@ def judged(
     de_env: dict[str, str],
     pe_ver: str | None,
     de_ver: str | None,
+    ours: list[str],
 ) -> list[str]:
     n, conc, app = args.judged, args.concurrency, args.app
     root = tmp / "judged"
@@ -522,8 +557,8 @@ def judged(
         cols = [
             Column("AsyncOpenAI direct", [py, "direct.py", "body.json", judge.base_url, *sizes],
                    root, env, n, judge),
-            Column("ours (--llm-eval)", [py, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                   "--llm-eval", "test_async.py"], root, env, n, judge, fresh_cache),
+            Column("ours (--llm-eval)", [*ours, "--llm-eval", "test_async.py"], root, env, n,
+                   judge, fresh_cache),
         ]  # fmt: skip
         if pe_ver:
             cols.append(
