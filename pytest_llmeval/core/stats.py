@@ -388,10 +388,13 @@ def _reduce_one(
     score = float(value)
     passed: bool | None = s.passed
     if (bound_min is not None or bound_max is not None) and reducer in _SCORE_REDUCERS:
-        passed = (bound_min is None or score >= bound_min) and (
-            bound_max is None or score <= bound_max
-        )
+        passed = _within(score, bound_min, bound_max)
     return CaseResult(key, score, passed, 1, 0, False)
+
+
+def _within(score: float, bound_min: float | None, bound_max: float | None) -> bool:
+    """A reduced score's verdict against the case's bound (a missing side is no limit)."""
+    return (bound_min is None or score >= bound_min) and (bound_max is None or score <= bound_max)
 
 
 _SCORE_REDUCERS = frozenset(("mean", "median", "min", "max"))
@@ -433,9 +436,7 @@ def _reduce_samples(
         else:
             score = max(scores)
         if bound_min is not None or bound_max is not None:
-            passed = (bound_min is None or score >= bound_min) and (
-                bound_max is None or score <= bound_max
-            )
+            passed = _within(score, bound_min, bound_max)
         else:
             passed = all(verdicts) if verdicts else None
     else:
@@ -1640,9 +1641,7 @@ def single_sample_stats(
         score = float(value)
         scores.append(score)
         if by_bound and (bound_min is not None or bound_max is not None):
-            passed = (bound_min is None or score >= bound_min) and (
-                bound_max is None or score <= bound_max
-            )
+            passed = _within(score, bound_min, bound_max)
         if passed is not None:
             verdicts.append(passed)
     return _stats_of(

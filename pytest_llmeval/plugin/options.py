@@ -147,9 +147,9 @@ def _has_workers(config: pytest.Config) -> bool:
     or scheduler is registered: each would be one more call for every report of the run."""
     return (
         not _is_worker(config)
-        and config.getoption("dist", "no") not in ("no", None)
-        and bool(config.getoption("tx", None))
-        and not config.getoption("collectonly", False)
+        and host_option(config, "dist", "no") not in ("no", None)
+        and bool(host_option(config, "tx"))
+        and not host_option(config, "collectonly", False)
     )
 
 
