@@ -545,17 +545,12 @@ _SCORE_OF = attrgetter("score")
 _PASSED_OF = attrgetter("passed")
 _CACHED_OF = attrgetter("cached")
 _COST_OF = attrgetter("cost_usd")
-#: the per-record sums of an aggregate over every record, errors included (what
-#: :meth:`ScorerAggregate.add` adds up before it looks at the error), with their start values
-_SUMMED = tuple(
-    (attrgetter(name), start)
-    for name, start in (
-        ("duration_s", 0.0),
-        ("judge_calls", 0),
-        ("prompt_tokens", 0),
-        ("cached_prompt_tokens", 0),
-        ("completion_tokens", 0),
-    )
+_DURATION_OF = attrgetter("duration_s")
+#: the counts an aggregate sums over every record, errors included (as
+#: :meth:`ScorerAggregate.add` adds them up before it looks at the error)
+_COUNTED = tuple(
+    attrgetter(name)
+    for name in ("judge_calls", "prompt_tokens", "cached_prompt_tokens", "completion_tokens")
 )
 _is_none = partial(is_, None)
 _is_not_none = partial(is_not, None)
@@ -568,11 +563,10 @@ def _aggregate_of(scorer: str, records: Sequence[ScoreRecord]) -> ScorerAggregat
     passes over them (a pass per field, no Python work per record): the same sums, added in
     the same order, so the same floats."""
     agg = ScorerAggregate(scorer, n=len(records))
-    time_s, calls, prompt, cached_prompt, completion = (
-        sum(map(get, records), start) for get, start in _SUMMED
+    agg.time_s = sum(map(_DURATION_OF, records), 0.0)
+    agg.judge_calls, agg.prompt_tokens, agg.cached_prompt_tokens, agg.completion_tokens = (
+        sum(map(get, records)) for get in _COUNTED
     )
-    agg.time_s, agg.judge_calls, agg.prompt_tokens = time_s, calls, prompt
-    agg.cached_prompt_tokens, agg.completion_tokens = cached_prompt, completion
     costs = list(filter(_is_not_none, map(_COST_OF, records)))
     if costs:
         agg.cost_usd = sum(costs, 0.0)

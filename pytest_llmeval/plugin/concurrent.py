@@ -212,6 +212,15 @@ def _concurrency_kw(item: pytest.Item) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+def _any_coroutine(items: list[pytest.Item]) -> bool:
+    """Whether any of ``items`` is a test function written as a coroutine (the first thing
+    :meth:`ConcurrentCases.owns` asks: without one, no item is the runner's), asked once per
+    distinct function (object), not once per item."""
+    functions = list(map(getattr, items, itertools.repeat("obj"), itertools.repeat(None)))
+    distinct = dict(zip(map(id, functions), functions, strict=True))
+    return any(map(inspect.iscoroutinefunction, distinct.values()))
+
+
 _GroupKey = tuple[str, str, tuple[tuple[str, int], ...]]
 _group_key_of = pytest.StashKey[_GroupKey]()
 
@@ -718,9 +727,14 @@ class ConcurrentCases:
         warning). xdist worker: tell the controller which runs of items are concurrent cases
         (before the worker reports its collection), so that it queues each worker's share at
         once (:mod:`pytest_llmeval.plugin.xdist_sched`)."""
-        self._want_judge_slots(session.items)
+        items = session.items
+        # (most runs have no coroutine test at all: then no item is this runner's, and nothing
+        # below needs asking item by item)
+        some = _any_coroutine(items)
+        if some:
+            self._want_judge_slots(items)
         manager = self.config.pluginmanager
-        if any(self.owns(item) for item in session.items) and not manager.has_plugin(_RUNTIME):
+        if some and any(map(self.owns, items)) and not manager.has_plugin(_RUNTIME):
             # The run-time hooks, only in a process that has concurrent cases to run: every
             # other test's protocol, fixtures and reports go without them.
             manager.register(_CaseHooks(self), _RUNTIME)
@@ -728,7 +742,7 @@ class ConcurrentCases:
             return
         from pytest_llmeval.plugin.xdist_sched import write_groups
 
-        write_groups(self.config, self.concurrent_runs(session.items), len(session.items))
+        write_groups(self.config, self.concurrent_runs(items) if some else [], len(items))
 
     def _want_judge_slots(self, items: list[pytest.Item]) -> None:
         from pytest_llmeval.plugin.keys import context_key
