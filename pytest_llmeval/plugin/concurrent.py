@@ -64,6 +64,7 @@ import time
 import warnings
 import weakref
 from collections.abc import Callable, Coroutine, Generator, Iterator
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import pytest
@@ -210,6 +211,33 @@ def _concurrency_kw(item: pytest.Item) -> int | None:
         return None
     value = mark.kwargs.get("concurrency")
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _some_concurrency_above_one(items: list[pytest.Item]) -> bool:
+    """Whether any ``llm_eval_dataset`` mark that any of ``items`` can see (its own, or one of
+    its parents') asks for a concurrency above 1: without one, :func:`_concurrency_kw` is at
+    most 1 for every item. Each distinct mark and node is looked at once (a parametrized
+    function's items share their function's marks); per item only C passes."""
+    own = attrgetter("own_markers")
+    marks = list(itertools.chain.from_iterable(map(own, items)))
+    parents = list(map(_PARENT_OF, items))
+    nodes = dict(zip(map(id, parents), parents, strict=True))
+    seen: set[int] = set()
+    for node in nodes.values():
+        while node is not None and id(node) not in seen:
+            seen.add(id(node))
+            marks.extend(node.own_markers)
+            node = node.parent
+    distinct = dict(zip(map(id, marks), marks, strict=True))
+    for mark in distinct.values():
+        if mark.name == "llm_eval_dataset":
+            value = mark.kwargs.get("concurrency")
+            if isinstance(value, int) and not isinstance(value, bool) and value > 1:
+                return True
+    return False
+
+
+_PARENT_OF = attrgetter("parent")
 
 
 def _any_coroutine(items: list[pytest.Item]) -> bool:
@@ -708,6 +736,8 @@ class ConcurrentCases:
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         """A test that another async plugin claims only after collection (its auto mode marks
         items late) cannot honour concurrency=N: say so instead of running it one by one."""
+        if not _some_concurrency_above_one(items):
+            return  # (the usual run: no item asked item by item)
         for item in items:
             n = _concurrency_kw(item)
             if n is None or n <= 1 or not isinstance(item, pytest.Function):

@@ -20,6 +20,9 @@ from __future__ import annotations
 import json
 from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field
+from functools import partial
+from itertools import compress
+from operator import attrgetter, is_
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -33,6 +36,9 @@ __all__ = ["PLAN_ATTR", "PlanCollector", "PlanTracker", "PlannedTests"]
 
 #: test report attribute: an xdist worker's plan, on the first report it makes
 PLAN_ATTR = "llm_eval_plan"
+
+_NODEID_OF = attrgetter("nodeid")
+_is_true = partial(is_, True)
 
 #: why a selected item was never reported
 CRASHED = "an xdist worker crashed"
@@ -144,13 +150,23 @@ class PlanCollector:
         items = session.items
         keys = self._keys_of(items)
         gated = {key: self._gated(key) for key in dict.fromkeys(keys)}
-        for item, key, relevant in zip(items, keys, self._relevant(items), strict=True):
+        kinds = self._relevant(items)
+        if not any(gated.values()):
+            # (no gate: every llm_eval item is one of the others, picked out in C)
+            planned.others.extend(compress(map(_NODEID_OF, items), map(_is_true, kinds)))
+            self._send_plan()
+            return
+        for item, key, relevant in zip(items, keys, kinds, strict=True):
             if gated[key] and relevant is not False:
                 file, test, case_id, _where = self._identity(item)
                 planned.items[item.nodeid] = (file, test, case_id, _sample_of(item))
                 planned.tests[key] = self.gate_table[key]
             elif relevant:
                 planned.others.append(item.nodeid)
+        self._send_plan()
+
+    def _send_plan(self) -> None:
+        """xdist worker: the plan goes with the first report this worker makes."""
         if hasattr(self.config, "workerinput"):
             manager = self.config.pluginmanager
             if manager.get_plugin(_SEND_PLAN) is None:

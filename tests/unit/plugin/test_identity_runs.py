@@ -52,3 +52,46 @@ def test_each_item_gets_its_own_functions_key_in_any_order(pytester: pytest.Pyte
     random.Random(4).shuffle(shuffled)
     assert function_keys(shuffled) == [function_identity(item) for item in shuffled]
     assert function_keys([]) == []
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        (
+            "@pytest.mark.llm_eval_dataset('d.jsonl', concurrency=3)\nasync def test_a(case):\n    pass",
+            True,
+        ),
+        (
+            "pytestmark = pytest.mark.llm_eval_dataset('d.jsonl', concurrency=2)\n"
+            "async def test_a(case):\n    pass",
+            True,
+        ),
+        (
+            "@pytest.mark.llm_eval_dataset('d.jsonl', concurrency=2)\nclass TestA:\n"
+            "    async def test_a(self, case):\n        pass",
+            True,
+        ),
+        (
+            "@pytest.mark.parametrize('x', [pytest.param(1, marks=pytest.mark.llm_eval_dataset("
+            "'d.jsonl', concurrency=4)), 2])\ndef test_a(x):\n    pass",
+            True,
+        ),
+        (
+            "@pytest.mark.llm_eval_dataset('d.jsonl', concurrency=1)\nasync def test_a(case):\n    pass",
+            False,
+        ),
+        ("@pytest.mark.other(concurrency=5)\nasync def test_a(case):\n    pass", False),
+    ],
+    ids=["function", "module", "class", "one-param", "one", "other-mark"],
+)
+def test_the_concurrency_check_is_skipped_only_when_no_mark_asks_for_more_than_one(
+    pytester: pytest.Pytester, source: str, expected: bool
+) -> None:
+    """Collection asks each item's concurrency only when some llm_eval_dataset mark an item can
+    see (its own, its parametrization's, its class's or module's) asks for more than 1."""
+    from pytest_llmeval.plugin.concurrent import _some_concurrency_above_one
+
+    (pytester.path / "d.jsonl").write_text('{"id": "c1"}\n{"id": "c2"}\n')
+    items = pytester.getitems("import pytest\n" + source)
+    assert items
+    assert _some_concurrency_above_one(items) is expected
