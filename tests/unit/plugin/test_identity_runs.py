@@ -58,7 +58,8 @@ def test_each_item_gets_its_own_functions_key_in_any_order(pytester: pytest.Pyte
     ("source", "expected"),
     [
         (
-            "@pytest.mark.llm_eval_dataset('d.jsonl', concurrency=3)\nasync def test_a(case):\n    pass",
+            "@pytest.mark.llm_eval_dataset('d.jsonl', concurrency=3)\n"
+            "async def test_a(case):\n    pass",
             True,
         ),
         (
@@ -77,7 +78,8 @@ def test_each_item_gets_its_own_functions_key_in_any_order(pytester: pytest.Pyte
             True,
         ),
         (
-            "@pytest.mark.llm_eval_dataset('d.jsonl', concurrency=1)\nasync def test_a(case):\n    pass",
+            "@pytest.mark.llm_eval_dataset('d.jsonl', concurrency=1)\n"
+            "async def test_a(case):\n    pass",
             False,
         ),
         ("@pytest.mark.other(concurrency=5)\nasync def test_a(case):\n    pass", False),
