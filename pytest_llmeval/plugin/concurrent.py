@@ -64,6 +64,7 @@ import time
 import warnings
 import weakref
 from collections.abc import Callable, Coroutine, Generator, Iterator
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import pytest
@@ -210,6 +211,42 @@ def _concurrency_kw(item: pytest.Item) -> int | None:
         return None
     value = mark.kwargs.get("concurrency")
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _some_concurrency_above_one(items: list[pytest.Item]) -> bool:
+    """Whether any ``llm_eval_dataset`` mark that any of ``items`` can see (its own, or one of
+    its parents') asks for a concurrency above 1: without one, :func:`_concurrency_kw` is at
+    most 1 for every item. Each distinct mark and node is looked at once (a parametrized
+    function's items share their function's marks); per item only C passes."""
+    own = attrgetter("own_markers")
+    marks = list(itertools.chain.from_iterable(map(own, items)))
+    parents = list(map(_PARENT_OF, items))
+    nodes = dict(zip(map(id, parents), parents, strict=True))
+    seen: set[int] = set()
+    for node in nodes.values():
+        while node is not None and id(node) not in seen:
+            seen.add(id(node))
+            marks.extend(node.own_markers)
+            node = node.parent
+    distinct = dict(zip(map(id, marks), marks, strict=True))
+    for mark in distinct.values():
+        if mark.name == "llm_eval_dataset":
+            value = mark.kwargs.get("concurrency")
+            if isinstance(value, int) and not isinstance(value, bool) and value > 1:
+                return True
+    return False
+
+
+_PARENT_OF = attrgetter("parent")
+
+
+def _any_coroutine(items: list[pytest.Item]) -> bool:
+    """Whether any of ``items`` is a test function written as a coroutine (the first thing
+    :meth:`ConcurrentCases.owns` asks: without one, no item is the runner's), asked once per
+    distinct function (object), not once per item."""
+    functions = list(map(getattr, items, itertools.repeat("obj"), itertools.repeat(None)))
+    distinct = dict(zip(map(id, functions), functions, strict=True))
+    return any(map(inspect.iscoroutinefunction, distinct.values()))
 
 
 _GroupKey = tuple[str, str, tuple[tuple[str, int], ...]]
@@ -699,6 +736,8 @@ class ConcurrentCases:
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         """A test that another async plugin claims only after collection (its auto mode marks
         items late) cannot honour concurrency=N: say so instead of running it one by one."""
+        if not _some_concurrency_above_one(items):
+            return  # (the usual run: no item asked item by item)
         for item in items:
             n = _concurrency_kw(item)
             if n is None or n <= 1 or not isinstance(item, pytest.Function):
@@ -718,9 +757,14 @@ class ConcurrentCases:
         warning). xdist worker: tell the controller which runs of items are concurrent cases
         (before the worker reports its collection), so that it queues each worker's share at
         once (:mod:`pytest_llmeval.plugin.xdist_sched`)."""
-        self._want_judge_slots(session.items)
+        items = session.items
+        # (most runs have no coroutine test at all: then no item is this runner's, and nothing
+        # below needs asking item by item)
+        some = _any_coroutine(items)
+        if some:
+            self._want_judge_slots(items)
         manager = self.config.pluginmanager
-        if any(self.owns(item) for item in session.items) and not manager.has_plugin(_RUNTIME):
+        if some and any(map(self.owns, items)) and not manager.has_plugin(_RUNTIME):
             # The run-time hooks, only in a process that has concurrent cases to run: every
             # other test's protocol, fixtures and reports go without them.
             manager.register(_CaseHooks(self), _RUNTIME)
@@ -728,7 +772,7 @@ class ConcurrentCases:
             return
         from pytest_llmeval.plugin.xdist_sched import write_groups
 
-        write_groups(self.config, self.concurrent_runs(session.items), len(session.items))
+        write_groups(self.config, self.concurrent_runs(items) if some else [], len(items))
 
     def _want_judge_slots(self, items: list[pytest.Item]) -> None:
         from pytest_llmeval.plugin.keys import context_key

@@ -354,6 +354,10 @@ class RunController:
         from pytest_llmeval.analysis.gates import dataset_statistics, evaluate_gates
         from pytest_llmeval.analysis.verdict import decide
 
+        if not hasattr(session, "exitstatus"):
+            # (a session finished by hand, as pytester's getitems/getnode do after collecting
+            # alone: pytest sets it before this hook in every run of its own)
+            session.exitstatus = exitstatus
         if not self.config.pluginmanager.has_plugin(WORKER_REPORTS):
             self._take_carried()
         run = self.build_run(session)

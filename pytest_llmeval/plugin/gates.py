@@ -19,7 +19,7 @@ import pytest
 from pytest_llmeval.core.records import ScoreRecord, TestRecorder, current_recorder
 from pytest_llmeval.core.redaction import redact_text
 from pytest_llmeval.engine.registry import default_registry
-from pytest_llmeval.plugin.identity import function_identity, record_identity
+from pytest_llmeval.plugin.identity import function_keys, record_identity
 from pytest_llmeval.plugin.keys import (
     GATED_MISS_ATTR,
     VerdictPolicies,
@@ -72,18 +72,19 @@ def _configure_gates(config: pytest.Config) -> None:
     strict = value(config, "llm_eval_strict_cases")
     config.pluginmanager.register(GateHooks(config, bool(strict)), "llm-eval-gate-hooks")
     config.pluginmanager.register(
-        PlanCollector(config, table, record_identity, function_identity, _planned_kind),
+        PlanCollector(config, table, record_identity, function_keys, _planned_kinds),
         "llm-eval-plan",
     )
 
 
-def _planned_kind(item: pytest.Item) -> bool | None:
-    """Whether an item's fate counts: True for an llm_eval item of a run with evaluations on,
+def _planned_kinds(items: list[pytest.Item]) -> list[bool | None]:
+    """Whether each item's fate counts: True for an llm_eval item of a run with evaluations on,
     False for one skipped because they are off (a plain ``pytest`` run judges no llm_eval
     gate), None for any other test (its gates, if a run gate gives it some, still count)."""
-    if closest_mark(item, "llm_eval") is None:
-        return None
-    return _enabled(item.config)
+    if not items:
+        return []
+    enabled = _enabled(items[0].config)
+    return [None if closest_mark(item, "llm_eval") is None else enabled for item in items]
 
 
 def _test_gates(config: pytest.Config, file: str, test: str) -> TestGates:

@@ -3,6 +3,9 @@ gates, plans and shards name it (the same with ``-n 0`` and ``-n N``), and its r
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from itertools import groupby, repeat
+from operator import attrgetter
 from typing import Any
 
 import pytest
@@ -24,6 +27,26 @@ def function_identity(item: pytest.Item) -> tuple[str, str]:
         prefix = nodeid.rpartition("::")[0] + "::"
     file, _, middle = prefix.partition("::")
     return file, middle + getattr(item, "originalname", name)
+
+
+_PARENT_OF = attrgetter("parent")
+_NAME_OF = attrgetter("name")
+
+
+def function_keys(items: Sequence[pytest.Item]) -> list[tuple[str, str]]:
+    """:func:`function_identity` of each of ``items``, worked out once per run of consecutive
+    items of one test function (one parent, one original name: a parametrized function's
+    items), not once per item: what every collecting process (each xdist worker too) asks of
+    every item. Per item only C passes."""
+    names = map(getattr, items, repeat("originalname"), map(_NAME_OF, items))
+    pairs = list(zip(map(_PARENT_OF, items), names, strict=True))
+    out: list[tuple[str, str]] = []
+    at = 0
+    for _pair, run in groupby(pairs):
+        size = len(list(run))
+        out.extend(repeat(function_identity(items[at]), size))
+        at += size
+    return out
 
 
 def _escaped_id(text: str, config: pytest.Config) -> str:

@@ -20,6 +20,9 @@ from __future__ import annotations
 import json
 from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field
+from functools import partial
+from itertools import compress
+from operator import attrgetter, is_
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -33,6 +36,9 @@ __all__ = ["PLAN_ATTR", "PlanCollector", "PlanTracker", "PlannedTests"]
 
 #: test report attribute: an xdist worker's plan, on the first report it makes
 PLAN_ATTR = "llm_eval_plan"
+
+_NODEID_OF = attrgetter("nodeid")
+_is_true = partial(is_, True)
 
 #: why a selected item was never reported
 CRASHED = "an xdist worker crashed"
@@ -109,12 +115,9 @@ class PlanCollector:
         self.config = config
         self.gate_table = gate_table
         self._identity = identity  # item -> (file, test, case id, where)
-        self._function = function  # item -> (file, test), cheaper
-        self._relevant = relevant  # item -> whether it is an llm_eval item whose verdict counts
+        self._keys_of = function  # items -> each one's (file, test), cheaper
+        self._relevant = relevant  # items -> whether each is an llm_eval item whose verdict counts
         self.planned = PlannedTests()
-        #: each collected item's test function (node id -> (file, test)), from the first
-        #: collection hook to the last (worked out once per item)
-        self._keys: dict[str, tuple[str, str]] = {}
 
     def _gated(self, key: tuple[str, str]) -> bool:
         gates = self.gate_table.get(key)
@@ -125,15 +128,17 @@ class PlanCollector:
         """Before -k/-m/--deselect narrow the list: every collected test function (a run gate
         that matches none of the selected ones is told which it could have meant), and how many
         distinct cases each gated test has (a gate over a subset says of how many)."""
-        seen: dict[str, None] = {}
+        keys = self._keys_of(items)
         cases: dict[tuple[str, str], set[str | None]] = {}
-        keys = self._keys
-        for item in items:
-            key = keys[item.nodeid] = self._function(item)
-            seen.setdefault(f"{key[0]}::{key[1]}", None)
+        for key in dict.fromkeys(keys):
             if self._gated(key):
-                cases.setdefault(key, set()).add(self._identity(item)[2])
-        self.planned.collected = list(seen)
+                cases[key] = set()
+        if cases:
+            for item, key in zip(items, keys, strict=True):
+                ids = cases.get(key)
+                if ids is not None:
+                    ids.add(self._identity(item)[2])
+        self.planned.collected = [f"{file}::{test}" for file, test in dict.fromkeys(keys)]
         self.planned.totals = {key: len(ids) for key, ids in cases.items()}
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
@@ -142,16 +147,26 @@ class PlanCollector:
         from pytest_llmeval.plugin.identity import _sample_of
 
         planned = self.planned
-        keys, self._keys = self._keys, {}
-        for item in session.items:
-            key = keys.get(item.nodeid) or self._function(item)
-            relevant = self._relevant(item)
-            if self._gated(key) and relevant is not False:
+        items = session.items
+        keys = self._keys_of(items)
+        gated = {key: self._gated(key) for key in dict.fromkeys(keys)}
+        kinds = self._relevant(items)
+        if not any(gated.values()):
+            # (no gate: every llm_eval item is one of the others, picked out in C)
+            planned.others.extend(compress(map(_NODEID_OF, items), map(_is_true, kinds)))
+            self._send_plan()
+            return
+        for item, key, relevant in zip(items, keys, kinds, strict=True):
+            if gated[key] and relevant is not False:
                 file, test, case_id, _where = self._identity(item)
                 planned.items[item.nodeid] = (file, test, case_id, _sample_of(item))
                 planned.tests[key] = self.gate_table[key]
             elif relevant:
                 planned.others.append(item.nodeid)
+        self._send_plan()
+
+    def _send_plan(self) -> None:
+        """xdist worker: the plan goes with the first report this worker makes."""
         if hasattr(self.config, "workerinput"):
             manager = self.config.pluginmanager
             if manager.get_plugin(_SEND_PLAN) is None:

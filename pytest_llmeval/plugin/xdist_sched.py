@@ -122,8 +122,21 @@ class SharesPlugin:
         scheduler = yield
         if scheduler is None or not _wrappable(scheduler, config.getvalue("dist")):
             return scheduler
-        self.scheduler = CaseShares(scheduler, log, self._groups)
+        self.scheduler = CaseShares(scheduler, log, self._groups, self._settled)
         return self.scheduler
+
+    def _settled(self, shares: CaseShares) -> None:
+        """The scheduler decided, at the first schedule. Cases in shares: watch the reports (a
+        case is done once its outcome is in; a stopping session takes back queued cases).
+        Nothing concurrent: the run is xdist's own from here, so xdist's session gets its own
+        scheduler back (every call it makes, several per report, then goes straight to it: the
+        wrapper only passed them on) and no hook of this plugin runs per report."""
+        if shares.split:
+            self.config.pluginmanager.register(_ShareReports(self, shares), _SHARE_REPORTS)
+            return
+        dsession = self.config.pluginmanager.get_plugin("dsession")
+        if getattr(dsession, "sched", None) is shares:
+            dsession.sched = shares.inner  # type: ignore[union-attr]
 
     def _groups(self, worker: str, count: int) -> list[tuple[int, int, int]] | None:
         if self.directory is None:
@@ -133,25 +146,36 @@ class SharesPlugin:
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self.session = session
 
-    @pytest.hookimpl(trylast=True)
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        """Once the session stops (``-x``, ``--maxfail``: pytest's session counted this
-        report's failure), take back the cases still queued on the workers."""
-        session, scheduler = self.session, self.scheduler
-        if session is None or scheduler is None:
-            return
-        if report.when != "setup" or not report.passed:
-            # Its outcome is known once its call report (or a setup that did not pass) is in:
-            # a worker dying before the teardown report must not report that case again as
-            # the crash (counted twice, passed and failed)
-            scheduler.reported(report.nodeid)
-        if session.shouldfail or session.shouldstop:
-            scheduler.stop()
-
     def pytest_unconfigure(self) -> None:
         if self.directory is not None:
             shutil.rmtree(self.directory, ignore_errors=True)
             self.directory = None
+
+
+#: the plugin name of :class:`_ShareReports`
+_SHARE_REPORTS = "llm-eval-xdist-share-reports"
+
+
+class _ShareReports:
+    """(xdist controller, cases in shares only) Each logged report, for the scheduler."""
+
+    def __init__(self, plugin: SharesPlugin, shares: CaseShares) -> None:
+        self.plugin = plugin
+        self.shares = shares
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """A case whose outcome is in is done; once the session stops (``-x``, ``--maxfail``:
+        pytest's session counted this report's failure), take back the cases still queued on
+        the workers."""
+        if report.when != "setup" or not report.passed:
+            # Its outcome is known once its call report (or a setup that did not pass) is in:
+            # a worker dying before the teardown report must not report that case again as
+            # the crash (counted twice, passed and failed)
+            self.shares.reported(report.nodeid)
+        session = self.plugin.session
+        if session is not None and (session.shouldfail or session.shouldstop):
+            self.shares.stop()
 
 
 def _wrappable(scheduler: Any, dist: str) -> bool:
@@ -220,10 +244,13 @@ class CaseShares:
         inner: Any,
         log: Any,
         groups: Any,
+        settled: Any = None,
     ) -> None:
         self.inner = inner
         self.log = log.llmevalsched
         self._groups = groups
+        #: called with this scheduler once its first schedule decided (split or not)
+        self._settled = settled
         self.numnodes: int = inner.numnodes
         self._nodes: list[Any] = []
         self._collections: dict[Any, list[str]] = {}
@@ -415,8 +442,12 @@ class CaseShares:
             runs = self._groups(str(nodes[0].gateway.id), len(collections[0]))
         if not runs:
             self._pass_through()
+            if self._settled is not None:
+                self._settled(self)
             return
         self.split = True
+        if self._settled is not None:
+            self._settled(self)
         self.collection = collections[0]
         for start, stop, _limit in runs:
             self._concurrent.update(range(start, stop))

@@ -109,8 +109,24 @@ def test_no_record_is_lost_whatever_becomes_of_the_teardown_report(
 
 HOOKS_SEEN = """
 def pytest_sessionfinish(session):
-    impls = session.config.pluginmanager.hook.pytest_runtest_logreport.get_hookimpls()
+    manager = session.config.pluginmanager
+    impls = manager.hook.pytest_runtest_logreport.get_hookimpls()
     print("\\nLOGREPORT", sorted(i.plugin_name for i in impls if "llm" in i.plugin_name))
+    dsession = manager.get_plugin("dsession")
+    if dsession is not None:
+        print("SCHEDULER", type(dsession.sched).__name__)
+"""
+
+CONCURRENT = """
+import asyncio
+import pytest
+from pytest_llmeval import assert_score
+
+@pytest.mark.llm_eval
+@pytest.mark.llm_eval_dataset("data/cases.jsonl", concurrency=3)
+async def test_together(case):
+    await asyncio.sleep(0)
+    assert_score("exact_match", output=case.output, expected="x", min=1)
 """
 
 
@@ -120,7 +136,10 @@ def test_only_a_controller_with_workers_has_a_hook_for_every_logged_report(
     """Without xdist the makereport wrapper hands each report over as it is made: no hook of
     the plugin runs for each of the 3 reports a test logs. The xdist controller, whose reports
     come from workers, takes them in its logreport hook (and its scheduler learns from them
-    which cases are done): with xdist installed but no workers (``-n 0``), neither is there."""
+    which cases are done): with xdist installed but no workers (``-n 0``), neither is there.
+    With workers but no concurrent cases, xdist's session gets its own scheduler back once the
+    first schedule found nothing to share out (every call it makes goes straight to it); with
+    concurrent cases the scheduler in front of it stays and learns from each report."""
     pytest.importorskip("xdist")
     write_dataset(pytester.path / "data" / "cases.jsonl", ROWS)
     pytester.makepyfile(test_t=PROJECT)
@@ -128,10 +147,19 @@ def test_only_a_controller_with_workers_has_a_hook_for_every_logged_report(
     for extra, seen in (
         (["-p", "no:xdist"], "LOGREPORT []"),
         (["-n", "0"], "LOGREPORT []"),
-        (["-n", "2"], "LOGREPORT ['llm-eval-worker-reports', 'llm-eval-xdist-shares']"),
+        (["-n", "2"], "LOGREPORT ['llm-eval-worker-reports']"),
     ):
         result = pytester.runpytest_subprocess(
             "--llm-eval", "--llm-eval-cache=off", "-s", "-p", "no:randomly", *extra
         )
         result.assert_outcomes(passed=4, failed=2)
         assert seen in result.stdout.lines, extra
+    assert "SCHEDULER LoadScheduling" in result.stdout.lines
+    pytester.makepyfile(test_t=CONCURRENT)
+    result = pytester.runpytest_subprocess(
+        "--llm-eval", "--llm-eval-cache=off", "-s", "-p", "no:randomly", "-n", "2"
+    )
+    result.assert_outcomes(passed=4, failed=2)
+    shares = "LOGREPORT ['llm-eval-worker-reports', 'llm-eval-xdist-share-reports']"
+    assert shares in result.stdout.lines
+    assert "SCHEDULER CaseShares" in result.stdout.lines

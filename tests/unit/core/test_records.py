@@ -3,6 +3,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pytest_llmeval.core.records import ScoreRecord, aggregate
 from pytest_llmeval.core.trace_summary import SpanEntry, TraceSummary
@@ -60,6 +62,62 @@ def test_aggregate_counts_and_means() -> None:
     assert (a["judge_calls"], a["prompt_tokens"], a["completion_tokens"]) == (2, 10, 5)
     assert a["cost_usd"] == pytest.approx(0.01) and a["time_s"] == pytest.approx(1.5)
     assert aggs["b"].to_json()["cost_usd"] is None
+
+
+_SCORES = st.one_of(
+    st.none(), st.floats(min_value=-1e6, max_value=1e6), st.sampled_from([0.1, 0.2, 0.7])
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["a", "b", "c"]),
+            _SCORES,
+            st.sampled_from([True, False, None]),
+            st.booleans(),  # cached
+            st.sampled_from([None, "JudgeError: boom"]),
+            st.floats(min_value=0, max_value=10),  # duration
+            st.integers(0, 3),  # judge calls
+            st.integers(0, 500),  # tokens
+            st.sampled_from([None, 0.0, 0.001, 0.1]),  # cost
+        ),
+        max_size=40,
+    )
+)
+def test_aggregates_made_in_c_passes_equal_the_one_by_one_fold(rows: list[tuple]) -> None:
+    """aggregate() sums each field over a scorer's records in C passes: every total, count,
+    bound and float equals ScorerAggregate.add() folding the records one by one (errors count
+    their cost and time, not their score; None scores, passes and costs are not counted)."""
+    from pytest_llmeval.core.records import ScorerAggregate, forget_aggregates
+
+    recs = [
+        rec(
+            scorer,
+            None if error else score,
+            None if error else passed,
+            cached=cached,
+            error=error,
+            duration_s=duration,
+            judge_calls=calls,
+            prompt_tokens=tokens,
+            cached_prompt_tokens=tokens // 2,
+            completion_tokens=tokens + 1,
+            cost_usd=cost,
+        )
+        for scorer, score, passed, cached, error, duration, calls, tokens, cost in rows
+    ]
+    folded: dict[str, ScorerAggregate] = {}
+    for r in recs:
+        folded.setdefault(r.scorer, ScorerAggregate(r.scorer)).add(r)
+    forget_aggregates()
+    made = aggregate(recs)
+    assert list(made) == sorted(folded)
+    for scorer, agg in made.items():
+        assert agg == folded[scorer]  # dataclass equality: every field, the floats exactly
+        assert agg.to_json() == folded[scorer].to_json()
+    forget_aggregates()
 
 
 def test_records_read_with_a_memo_share_the_strings_most_records_repeat() -> None:

@@ -1,0 +1,99 @@
+"""Each collected item's test function, worked out once per run of one function's items
+(pytest_llmeval/plugin/identity.py: function_keys): the same answer as asking item by item,
+whatever the order, classes or parametrization ids. (pytester's getitems finishes a session
+that only collected: the plugin's session end must not need what only a real run sets.)"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from pytest_llmeval.plugin.identity import function_identity, function_keys
+
+SOURCE = """
+import pytest
+
+@pytest.mark.parametrize("x", ["a::b", "c", "d[e]"])
+def test_one(x):
+    pass
+
+def test_two():
+    pass
+
+class TestA:
+    @pytest.mark.parametrize("y", [1, 2])
+    def test_one(self, y):
+        pass
+
+class TestB:
+    @pytest.mark.parametrize("y", [1, 2])
+    def test_one(self, y):
+        pass
+
+    class TestInner:
+        @pytest.mark.parametrize("z", [1, 2])
+        def test_one(self, z):
+            pass
+"""
+
+
+def test_each_item_gets_its_own_functions_key_in_any_order(pytester: pytest.Pytester) -> None:
+    items = pytester.getitems(SOURCE)
+    assert len(items) == 10
+    expected = [function_identity(item) for item in items]
+    assert function_keys(items) == expected
+    assert expected[0] == ("test_each_item_gets_its_own_functions_key_in_any_order.py", "test_one")
+    tests = [test for _file, test in expected]
+    assert tests.count("TestA::test_one") == 2 and tests.count("TestB::test_one") == 2
+    assert tests.count("TestB::TestInner::test_one") == 2
+    # reordered (as -p randomly or a plugin's modifyitems may): runs break up, keys follow
+    shuffled = list(items)
+    random.Random(4).shuffle(shuffled)
+    assert function_keys(shuffled) == [function_identity(item) for item in shuffled]
+    assert function_keys([]) == []
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        (
+            "@pytest.mark.llm_eval_dataset('d.jsonl', concurrency=3)\n"
+            "async def test_a(case):\n    pass",
+            True,
+        ),
+        (
+            "pytestmark = pytest.mark.llm_eval_dataset('d.jsonl', concurrency=2)\n"
+            "async def test_a(case):\n    pass",
+            True,
+        ),
+        (
+            "@pytest.mark.llm_eval_dataset('d.jsonl', concurrency=2)\nclass TestA:\n"
+            "    async def test_a(self, case):\n        pass",
+            True,
+        ),
+        (
+            "@pytest.mark.parametrize('x', [pytest.param(1, marks=pytest.mark.llm_eval_dataset("
+            "'d.jsonl', concurrency=4)), 2])\ndef test_a(x):\n    pass",
+            True,
+        ),
+        (
+            "@pytest.mark.llm_eval_dataset('d.jsonl', concurrency=1)\n"
+            "async def test_a(case):\n    pass",
+            False,
+        ),
+        ("@pytest.mark.other(concurrency=5)\nasync def test_a(case):\n    pass", False),
+    ],
+    ids=["function", "module", "class", "one-param", "one", "other-mark"],
+)
+def test_the_concurrency_check_is_skipped_only_when_no_mark_asks_for_more_than_one(
+    pytester: pytest.Pytester, source: str, expected: bool
+) -> None:
+    """Collection asks each item's concurrency only when some llm_eval_dataset mark an item can
+    see (its own, its parametrization's, its class's or module's) asks for more than 1."""
+    from pytest_llmeval.plugin.concurrent import _some_concurrency_above_one
+
+    (pytester.path / "d.jsonl").write_text('{"id": "c1"}\n{"id": "c2"}\n')
+    items = pytester.getitems("import pytest\n" + source)
+    assert items
+    assert _some_concurrency_above_one(items) is expected
