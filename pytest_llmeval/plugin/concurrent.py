@@ -238,13 +238,17 @@ def _some_concurrency_above_one(items: list[pytest.Item]) -> bool:
 
 
 _PARENT_OF = attrgetter("parent")
+_OBJ_OF = attrgetter("obj")
 
 
 def _any_coroutine(items: list[pytest.Item]) -> bool:
     """Whether any of ``items`` is a test function written as a coroutine (the first thing
     :meth:`ConcurrentCases.owns` asks: without one, no item is the runner's), asked once per
     distinct function (object), not once per item."""
-    functions = list(map(getattr, items, itertools.repeat("obj"), itertools.repeat(None)))
+    # (only test functions' objects are asked for, as owns() asks: another item's may not be
+    # there to ask for)
+    tests = itertools.compress(items, map(isinstance, items, itertools.repeat(pytest.Function)))
+    functions = list(map(_OBJ_OF, tests))
     distinct = dict(zip(map(id, functions), functions, strict=True))
     return any(map(inspect.iscoroutinefunction, distinct.values()))
 

@@ -97,3 +97,39 @@ def test_the_concurrency_check_is_skipped_only_when_no_mark_asks_for_more_than_o
     items = pytester.getitems("import pytest\n" + source)
     assert items
     assert _some_concurrency_above_one(items) is expected
+
+
+OTHER_ITEMS = """
+import pytest
+
+class OddItem(pytest.Item):
+    @property
+    def obj(self):
+        raise RuntimeError("an item of another plugin: nothing to ask for here")
+
+    def runtest(self):
+        pass
+
+class OddFile(pytest.File):
+    def collect(self):
+        yield OddItem.from_parent(self, name="odd")
+
+def pytest_collect_file(parent, file_path):
+    if file_path.suffix == ".odd":
+        return OddFile.from_parent(parent, path=file_path)
+"""
+
+
+def test_another_plugins_items_are_not_asked_what_only_test_functions_have(
+    pytester: pytest.Pytester,
+) -> None:
+    """The coroutine question goes to test functions only (as the runner's own check does): an
+    item of another plugin whose ``obj`` cannot be read collects and runs beside a test."""
+    pytester.makeconftest(OTHER_ITEMS)
+    pytester.makefile(".odd", check="")
+    pytester.makepyfile(test_plain="def test_plain():\n    pass\n")
+    # (hypothesis' plugin reads every item's obj when it runs: not it, this plugin is tested)
+    result = pytester.runpytest_subprocess(
+        "--llm-eval", "-p", "no:cacheprovider", "-p", "no:hypothesispytest"
+    )
+    result.assert_outcomes(passed=2)
