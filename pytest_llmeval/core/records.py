@@ -9,9 +9,9 @@ import math
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import partial
+from functools import partial, reduce
 from itertools import chain, compress, repeat
-from operator import attrgetter, is_, is_not
+from operator import add, attrgetter, is_, is_not
 from types import MappingProxyType
 from typing import Any, final
 
@@ -561,22 +561,23 @@ _is_false = partial(is_, False)
 def _aggregate_of(scorer: str, records: Sequence[ScoreRecord]) -> ScorerAggregate:
     """The aggregate :meth:`ScorerAggregate.add` makes of ``records`` one by one, made in C
     passes over them (a pass per field, no Python work per record): the same sums, added in
-    the same order, so the same floats."""
+    the same order, so the same floats. (Floats are folded with ``reduce``, not ``sum``: from
+    Python 3.12 ``sum`` compensates rounding and so differs in the last bits.)"""
     agg = ScorerAggregate(scorer, n=len(records))
-    agg.time_s = sum(map(_DURATION_OF, records), 0.0)
+    agg.time_s = reduce(add, map(_DURATION_OF, records), 0.0)
     agg.judge_calls, agg.prompt_tokens, agg.cached_prompt_tokens, agg.completion_tokens = (
         sum(map(get, records)) for get in _COUNTED
     )
     costs = list(filter(_is_not_none, map(_COST_OF, records)))
     if costs:
-        agg.cost_usd = sum(costs, 0.0)
+        agg.cost_usd = reduce(add, costs, 0.0)
     clean = list(map(_is_none, map(_ERROR_OF, records)))
     ok = records if all(clean) else list(compress(records, clean))
     agg.errors = len(records) - len(ok)
     scores = list(filter(_is_not_none, map(_SCORE_OF, ok)))
     if scores:
         agg.scored = len(scores)
-        agg.total = sum(scores, 0.0)
+        agg.total = reduce(add, scores, 0.0)
         # (from the start values, as add() folds them: the same result for any value)
         agg.min = min(chain((agg.min,), scores))
         agg.max = max(chain((agg.max,), scores))

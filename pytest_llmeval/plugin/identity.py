@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from itertools import groupby, repeat
-from operator import attrgetter
+from operator import add, attrgetter
 from typing import Any
 
 import pytest
@@ -24,13 +24,21 @@ def function_identity(item: pytest.Item) -> tuple[str, str]:
     if nodeid.endswith(name):
         prefix = nodeid[: len(nodeid) - len(name)]
     else:
-        prefix = nodeid.rpartition("::")[0] + "::"
+        # xdist's loadgroup appends "@group" to the node ids of an xdist_group test's items:
+        # the parent's id, when the node id is that plus the item's name, still says where
+        parent = getattr(item, "parent", None)
+        head = f"{parent.nodeid}::" if parent is not None and parent.nodeid else None
+        if head is not None and nodeid.startswith(head + name):
+            prefix = head
+        else:
+            prefix = nodeid.rpartition("::")[0] + "::"
     file, _, middle = prefix.partition("::")
     return file, middle + getattr(item, "originalname", name)
 
 
 _PARENT_OF = attrgetter("parent")
 _NAME_OF = attrgetter("name")
+_NODEID_OF = attrgetter("nodeid")
 
 
 def function_keys(items: Sequence[pytest.Item]) -> list[tuple[str, str]]:
@@ -38,14 +46,28 @@ def function_keys(items: Sequence[pytest.Item]) -> list[tuple[str, str]]:
     items of one test function (one parent, one original name: a parametrized function's
     items), not once per item: what every collecting process (each xdist worker too) asks of
     every item. Per item only C passes."""
-    names = map(getattr, items, repeat("originalname"), map(_NAME_OF, items))
-    pairs = list(zip(map(_PARENT_OF, items), names, strict=True))
+    names = list(map(_NAME_OF, items))
+    nodeids = list(map(_NODEID_OF, items))
+    originals = map(getattr, items, repeat("originalname"), names)
+    pairs = list(zip(map(_PARENT_OF, items), originals, strict=True))
     out: list[tuple[str, str]] = []
     at = 0
     for _pair, run in groupby(pairs):
-        size = len(list(run))
-        out.extend(repeat(function_identity(items[at]), size))
-        at += size
+        stop = at + len(list(run))
+        first, name = nodeids[at], names[at]
+        prefix = first[: len(first) - len(name)] if first.endswith(name) else None
+        # One key for the run only where every node id is provably the first one's prefix
+        # plus the item's own name (then function_identity() finds that same prefix for each:
+        # same file, same middle, same original name); anything else (xdist's "@group" ids,
+        # another plugin's own node ids) is worked out item by item.
+        if (
+            prefix is not None
+            and list(map(add, repeat(prefix), names[at:stop])) == nodeids[at:stop]
+        ):
+            out.extend(repeat(function_identity(items[at]), stop - at))
+        else:
+            out.extend(map(function_identity, items[at:stop]))
+        at = stop
     return out
 
 

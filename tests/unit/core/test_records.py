@@ -370,3 +370,15 @@ def test_the_json_form_names_every_field_once_in_its_written_order_each_a_json_v
     assert ScoreRecord.from_json(json.loads(json.dumps(out))) == full
     bare = rec("s", 1.0, True).to_json()
     assert (bare["trace"], bare["metadata"], bare["judge_models"]) == (None, {}, [])
+
+
+def test_aggregate_floats_are_the_one_by_one_fold_on_every_python() -> None:
+    """Ten scores, durations and costs of 0.1 add up, one by one, to 0.9999999999999999; from
+    Python 3.12 ``sum()`` compensates and gives 1.0: the aggregates fold, as add() does."""
+    from pytest_llmeval.core.records import forget_aggregates
+
+    forget_aggregates()
+    recs = [rec("a", 0.1, True, duration_s=0.1, cost_usd=0.1) for _ in range(10)]
+    agg = aggregate(recs)["a"]
+    assert (agg.total, agg.time_s, agg.cost_usd) == (0.9999999999999999,) * 3
+    forget_aggregates()

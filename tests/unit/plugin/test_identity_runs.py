@@ -54,6 +54,29 @@ def test_each_item_gets_its_own_functions_key_in_any_order(pytester: pytest.Pyte
     assert function_keys([]) == []
 
 
+def test_items_whose_node_ids_are_not_their_parents_plus_their_name_are_keyed_one_by_one(
+    pytester: pytest.Pytester,
+) -> None:
+    """xdist's loadgroup appends "@group" to an xdist_group test's node ids (after the plan
+    collector's first look), and another plugin may give its items node ids of its own: such a
+    run of items is never keyed by its first item. A case id with "::" under loadgroup once
+    made the whole test look like another test, and its gate vanish: the run passed."""
+    items = pytester.getitems(SOURCE)
+    first = items[0]  # test_one[a::b]
+    for item in items[:3]:
+        item._nodeid = f"{item.nodeid}@g"  # what xdist's worker does under --dist loadgroup
+    keys = function_keys(items)
+    assert keys == [function_identity(item) for item in items]
+    file = first.nodeid.split("::", 1)[0]
+    assert keys[:3] == [(file, "test_one")] * 3
+    # a run of one parent and one name whose node ids another plugin chose
+    odd = items[3]  # test_two
+    odd._nodeid = f"{file}::suite::test_two"
+    twin = items[3]
+    keys = function_keys([*items[:3], odd, twin])
+    assert keys == [function_identity(item) for item in [*items[:3], odd, twin]]
+
+
 @pytest.mark.parametrize(
     ("source", "expected"),
     [
@@ -133,3 +156,35 @@ def test_another_plugins_items_are_not_asked_what_only_test_functions_have(
         "--llm-eval", "-p", "no:cacheprovider", "-p", "no:hypothesispytest"
     )
     result.assert_outcomes(passed=2)
+
+
+GROUPED_GATE = """
+import pytest
+from pytest_llmeval import assert_score
+
+@pytest.mark.xdist_group("g")
+@pytest.mark.llm_eval
+@pytest.mark.llm_eval_dataset("cases.jsonl")
+@pytest.mark.llm_eval_gate("exact_match", min_pass_rate=0.5)
+def test_gated(case):
+    assert_score("exact_match", output=case.output, expected="x", min=1)
+"""
+
+
+def test_a_gate_over_grouped_cases_with_colons_in_their_ids_still_fails_under_loadgroup(
+    pytester: pytest.Pytester,
+) -> None:
+    """2 of 10 cases pass, the gate asks for half: the run fails with ``-n 2 --dist
+    loadgroup`` whatever the case ids (xdist appends "@g" to these items' node ids), as it does
+    without xdist."""
+    pytest.importorskip("xdist")
+    rows = ['{"id": "q::0", "output": "x"}', '{"id": "c1", "output": "x"}']
+    rows += [f'{{"id": "c{i}", "output": "y"}}' for i in range(2, 10)]
+    (pytester.path / "cases.jsonl").write_text("\n".join(rows) + "\n")
+    pytester.makepyfile(test_grouped=GROUPED_GATE)
+    for extra in (["-n", "0"], ["-n", "2", "--dist", "loadgroup"]):
+        result = pytester.runpytest_subprocess(
+            "--llm-eval", "--llm-eval-cache=off", "-p", "no:cacheprovider", *extra
+        )
+        assert result.ret == 1, extra
+        result.stdout.fnmatch_lines(["*test_gated exact_match: pass rate 0.2*fail*"])
