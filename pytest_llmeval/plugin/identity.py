@@ -45,7 +45,7 @@ def function_keys(items: Sequence[pytest.Item]) -> list[tuple[str, str]]:
     """:func:`function_identity` of each of ``items``, worked out once per run of consecutive
     items of one test function (one parent, one original name: a parametrized function's
     items), not once per item: what every collecting process (each xdist worker too) asks of
-    every item. Per item only C passes."""
+    every item. Per item only attribute reads and C passes."""
     names = list(map(_NAME_OF, items))
     nodeids = list(map(_NODEID_OF, items))
     originals = map(getattr, items, repeat("originalname"), names)
