@@ -339,17 +339,19 @@ class _Gate:
         fut: asyncio.Future[None] = loop.create_future()
         with self._waiters_lock:
             bisect.insort(self._waiters, (ticket, fut), key=_ticket_of)
-        if not self._main and not self._wake_due:
-            # The main thread neither holds the gate nor is taking it: opened before the append
-            # (its wake-up found no waiter), or this step waits only for its turn. Woken on the
-            # loop's next round, once the steps woken before it came back (not now: it would not
-            # yield); one wake-up scheduled at a time.
+        if not self._main and not self._wake_due and not self._lock.locked():
+            # The main thread neither holds the gate nor is taking it, and the lock is free:
+            # opened before the append (its wake-up found no waiter), or this step waits only
+            # for its turn. Woken on the loop's next round, once the steps woken before it came
+            # back (not now: it would not yield); one wake-up scheduled at a time.
             #
             # While the main thread holds or takes the gate, its end wakes the waiters. Asking
-            # the lock instead (``locked()``) said "open" while the main thread had taken it but
+            # only the lock (``locked()``) said "open" while the main thread had taken it but
             # not yet the GIL back: each waiting step then woke all of them again, round after
             # round, on a loop that kept the GIL from the main thread (seconds of a spinning
-            # case loop in a judged run of 200 cases; issue 24).
+            # case loop in a judged run of 200 cases; issue 24). A lock held with the main
+            # thread out (left taken by an exception right after it was taken) wakes nobody:
+            # the steps wait, as they would for its release, rather than spin.
             self._wake_due = True
             loop.call_soon(self._wake)
         return fut
@@ -418,15 +420,19 @@ class _Gate:
             raise
 
     def _open(self) -> None:
-        self._lock.release()
+        # (out before the release: a step that fails to enter meanwhile waits for the wake-up
+        # below, and one that registers after it finds the lock free and wakes itself)
         self._main = False
-        self._wake_waiting()
+        try:
+            self._lock.release()
+        finally:
+            self._wake_waiting()
 
     def _wake_waiting(self) -> None:
         """(main thread) The gate is open to steps again."""
         # Wake the case loop only for steps waiting on the gate: a step that fails to enter
         # after this check registers its waiter and, finding the main thread gone (``_main``
-        # was cleared before the check), wakes itself.
+        # was cleared before the check) and the lock free, wakes itself.
         with self._waiters_lock:
             waiting = bool(self._waiters)
         loop = self.loop
