@@ -7,6 +7,8 @@ from wall-clock thresholds."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 
@@ -51,6 +53,19 @@ def test_async_assertions_record_like_their_sync_forms(ctx: object) -> None:
     assert {r.case_id for r in recorder.records} == {"c1"}
 
 
+class _RecordingLoop:
+    """Stands in for the case loop: keeps what the main thread posts to it."""
+
+    def __init__(self) -> None:
+        self.posted: list[object] = []
+
+    def is_closed(self) -> bool:
+        return False
+
+    def call_soon_threadsafe(self, callback: object) -> None:
+        self.posted.append(callback)
+
+
 def test_a_phase_wakes_the_case_loop_only_when_a_step_waits_on_the_gate() -> None:
     """The end of every setup/call/teardown phase used to post a wake-up to the case loop (a
     cross-thread write and a loop iteration per phase) even when no case step was waiting."""
@@ -58,18 +73,8 @@ def test_a_phase_wakes_the_case_loop_only_when_a_step_waits_on_the_gate() -> Non
 
     from pytest_llmeval.plugin.concurrent import _Gate
 
-    class RecordingLoop:
-        def __init__(self) -> None:
-            self.posted: list[object] = []
-
-        def is_closed(self) -> bool:
-            return False
-
-        def call_soon_threadsafe(self, callback: object) -> None:
-            self.posted.append(callback)
-
     gate = _Gate()
-    recording = RecordingLoop()
+    recording = _RecordingLoop()
     gate.loop = recording  # type: ignore[assignment]
     with gate.phase():
         assert not gate.try_enter()  # a step cannot enter during a phase
@@ -88,6 +93,19 @@ def test_a_phase_wakes_the_case_loop_only_when_a_step_waits_on_the_gate() -> Non
         assert waiter.done()
     finally:
         loop.close()
+
+
+def _counted_wakes(gate: Any) -> list[int]:
+    """The gate's wake-ups from now on, each as the number of steps it found waiting."""
+    wakes: list[int] = []
+    wake = gate._wake
+
+    def counted_wake() -> None:
+        wakes.append(len(gate._waiters))
+        wake()
+
+    gate._wake = counted_wake
+    return wakes
 
 
 class _FlagNotYetSet:
@@ -132,14 +150,7 @@ def test_steps_that_cannot_enter_while_the_main_thread_takes_the_gate_wait_witho
     gate = _Gate()
     gate.loop = loop
     gate._lock = cast(Any, _FlagNotYetSet())
-    wakes: list[int] = []
-    wake = gate._wake
-
-    def counted_wake() -> None:
-        wakes.append(len(gate._waiters))
-        wake()
-
-    gate._wake = counted_wake  # type: ignore[method-assign]
+    wakes = _counted_wakes(gate)
     order: list[str] = []
 
     async def step(name: str) -> None:
@@ -213,14 +224,7 @@ def test_a_gate_lock_left_taken_by_an_exception_makes_steps_wait_without_spinnin
     gate.loop = loop
     lock = RaisesOnceTaken()
     gate._lock = cast(Any, lock)
-    wakes: list[int] = []
-    wake = gate._wake
-
-    def counted_wake() -> None:
-        wakes.append(len(gate._waiters))
-        wake()
-
-    gate._wake = counted_wake  # type: ignore[method-assign]
+    wakes = _counted_wakes(gate)
 
     async def step() -> None:
         pass
@@ -264,18 +268,8 @@ def test_a_ctrl_c_while_the_main_thread_waits_for_the_gate_wakes_the_steps_that_
         def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
             raise KeyboardInterrupt  # as ctrl_c.checkpoint() delivers it between two waits
 
-    class RecordingLoop:
-        def __init__(self) -> None:
-            self.posted: list[object] = []
-
-        def is_closed(self) -> bool:
-            return False
-
-        def call_soon_threadsafe(self, callback: object) -> None:
-            self.posted.append(callback)
-
     gate = _Gate()
-    recording = RecordingLoop()
+    recording = _RecordingLoop()
     gate.loop = recording  # type: ignore[assignment]
     gate._lock = InterruptedLock()  # type: ignore[assignment]
     loop = asyncio.new_event_loop()
