@@ -7,7 +7,7 @@ from wall-clock thresholds."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -140,7 +140,6 @@ def test_steps_that_cannot_enter_while_the_main_thread_takes_the_gate_wait_witho
     the wake-up the phase's end sends, and none is lost: the steps go on, in order, after it."""
     import asyncio
     import threading
-    from typing import Any, cast
 
     from pytest_llmeval.plugin.concurrent import _Case, _Gate, _gated
 
@@ -197,7 +196,6 @@ def test_a_gate_lock_left_taken_by_an_exception_makes_steps_wait_without_spinnin
     review of the fix measured 66,432 wake-ups a second)."""
     import asyncio
     import threading
-    from typing import Any, cast
 
     from pytest_llmeval.plugin.concurrent import _Case, _Gate, _gated
 
